@@ -1,0 +1,303 @@
+//! The public breaker: one [`Core`] with its clock, and the call wrappers around it.
+
+use std::{
+    borrow::Cow,
+    future::Future,
+    panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
+    pin::pin,
+    sync::Arc,
+    task::Poll,
+    time::Duration,
+};
+
+use crate::{
+    clock::TokioClock,
+    core::{Core, Outcome, Permit},
+    registry::{self, Snapshot},
+    BreakerError, CallError, Config, ConfigError, State, Stats,
+};
+
+/// A circuit breaker. Cheap to clone (clones share one breaker); listed in
+/// [`registry()`](crate::registry) from its creation.
+///
+/// ```
+/// use breaker_runtime::{Breaker, CallError, Config, State};
+///
+/// let payments = Breaker::new("docs::payments", Config::default().threshold(2));
+/// for _ in 0..2 {
+///     let r = payments.call_sync(|| Err::<(), _>("gateway 502"));
+///     assert!(matches!(r, Err(CallError::Inner("gateway 502"))));
+/// }
+/// assert_eq!(payments.state(), State::Open);
+/// // Open: the dependency is not called.
+/// let r = payments.call_sync(|| -> Result<(), &str> { unreachable!() });
+/// assert!(r.unwrap_err().is_open());
+/// ```
+#[derive(Clone)]
+pub struct Breaker {
+    pub(crate) shared: Arc<Shared>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) core: Core,
+    pub(crate) clock: TokioClock,
+    pub(crate) config: Config,
+}
+
+/// A panic caught in user code, on its way back to the caller.
+type Panic = Box<dyn std::any::Any + Send + 'static>;
+
+impl Breaker {
+    /// Creates a breaker and lists it in the registry.
+    ///
+    /// # Panics
+    ///
+    /// If `config` is invalid, with the [`ConfigError`] message naming the field. Use
+    /// [`try_new`](Self::try_new) for configuration that comes from outside the program.
+    #[track_caller]
+    pub fn new(name: impl Into<Cow<'static, str>>, config: Config) -> Breaker {
+        match Breaker::try_new(name, config) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// Creates a breaker and lists it in the registry, or says which field is invalid.
+    ///
+    /// A breaker is meant to live as long as the program: its name is kept for the life of
+    /// the process (an owned name is interned once), so that every error it produces can
+    /// carry it without allocating.
+    pub fn try_new(
+        name: impl Into<Cow<'static, str>>,
+        config: Config,
+    ) -> Result<Breaker, ConfigError> {
+        let breaker = Breaker::unlisted(registry::intern(name.into()), config)?;
+        registry::registry().list(&breaker);
+        Ok(breaker)
+    }
+
+    pub(crate) fn unlisted(name: &'static str, config: Config) -> Result<Breaker, ConfigError> {
+        let policy = config.validate()?;
+        let core = Core::new(name, policy, config.on_state_change.clone());
+        Ok(Breaker {
+            shared: Arc::new(Shared {
+                core,
+                clock: TokioClock::new(),
+                config,
+            }),
+        })
+    }
+
+    /// The breaker's name.
+    pub fn name(&self) -> &'static str {
+        self.shared.core.name
+    }
+
+    /// The current state. Reading it after the cool-off moves an open breaker to half-open.
+    pub fn state(&self) -> State {
+        self.shared.core.state(&self.shared.clock)
+    }
+
+    /// Counts since creation or the last reset.
+    pub fn stats(&self) -> Stats {
+        self.shared.core.counters.read()
+    }
+
+    /// A handle for manual control and inspection.
+    pub fn handle(&self) -> Handle {
+        Handle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
+    pub fn retry_in(&self) -> Option<Duration> {
+        self.shared.core.retry_in(&self.shared.clock)
+    }
+
+    /// Runs one async call through the breaker; every `Err` counts as a failure.
+    ///
+    /// The future is polled only if the call is admitted. If it is dropped before it
+    /// finishes, the call counts for nothing and gives its slots back. A panic in it counts
+    /// as a failure and unwinds to the caller unchanged.
+    pub async fn call<F, T, E>(&self, call: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        self.call_with(|_: &E| true, call).await
+    }
+
+    /// Like [`call`](Self::call), with `is_failure` deciding which errors count against the
+    /// dependency; an error it returns `false` for is neutral (counts for nothing).
+    pub async fn call_with<F, T, E, P>(&self, is_failure: P, call: F) -> Result<T, CallError<E>>
+    where
+        F: Future<Output = Result<T, E>>,
+        P: FnOnce(&E) -> bool,
+    {
+        let shared = &*self.shared;
+        let permit = Permit::acquire(&shared.core, &shared.clock).map_err(CallError::Breaker)?;
+        let mut call = pin!(call);
+        let guarded = std::future::poll_fn(move |cx| {
+            match catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx))) {
+                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+                Ok(Poll::Pending) => Poll::Pending,
+                Err(panic) => Poll::Ready(Err(panic)),
+            }
+        });
+        let result = match shared.core.policy.timeout {
+            None => guarded.await,
+            Some(after) => match tokio::time::timeout(after, guarded).await {
+                Ok(result) => result,
+                Err(_elapsed) => {
+                    permit.finish(Outcome::Timeout);
+                    let name = shared.core.name;
+                    return Err(CallError::Breaker(BreakerError::Timeout { name, after }));
+                }
+            },
+        };
+        settle(permit, result, is_failure)
+    }
+
+    /// Runs one blocking call through the breaker; every `Err` counts as a failure. Works
+    /// outside any async runtime. A configured `timeout` is not enforced here (a blocking
+    /// call cannot be cut short); `slow_call` still measures it.
+    pub fn call_sync<T, E>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
+        self.call_sync_with(|_: &E| true, call)
+    }
+
+    /// Like [`call_sync`](Self::call_sync), with `is_failure` deciding which errors count.
+    pub fn call_sync_with<T, E>(
+        &self,
+        is_failure: impl FnOnce(&E) -> bool,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        let shared = &*self.shared;
+        let permit = Permit::acquire(&shared.core, &shared.clock).map_err(CallError::Breaker)?;
+        settle(permit, catch_unwind(AssertUnwindSafe(call)), is_failure)
+    }
+
+    /// This breaker as the registry reports it.
+    pub fn snapshot(&self) -> Snapshot {
+        self.handle().snapshot()
+    }
+}
+
+/// Reports a finished call and hands its result to the caller; a panic, in the call or in
+/// `is_failure`, is reported as a failure first and then resumed unchanged.
+fn settle<T, E>(
+    permit: Permit<'_, TokioClock>,
+    result: Result<Result<T, E>, Panic>,
+    is_failure: impl FnOnce(&E) -> bool,
+) -> Result<T, CallError<E>> {
+    match result {
+        Ok(Ok(value)) => {
+            permit.finish(Outcome::Success);
+            Ok(value)
+        }
+        Ok(Err(e)) => match catch_unwind(AssertUnwindSafe(|| is_failure(&e))) {
+            Ok(counts) => {
+                permit.finish(if counts {
+                    Outcome::Failure
+                } else {
+                    Outcome::Neutral
+                });
+                Err(CallError::Inner(e))
+            }
+            Err(panic) => {
+                permit.finish(Outcome::Failure);
+                resume_unwind(panic)
+            }
+        },
+        Err(panic) => {
+            permit.finish(Outcome::Failure);
+            resume_unwind(panic)
+        }
+    }
+}
+
+impl std::fmt::Debug for Breaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Breaker")
+            .field("name", &self.name())
+            .field("state", &self.state())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Manual control and inspection of a breaker, from [`Breaker::handle`] or
+/// [`Registry::get`](crate::Registry::get).
+///
+/// ```
+/// use breaker_runtime::{registry, Breaker, Config, State};
+///
+/// let _b = Breaker::new("docs::handle", Config::default());
+/// let h = registry().get("docs::handle").unwrap();
+/// h.force_open();
+/// assert_eq!(h.state(), State::ForcedOpen);
+/// h.disable();
+/// assert_eq!(h.state(), State::Disabled);
+/// h.reset();
+/// assert_eq!(h.state(), State::Closed);
+/// ```
+#[derive(Clone)]
+pub struct Handle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Handle {
+    /// The breaker's name.
+    pub fn name(&self) -> &'static str {
+        self.shared.core.name
+    }
+
+    /// The current state (see [`Breaker::state`]).
+    pub fn state(&self) -> State {
+        self.shared.core.state(&self.shared.clock)
+    }
+
+    /// Counts since creation or the last reset.
+    pub fn stats(&self) -> Stats {
+        self.shared.core.counters.read()
+    }
+
+    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
+    pub fn retry_in(&self) -> Option<Duration> {
+        self.shared.core.retry_in(&self.shared.clock)
+    }
+
+    /// Opens the breaker until [`reset`](Self::reset): every call fails fast.
+    pub fn force_open(&self) {
+        self.shared.core.set(State::ForcedOpen, &self.shared.clock);
+    }
+
+    /// Admits every call, still counting outcomes; the state no longer changes by itself.
+    pub fn disable(&self) {
+        self.shared.core.set(State::Disabled, &self.shared.clock);
+    }
+
+    /// Closes the breaker and clears its counts and [`Stats`].
+    pub fn reset(&self) {
+        self.shared.core.set(State::Closed, &self.shared.clock);
+    }
+
+    /// The breaker as the registry reports it.
+    pub fn snapshot(&self) -> Snapshot {
+        let core = &self.shared.core;
+        let clock = &self.shared.clock;
+        Snapshot {
+            name: core.name.to_owned(),
+            state: core.state(clock),
+            stats: core.counters.read(),
+            failure_rate: core.failure_rate(clock),
+            retry_in: core.retry_in(clock),
+        }
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("name", &self.name())
+            .finish_non_exhaustive()
+    }
+}

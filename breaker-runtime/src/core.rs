@@ -1,0 +1,576 @@
+//! The engine: admission, outcomes and transitions of one breaker.
+//!
+//! The state and its generation live in one atomic word ([`Word`]). Everything a call on
+//! the closed path does is lock-free: one load of the word to be admitted; on success one
+//! striped counter and one load of the failure streak (written only when a streak was
+//! running); no clock read unless the policy needs the time. The open path is one load of
+//! the word and one clock read.
+//!
+//! Transitions are rare, and they are serialised by one mutex: whoever changes the word
+//! holds it, re-checks the word under it (so of two racing callers exactly one acts), and
+//! stores the new word last with `Release`, after the fields the new state needs
+//! (`open_until`, a cleared streak). Half-open admission and probe outcomes take the same
+//! lock, since they decide transitions. No user code runs under it: events are queued under
+//! the lock and announced after it is released, by one dispatcher at a time, in order.
+
+use std::{collections::VecDeque, panic::AssertUnwindSafe, time::Duration};
+
+use crate::{
+    clock::{Clock, Nanos},
+    config::{Hook, Policy},
+    events::{self, Cause, Transition},
+    stats::{Count, Counters},
+    sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
+    window::Ring,
+    BreakerError, State,
+};
+
+/// How an admitted call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// `Ok` in time.
+    Success,
+    /// An error that counts against the dependency, or a panic.
+    Failure,
+    /// The deadline passed.
+    Timeout,
+    /// Finished, but took at least `slow_call`.
+    Slow,
+    /// An error `is_failure` judged to be the caller's fault: counts for nothing.
+    Neutral,
+    /// The call's future was dropped before it finished: counts for nothing.
+    Cancelled,
+}
+
+impl Outcome {
+    fn is_failure(self) -> bool {
+        matches!(self, Outcome::Failure | Outcome::Timeout | Outcome::Slow)
+    }
+}
+
+/// A held half-open slot: which one, and the ticket that proves it is still ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Probe {
+    slot: usize,
+    ticket: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Lease {
+    ticket: u64,
+    until: Nanos,
+}
+
+/// What the lock guards: the rarely touched state of transitions and half-open.
+struct Inner {
+    /// One entry per probe slot; `None` is free, an expired lease may be taken over.
+    leases: Vec<Option<Lease>>,
+    probe_successes: u32,
+    /// Consecutive reopenings from half-open, which double the cool-off.
+    reopenings: u32,
+    next_ticket: u64,
+    rng: u64,
+    events: VecDeque<Transition>,
+    dispatching: bool,
+}
+
+/// Consecutive failures, tagged with the (low 32 bits of the) generation they belong to, so
+/// a late outcome from an older generation never touches the current streak.
+const STREAK_COUNT: u64 = u32::MAX as u64;
+
+fn streak_tag(generation: u64) -> u64 {
+    (generation & STREAK_COUNT) << 32
+}
+
+pub(crate) struct Core {
+    pub(crate) name: &'static str,
+    pub(crate) policy: Policy,
+    hook: Option<Hook>,
+    word: AtomicU64,
+    /// When the cool-off ends; meaningful while the word says `Open`.
+    open_until: AtomicU64,
+    streak: AtomicU64,
+    ring: Option<Ring>,
+    in_flight: AtomicU32,
+    pub(crate) counters: Counters,
+    inner: Mutex<Inner>,
+}
+
+/// What admission hands an admitted call; its outcome is reported against it.
+#[derive(Debug)]
+pub(crate) struct Admission {
+    generation: u64,
+    probe: Option<Probe>,
+    /// When the call started, if `slow_call` needs it.
+    started: Option<Nanos>,
+}
+
+use crate::state::Word;
+
+impl Core {
+    pub(crate) fn new(name: &'static str, policy: Policy, hook: Option<Hook>) -> Core {
+        let ring = policy.window.map(Ring::new);
+        let probes = policy.probes as usize;
+        Core {
+            name,
+            hook,
+            word: AtomicU64::new(Word::INITIAL.0),
+            open_until: AtomicU64::new(0),
+            streak: AtomicU64::new(streak_tag(0)),
+            ring,
+            in_flight: AtomicU32::new(0),
+            counters: Counters::new(),
+            inner: Mutex::new(Inner {
+                leases: vec![None; probes],
+                probe_successes: 0,
+                reopenings: 0,
+                next_ticket: 1,
+                rng: seed(name),
+                events: VecDeque::with_capacity(4),
+                dispatching: false,
+            }),
+            policy,
+        }
+    }
+
+    fn word(&self) -> Word {
+        Word(self.word.load(Acquire))
+    }
+
+    fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
+        self.counters.add(Count::Rejected);
+        BreakerError::open(self.name, retry_in.map(Duration::from_nanos))
+    }
+
+    /// Admits a call or refuses it. The caller must report the outcome with
+    /// [`finish`](Self::finish) exactly once (a [`Permit`] does).
+    pub(crate) fn admit(&self, clock: &impl Clock) -> Result<Admission, BreakerError> {
+        let w = self.word();
+        let mut now = None;
+        let (generation, probe) = match w.state() {
+            State::Closed | State::Disabled => (w.generation(), None),
+            State::ForcedOpen => return Err(self.reject(None)),
+            State::Open => {
+                let t = clock.now();
+                let until = self.open_until.load(Acquire);
+                if t < until {
+                    return Err(self.reject(Some(until - t)));
+                }
+                now = Some(t);
+                self.admit_half_open(t)?
+            }
+            State::HalfOpen => {
+                let t = clock.now();
+                now = Some(t);
+                self.admit_half_open(t)?
+            }
+        };
+        if let Some(max) = self.policy.max_concurrent {
+            if self.in_flight.fetch_add(1, Acquire) >= max {
+                self.in_flight.fetch_sub(1, Release);
+                if let Some(p) = probe {
+                    self.finish_probe(generation, p, Outcome::Cancelled, clock);
+                }
+                self.counters.add(Count::Rejected);
+                return Err(BreakerError::Full {
+                    name: self.name,
+                    max_concurrent: max,
+                });
+            }
+        }
+        self.counters.add(Count::Admitted);
+        let started = self
+            .policy
+            .slow_call
+            .map(|_| now.unwrap_or_else(|| clock.now()));
+        Ok(Admission {
+            generation,
+            probe,
+            started,
+        })
+    }
+
+    /// Admission when the word said open (cool-off over) or half-open: under the lock,
+    /// because it may start the half-open period and it hands out probe slots.
+    fn admit_half_open(&self, now: Nanos) -> Result<(u64, Option<Probe>), BreakerError> {
+        let mut inner = lock(&self.inner);
+        let mut w = self.word();
+        let mut moved = false;
+        let verdict = loop {
+            match w.state() {
+                State::Closed | State::Disabled => break Ok((w.generation(), None)),
+                State::ForcedOpen => break Err(None),
+                State::Open => {
+                    let until = self.open_until.load(Acquire);
+                    if now < until {
+                        break Err(Some(until - now));
+                    }
+                    w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
+                    moved = true;
+                }
+                State::HalfOpen => break self.claim_slot(&mut inner, now).map(|p| (w.generation(), Some(p))),
+            }
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+        verdict.map_err(|retry_in| self.reject(retry_in))
+    }
+
+    /// Takes a free probe slot, or one whose lease ended (its holder hung: it loses the
+    /// slot, and its late outcome will change nothing). Refused: the time until the
+    /// earliest lease ends.
+    fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
+        let free = inner
+            .leases
+            .iter()
+            .position(|l| l.map_or(true, |l| l.until <= now));
+        let Some(slot) = free else {
+            let earliest = inner.leases.iter().flatten().map(|l| l.until).min();
+            return Err(earliest.map(|until| until.saturating_sub(now)));
+        };
+        let ticket = inner.next_ticket;
+        inner.next_ticket += 1;
+        inner.leases[slot] = Some(Lease {
+            ticket,
+            until: now.saturating_add(self.policy.lease()),
+        });
+        Ok(Probe { slot, ticket })
+    }
+
+    /// Reports how an admitted call ended.
+    pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
+        let outcome = match (admission.started, self.policy.slow_call) {
+            (Some(started), Some(slow))
+                if outcome != Outcome::Cancelled
+                    && outcome != Outcome::Timeout
+                    && clock.now().saturating_sub(started) >= slow =>
+            {
+                Outcome::Slow
+            }
+            _ => outcome,
+        };
+        match outcome {
+            Outcome::Success => self.counters.add(Count::Success),
+            Outcome::Failure => self.counters.add(Count::Failure),
+            Outcome::Timeout => self.counters.add(Count::Timeout),
+            Outcome::Slow => self.counters.add(Count::Slow),
+            Outcome::Neutral | Outcome::Cancelled => {}
+        }
+        if self.policy.max_concurrent.is_some() {
+            self.in_flight.fetch_sub(1, Release);
+        }
+        match admission.probe {
+            Some(p) => self.finish_probe(admission.generation, p, outcome, clock),
+            None => self.finish_closed(admission.generation, outcome, clock),
+        }
+    }
+
+    fn finish_closed(&self, generation: u64, outcome: Outcome, clock: &impl Clock) {
+        let failed = outcome.is_failure();
+        if !failed && outcome != Outcome::Success {
+            return; // neutral or cancelled: counts for nothing, resets nothing
+        }
+        let tag = streak_tag(generation);
+        if let Some(threshold) = self.policy.threshold {
+            if failed {
+                let bumped = self.streak.fetch_update(AcqRel, Acquire, |s| {
+                    (s & !STREAK_COUNT == tag).then_some(s + 1)
+                });
+                if let Ok(prev) = bumped {
+                    let failures = (prev & STREAK_COUNT) as u32 + 1;
+                    if failures == threshold {
+                        self.trip(generation, Cause::ConsecutiveFailures { failures }, clock);
+                        return;
+                    }
+                }
+            } else if self.streak.load(Relaxed) != tag {
+                // A streak is running in this generation (or the word moved on, and the
+                // update below finds the tag changed and leaves it alone).
+                let _ = self.streak.fetch_update(AcqRel, Relaxed, |s| {
+                    (s & !STREAK_COUNT == tag && s != tag).then_some(tag)
+                });
+            }
+        }
+        if let (Some(ring), Some(percent)) = (&self.ring, self.policy.failure_rate) {
+            if self.word().generation() != generation {
+                return; // a late outcome from an older state changes nothing
+            }
+            let now = if ring.needs_clock() { clock.now() } else { 0 };
+            let tally = ring.record(failed, now);
+            if tally.trips(self.policy.min_calls, percent) {
+                let cause = Cause::FailureRate {
+                    rate: tally.rate(),
+                    calls: tally.calls,
+                };
+                self.trip(generation, cause, clock);
+            }
+        }
+    }
+
+    /// Opens a closed breaker, if it is still in the generation that saw the failures.
+    fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        if w != Word::new(State::Closed, generation) {
+            return;
+        }
+        inner.reopenings = 0;
+        self.transition(&mut inner, w, State::Open, cause, clock.now());
+        drop(inner);
+        self.dispatch();
+    }
+
+    fn finish_probe(&self, generation: u64, probe: Probe, outcome: Outcome, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let lease = &mut inner.leases[probe.slot];
+        if lease.map(|l| l.ticket) != Some(probe.ticket) {
+            return; // its lease ended and another call took the slot: changes nothing
+        }
+        *lease = None;
+        let w = self.word();
+        if w != Word::new(State::HalfOpen, generation) {
+            return;
+        }
+        let moved = match outcome {
+            Outcome::Success => {
+                inner.probe_successes += 1;
+                let successes = inner.probe_successes;
+                if successes >= self.policy.success_threshold {
+                    let cause = Cause::ProbesSucceeded { successes };
+                    self.transition(&mut inner, w, State::Closed, cause, 0);
+                    true
+                } else {
+                    false
+                }
+            }
+            Outcome::Failure | Outcome::Timeout | Outcome::Slow => {
+                inner.reopenings = inner.reopenings.saturating_add(1);
+                self.transition(&mut inner, w, State::Open, Cause::ProbeFailed, clock.now());
+                true
+            }
+            Outcome::Neutral | Outcome::Cancelled => false,
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+
+    /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
+    /// Must hold the lock, with `from` the word read under it.
+    fn transition(&self, inner: &mut Inner, from: Word, to: State, cause: Cause, now: Nanos) -> Word {
+        let next = from.next(to);
+        let mut cool_off = None;
+        for lease in inner.leases.iter_mut() {
+            *lease = None;
+        }
+        inner.probe_successes = 0;
+        match to {
+            State::Open => {
+                let base = self.policy.cool_off_after(inner.reopenings);
+                let jitter = match self.policy.jitter {
+                    0 => 0,
+                    j => next_random(&mut inner.rng) % j.saturating_add(1),
+                };
+                let total = base.saturating_add(jitter);
+                cool_off = Some(Duration::from_nanos(total));
+                self.open_until.store(now.saturating_add(total), Release);
+            }
+            State::Closed | State::Disabled => {
+                inner.reopenings = 0;
+                self.streak.store(streak_tag(next.generation()), Release);
+                if let Some(ring) = &self.ring {
+                    ring.clear();
+                }
+            }
+            State::HalfOpen | State::ForcedOpen => {}
+        }
+        self.word.store(next.0, Release);
+        if from.state() != to {
+            inner.events.push_back(Transition {
+                name: self.name,
+                from: from.state(),
+                to,
+                generation: next.generation(),
+                cause,
+                cool_off,
+            });
+        }
+        next
+    }
+
+    /// Announces queued transitions: one dispatcher at a time, in queue order, outside the
+    /// lock. A hook that calls back into the breaker only queues; the loop delivers it.
+    fn dispatch(&self) {
+        let mut inner = lock(&self.inner);
+        if inner.dispatching {
+            return;
+        }
+        inner.dispatching = true;
+        loop {
+            let Some(t) = inner.events.pop_front() else {
+                inner.dispatching = false;
+                return;
+            };
+            drop(inner);
+            self.announce(&t);
+            inner = lock(&self.inner);
+        }
+    }
+
+    fn announce(&self, t: &Transition) {
+        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            events::log(t);
+            if let Some(hook) = &self.hook {
+                hook(t);
+            }
+        }));
+        if let Err(panic) = delivered {
+            let what = panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("a non-string panic");
+            tracing::error!(
+                target: "breaker",
+                breaker = self.name,
+                "on_state_change hook panicked: {what}; the breaker goes on"
+            );
+        }
+    }
+
+    /// The state, moving an open breaker whose cool-off ended to half-open (one event).
+    pub(crate) fn state(&self, clock: &impl Clock) -> State {
+        let w = self.word();
+        if w.state() != State::Open {
+            return w.state();
+        }
+        let now = clock.now();
+        if now < self.open_until.load(Acquire) {
+            return State::Open;
+        }
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        let moved = w.state() == State::Open && now >= self.open_until.load(Acquire);
+        let state = if moved {
+            self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
+                .state()
+        } else {
+            w.state()
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+        state
+    }
+
+    /// How long until a call is admitted: the cool-off left when open; the earliest lease's
+    /// end when half-open with every slot taken; `None` otherwise (and when forced open).
+    pub(crate) fn retry_in(&self, clock: &impl Clock) -> Option<Duration> {
+        let now = clock.now();
+        let left = match self.state(clock) {
+            State::Open => Some(self.open_until.load(Acquire).saturating_sub(now)),
+            State::HalfOpen => {
+                let inner = lock(&self.inner);
+                let mut leases = inner.leases.iter();
+                if leases.all(|l| l.is_some_and(|l| l.until > now)) {
+                    inner.leases.iter().flatten().map(|l| l.until - now).min()
+                } else {
+                    None
+                }
+            }
+            State::Closed | State::Disabled | State::ForcedOpen => None,
+        };
+        left.map(Duration::from_nanos)
+    }
+
+    /// The window's failed share in percent, 0 when empty or when there is no window.
+    pub(crate) fn failure_rate(&self, clock: &impl Clock) -> f64 {
+        match &self.ring {
+            Some(ring) => ring
+                .tally(if ring.needs_clock() { clock.now() } else { 0 })
+                .rate(),
+            None => 0.0,
+        }
+    }
+
+    /// Manual control: `force_open`, `disable` or `reset` (to `Closed`, counts cleared).
+    pub(crate) fn set(&self, to: State, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        if to == State::Closed {
+            self.counters.clear();
+        } else if w.state() == to {
+            return;
+        }
+        self.transition(&mut inner, w, to, Cause::Manual, clock.now());
+        drop(inner);
+        self.dispatch();
+    }
+
+    /// Calls in flight under the bulkhead (0 without one).
+    #[cfg(any(test, breaker_loom))]
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Acquire)
+    }
+
+    /// Probe slots currently held.
+    #[cfg(any(test, breaker_loom))]
+    pub(crate) fn probes_held(&self) -> usize {
+        lock(&self.inner).leases.iter().flatten().count()
+    }
+}
+
+/// An admitted call's right to report: reports `Cancelled` if dropped unreported, so a
+/// dropped future gives back its probe and bulkhead slots and records nothing.
+pub(crate) struct Permit<'a, C: Clock> {
+    core: &'a Core,
+    clock: &'a C,
+    admission: Option<Admission>,
+}
+
+impl<'a, C: Clock> Permit<'a, C> {
+    pub(crate) fn acquire(core: &'a Core, clock: &'a C) -> Result<Self, BreakerError> {
+        let admission = core.admit(clock)?;
+        Ok(Permit {
+            core,
+            clock,
+            admission: Some(admission),
+        })
+    }
+
+    pub(crate) fn finish(mut self, outcome: Outcome) {
+        if let Some(a) = self.admission.take() {
+            self.core.finish(a, outcome, self.clock);
+        }
+    }
+}
+
+impl<C: Clock> Drop for Permit<'_, C> {
+    fn drop(&mut self) {
+        if let Some(a) = self.admission.take() {
+            self.core.finish(a, Outcome::Cancelled, self.clock);
+        }
+    }
+}
+
+/// A per-breaker seed for jitter: std's `RandomState` is keyed from the OS once per thread,
+/// which is all the randomness jitter needs (no crate for ten lines).
+fn seed(name: &str) -> u64 {
+    use std::hash::{BuildHasher, Hash, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    name.hash(&mut h);
+    h.finish() | 1
+}
+
+/// splitmix64: fast, well distributed, good enough to spread a fleet's probes.
+fn next_random(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,268 @@
+//! What a call through a breaker can fail with.
+
+use std::{fmt, time::Duration};
+
+/// A failure produced by the breaker itself, not by the dependency.
+///
+/// Building one allocates nothing: it holds the breaker's `&'static` name and plain numbers.
+/// A retry loop around a breaker-protected call should treat [`is_open`](Self::is_open) as
+/// final and wait [`retry_in`](Self::retry_in) at least.
+///
+/// ```
+/// use breaker_runtime::{Breaker, CallError, Config};
+///
+/// let b = Breaker::new("docs::errors", Config::default());
+/// b.handle().force_open();
+/// let err = b.call_sync(|| Ok::<u32, std::io::Error>(1)).unwrap_err();
+/// match err {
+///     CallError::Breaker(e) => {
+///         assert!(e.is_open());
+///         assert_eq!(e.name(), "docs::errors");
+///         assert_eq!(e.retry_in(), None); // forced open: no end in sight
+///     }
+///     CallError::Inner(_) => unreachable!(),
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BreakerError {
+    /// The breaker is open (or half-open with every probe slot taken): the call was not made.
+    #[non_exhaustive]
+    Open {
+        /// The breaker's name.
+        name: &'static str,
+        /// How long until a call may be admitted again; `None` when forced open.
+        retry_in: Option<Duration>,
+    },
+    /// The call did not finish within the configured `timeout`; it was dropped.
+    #[non_exhaustive]
+    Timeout {
+        /// The breaker's name.
+        name: &'static str,
+        /// The configured deadline.
+        after: Duration,
+    },
+    /// The bulkhead is full: `max_concurrent` calls are already in flight.
+    #[non_exhaustive]
+    Full {
+        /// The breaker's name.
+        name: &'static str,
+        /// The configured limit.
+        max_concurrent: u32,
+    },
+}
+
+impl BreakerError {
+    pub(crate) fn open(name: &'static str, retry_in: Option<Duration>) -> Self {
+        BreakerError::Open { name, retry_in }
+    }
+
+    /// The name of the breaker that produced this error.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BreakerError::Open { name, .. }
+            | BreakerError::Timeout { name, .. }
+            | BreakerError::Full { name, .. } => name,
+        }
+    }
+
+    /// The breaker was open: the dependency was not called.
+    pub fn is_open(&self) -> bool {
+        matches!(self, BreakerError::Open { .. })
+    }
+
+    /// The call timed out.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, BreakerError::Timeout { .. })
+    }
+
+    /// The bulkhead was full: the dependency was not called.
+    pub fn is_full(&self) -> bool {
+        matches!(self, BreakerError::Full { .. })
+    }
+
+    /// How long until the breaker admits a call again, when it is open and knows.
+    pub fn retry_in(&self) -> Option<Duration> {
+        match self {
+            BreakerError::Open { retry_in, .. } => *retry_in,
+            _ => None,
+        }
+    }
+}
+
+/// Formats a duration the way an operator reads it: `250ms`, `4.2s`, `1m 30s`.
+pub(crate) struct Human(pub(crate) Duration);
+
+impl fmt::Display for Human {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d < Duration::from_secs(1) {
+            write!(f, "{}ms", d.as_millis())
+        } else if d < Duration::from_secs(60) {
+            write!(f, "{:.1}s", d.as_secs_f64())
+        } else {
+            write!(f, "{}m {}s", d.as_secs() / 60, d.as_secs() % 60)
+        }
+    }
+}
+
+impl fmt::Display for BreakerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BreakerError::Open {
+                name,
+                retry_in: Some(left),
+            } => write!(
+                f,
+                "circuit breaker `{name}` is open; retry in {}",
+                Human(*left)
+            ),
+            BreakerError::Open {
+                name,
+                retry_in: None,
+            } => write!(
+                f,
+                "circuit breaker `{name}` is forced open; it stays open until reset"
+            ),
+            BreakerError::Timeout { name, after } => write!(
+                f,
+                "call through circuit breaker `{name}` timed out after {}",
+                Human(*after)
+            ),
+            BreakerError::Full {
+                name,
+                max_concurrent,
+            } => write!(
+                f,
+                "circuit breaker `{name}` is full: {max_concurrent} calls already in flight; retry shortly"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BreakerError {}
+
+/// `io::Result` functions need no fallback: a timeout becomes `TimedOut`, the rest `Other`.
+impl From<BreakerError> for std::io::Error {
+    fn from(e: BreakerError) -> Self {
+        let kind = if e.is_timeout() {
+            std::io::ErrorKind::TimedOut
+        } else {
+            std::io::ErrorKind::Other
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+/// The outcome of a failed call: the breaker's own refusal, or the dependency's error.
+///
+/// A fallback receives it and decides, for example: serve a cached value on
+/// `Breaker(_)`, surface the dependency's own error on `Inner(e)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError<E> {
+    /// The breaker refused or cut the call: open, timed out or bulkhead full.
+    Breaker(BreakerError),
+    /// The dependency answered with an error of its own.
+    Inner(E),
+}
+
+impl<E> CallError<E> {
+    /// The dependency's error, if that is what this is.
+    pub fn into_inner(self) -> Option<E> {
+        match self {
+            CallError::Inner(e) => Some(e),
+            CallError::Breaker(_) => None,
+        }
+    }
+
+    /// The breaker's error, if that is what this is.
+    pub fn breaker_error(&self) -> Option<&BreakerError> {
+        match self {
+            CallError::Breaker(e) => Some(e),
+            CallError::Inner(_) => None,
+        }
+    }
+
+    /// Whether the breaker was open (the dependency was not called).
+    pub fn is_open(&self) -> bool {
+        self.breaker_error().is_some_and(BreakerError::is_open)
+    }
+
+    /// Converts into `E`, for an error type that can hold a [`BreakerError`].
+    pub fn into_error(self) -> E
+    where
+        E: From<BreakerError>,
+    {
+        match self {
+            CallError::Breaker(e) => E::from(e),
+            CallError::Inner(e) => e,
+        }
+    }
+}
+
+impl<E> From<BreakerError> for CallError<E> {
+    fn from(e: BreakerError) -> Self {
+        CallError::Breaker(e)
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for CallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CallError::Breaker(e) => e.fmt(f),
+            CallError::Inner(e) => e.fmt(f),
+        }
+    }
+}
+
+impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CallError::Breaker(e) => Some(e),
+            CallError::Inner(e) => Some(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_the_breaker_and_when_to_retry() {
+        let open = BreakerError::open("shop::get_tax", Some(Duration::from_millis(4200)));
+        assert_eq!(
+            open.to_string(),
+            "circuit breaker `shop::get_tax` is open; retry in 4.2s"
+        );
+        let forced = BreakerError::open("shop::get_tax", None);
+        assert!(forced.to_string().contains("forced open"));
+        let timeout = BreakerError::Timeout {
+            name: "shop::get_tax",
+            after: Duration::from_millis(600),
+        };
+        assert_eq!(
+            timeout.to_string(),
+            "call through circuit breaker `shop::get_tax` timed out after 600ms"
+        );
+        assert_eq!(Human(Duration::from_secs(90)).to_string(), "1m 30s");
+    }
+
+    #[test]
+    fn io_errors_keep_the_kind() {
+        let t: std::io::Error = BreakerError::Timeout {
+            name: "x",
+            after: Duration::from_secs(1),
+        }
+        .into();
+        assert_eq!(t.kind(), std::io::ErrorKind::TimedOut);
+        let o: std::io::Error = BreakerError::open("x", None).into();
+        assert_eq!(o.kind(), std::io::ErrorKind::Other);
+    }
+
+    #[test]
+    fn breaker_error_is_send_sync_static() {
+        fn check<T: std::error::Error + Send + Sync + Clone + 'static>() {}
+        check::<BreakerError>();
+    }
+}

@@ -1,0 +1,64 @@
+//! The engine behind [`breaker`](https://docs.rs/breaker): a circuit breaker you can use on
+//! its own, and that every `#[circuit_breaker]` function calls into.
+//!
+//! ```
+//! use std::time::Duration;
+//! use breaker_runtime::{Breaker, CallError, Config, State};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let tax = Breaker::new(
+//!     "docs::tax",
+//!     Config::default().threshold(5).cool_off(Duration::from_secs(10)).timeout(Duration::from_millis(600)),
+//! );
+//! let rate = tax.call(async { Ok::<f64, std::io::Error>(0.2) }).await;
+//! assert_eq!(rate.unwrap(), 0.2);
+//! assert_eq!(tax.state(), State::Closed);
+//! # }
+//! ```
+//!
+//! # Layout
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | `state` | [`State`] and the packed state-and-generation word |
+//! | `config` | [`Config`], its validation, [`ConfigError`] |
+//! | `core` | admission, outcomes, transitions: the lock-free engine |
+//! | `window` | the rings of atomic cells behind `failure_rate` |
+//! | `stats` | [`Stats`] and the striped counters behind them |
+//! | `breaker` | [`Breaker`], [`Handle`]: the call wrappers (timeouts, panics, cancellation) |
+//! | `registry` | [`registry()`], [`Snapshot`] |
+//! | `events` | [`Transition`], the `tracing` events |
+//! | `error` | [`BreakerError`], [`CallError`] |
+//! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod breaker;
+mod clock;
+mod config;
+mod core;
+mod error;
+mod events;
+mod registry;
+mod state;
+mod stats;
+mod sync;
+mod window;
+
+pub use crate::{
+    breaker::{Breaker, Handle},
+    config::{Config, ConfigError, Window},
+    error::{BreakerError, CallError},
+    events::{Cause, Transition},
+    registry::{registry, Registry, Snapshot},
+    state::State,
+    stats::Stats,
+};
+
+/// The engine for the model-checking tests (`--cfg breaker_loom`); not part of the API.
+#[cfg(breaker_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::clock::FakeClock;
+    pub use crate::core::{Core, Outcome, Permit};
+}

@@ -1,0 +1,138 @@
+//! Every breaker of the process, by name: for dashboards, health endpoints and manual
+//! control.
+
+use std::{
+    borrow::Cow,
+    collections::HashSet,
+    sync::{Arc, Mutex, PoisonError, Weak},
+    time::Duration,
+};
+
+use crate::{
+    breaker::{Breaker, Handle, Shared},
+    Config, State, Stats,
+};
+
+/// One breaker, as [`Registry::snapshot`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// The breaker's name.
+    pub name: String,
+    /// Its state.
+    pub state: State,
+    /// Its counts since creation or the last reset.
+    pub stats: Stats,
+    /// Percent failed in the current window; 0 when empty or when the breaker judges only
+    /// consecutive failures (it keeps no window then).
+    pub failure_rate: f64,
+    /// How long it stays open; when half-open with every probe slot taken, until the
+    /// earliest lease ends; `None` otherwise and when forced open.
+    pub retry_in: Option<Duration>,
+}
+
+/// The process-wide list of breakers; see [`registry()`].
+pub struct Registry {
+    /// Weak: a breaker dropped by its owner leaves the list. A static breaker (every one the
+    /// attribute creates) lives as long as the program.
+    breakers: Mutex<Vec<Weak<Shared>>>,
+}
+
+/// The process-wide registry: every breaker created so far that is still alive, in order of
+/// creation.
+///
+/// ```
+/// use breaker_runtime::{registry, Breaker, Config};
+///
+/// let _b = Breaker::new("docs::registry", Config::default());
+/// let all = registry().snapshot();
+/// assert!(all.iter().any(|s| s.name == "docs::registry"));
+/// ```
+pub fn registry() -> &'static Registry {
+    static REGISTRY: Registry = Registry {
+        breakers: Mutex::new(Vec::new()),
+    };
+    &REGISTRY
+}
+
+impl Registry {
+    fn live(&self) -> Vec<Arc<Shared>> {
+        let list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        list.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// A handle to the first breaker created with this name.
+    pub fn get(&self, name: &str) -> Option<Handle> {
+        self.live()
+            .into_iter()
+            .find(|s| s.core.name == name)
+            .map(|shared| Handle { shared })
+    }
+
+    /// Every live breaker, in order of creation.
+    pub fn snapshot(&self) -> Vec<Snapshot> {
+        self.live()
+            .into_iter()
+            .map(|shared| Handle { shared }.snapshot())
+            .collect()
+    }
+
+    pub(crate) fn list(&self, breaker: &Breaker) {
+        let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&breaker.shared));
+    }
+
+    /// The breaker named `name`, created with `config` if there is none yet. A breaker that
+    /// exists with another policy is kept, with one WARN naming it.
+    ///
+    /// # Panics
+    ///
+    /// If it has to create the breaker and `config` is invalid, as [`Breaker::new`] does.
+    pub fn get_or_create(&self, name: &'static str, config: Config) -> Breaker {
+        let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
+        let existing = list
+            .iter()
+            .filter_map(Weak::upgrade)
+            .find(|s| s.core.name == name);
+        if let Some(shared) = existing {
+            if !shared.config.same_policy(&config) {
+                tracing::warn!(
+                    target: "breaker",
+                    breaker = name,
+                    "circuit breaker `{name}` already exists with another configuration; \
+                     keeping the existing one (give the functions different `name`s to \
+                     separate them)"
+                );
+            }
+            return Breaker { shared };
+        }
+        let breaker = match Breaker::unlisted(name, config) {
+            Ok(b) => b,
+            Err(e) => {
+                drop(list);
+                panic!("{e}")
+            }
+        };
+        list.retain(|w| w.strong_count() > 0);
+        list.push(Arc::downgrade(&breaker.shared));
+        breaker
+    }
+}
+
+/// A `'static` name: borrowed names as they are, owned ones leaked once per distinct name,
+/// so errors carry the name without allocating and re-creating a breaker leaks nothing.
+pub(crate) fn intern(name: Cow<'static, str>) -> &'static str {
+    let owned = match name {
+        Cow::Borrowed(s) => return s,
+        Cow::Owned(s) => s,
+    };
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    let names = names.get_or_insert_with(HashSet::new);
+    if let Some(existing) = names.get(owned.as_str()) {
+        return existing;
+    }
+    let leaked: &'static str = Box::leak(owned.into_boxed_str());
+    names.insert(leaked);
+    leaked
+}
