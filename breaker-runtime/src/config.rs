@@ -306,10 +306,16 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
-    /// How long a probe may hold its half-open slot: the call's timeout when set, else the
-    /// base cool-off.
+    /// How long a probe may hold its half-open slot: the base cool-off, or with a timeout
+    /// the timeout plus a grace (a tenth of it, at most 100 ms) so that the timed-out
+    /// probe's own report lands before the slot can be taken over. A probe with a timeout
+    /// only overstays when its future is no longer polled (a stalled executor, a caller
+    /// that holds the future without polling it).
     pub(crate) fn lease(&self) -> u64 {
-        self.timeout.map(to_nanos).unwrap_or(self.cool_off)
+        match self.timeout.map(to_nanos) {
+            Some(t) => t.saturating_add((t / 10).min(100_000_000)),
+            None => self.cool_off,
+        }
     }
 
     /// The cool-off after `reopenings` consecutive reopenings from half-open, before jitter.
