@@ -44,11 +44,11 @@ pub(crate) fn to_nanos(d: std::time::Duration) -> Nanos {
 }
 
 /// A clock the tests set by hand.
-#[cfg(any(test, breaker_loom))]
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub(crate) struct FakeClock(pub(crate) std::cell::Cell<Nanos>);
 
-#[cfg(any(test, breaker_loom))]
+#[cfg(test)]
 impl Clock for FakeClock {
     fn now(&self) -> Nanos {
         self.0.get()

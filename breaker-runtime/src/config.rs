@@ -198,7 +198,10 @@ impl Config {
         }
         match self.window {
             Some(Window::Calls(0)) => {
-                return Err(ConfigError::new("window_calls", "must be at least 1 (got 0)"))
+                return Err(ConfigError::new(
+                    "window_calls",
+                    "must be at least 1 (got 0)",
+                ))
             }
             Some(Window::Duration(d)) if d.is_zero() => {
                 return Err(ConfigError::new("window_duration", "must not be zero"))
@@ -211,7 +214,10 @@ impl Config {
                     Some(Window::Duration(_)) => "window_duration",
                     _ => "window_calls",
                 };
-                return Err(ConfigError::new(field, "has no effect without `failure_rate`"));
+                return Err(ConfigError::new(
+                    field,
+                    "has no effect without `failure_rate`",
+                ));
             }
             if self.min_calls.is_some() {
                 return Err(ConfigError::new(
@@ -358,7 +364,11 @@ impl ConfigError {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid breaker config: `{}` {}", self.field, self.reason)
+        write!(
+            f,
+            "invalid breaker config: `{}` {}",
+            self.field, self.reason
+        )
     }
 }
 
@@ -379,8 +389,14 @@ mod tests {
         assert_eq!(field_of(c().threshold(0)), "threshold");
         assert_eq!(field_of(c().failure_rate(0)), "failure_rate");
         assert_eq!(field_of(c().failure_rate(101)), "failure_rate");
-        assert_eq!(field_of(c().failure_rate(50).window_calls(0)), "window_calls");
-        assert_eq!(field_of(c().failure_rate(50).window_duration(d0)), "window_duration");
+        assert_eq!(
+            field_of(c().failure_rate(50).window_calls(0)),
+            "window_calls"
+        );
+        assert_eq!(
+            field_of(c().failure_rate(50).window_duration(d0)),
+            "window_duration"
+        );
         assert_eq!(field_of(c().failure_rate(50).min_calls(0)), "min_calls");
         assert_eq!(
             field_of(c().failure_rate(50).window_calls(5).min_calls(6)),
@@ -390,7 +406,10 @@ mod tests {
         assert_eq!(field_of(c().min_calls(5)), "min_calls");
         assert_eq!(field_of(c().slow_call(d0)), "slow_call");
         assert_eq!(field_of(c().cool_off(d0)), "cool_off");
-        assert_eq!(field_of(c().max_cool_off(Duration::from_secs(1))), "max_cool_off");
+        assert_eq!(
+            field_of(c().max_cool_off(Duration::from_secs(1))),
+            "max_cool_off"
+        );
         assert_eq!(field_of(c().jitter(d0)), "jitter");
         assert_eq!(field_of(c().probes(0)), "probes");
         assert_eq!(field_of(c().success_threshold(0)), "success_threshold");
@@ -407,11 +426,21 @@ mod tests {
         assert_eq!((p.probes, p.success_threshold), (1, 1));
 
         let rate = Config::default().failure_rate(50).validate().unwrap();
-        assert_eq!(rate.threshold, None, "threshold is off with only failure_rate");
+        assert_eq!(
+            rate.threshold, None,
+            "threshold is off with only failure_rate"
+        );
         assert_eq!(rate.window, Some(Window::Calls(100)));
         assert_eq!(rate.min_calls, 10);
-        let small = Config::default().failure_rate(50).window_calls(4).validate();
-        assert_eq!(small.unwrap().min_calls, 4, "min_calls is at most the window");
+        let small = Config::default()
+            .failure_rate(50)
+            .window_calls(4)
+            .validate();
+        assert_eq!(
+            small.unwrap().min_calls,
+            4,
+            "min_calls is at most the window"
+        );
         let probes = Config::default().probes(3).validate().unwrap();
         assert_eq!(probes.success_threshold, 3);
     }
@@ -434,7 +463,9 @@ mod tests {
             .max_cool_off(Duration::from_secs(5))
             .validate()
             .unwrap();
-        let secs: Vec<u64> = (0..5).map(|n| p.cool_off_after(n) / 1_000_000_000).collect();
+        let secs: Vec<u64> = (0..5)
+            .map(|n| p.cool_off_after(n) / 1_000_000_000)
+            .collect();
         assert_eq!(secs, [1, 2, 4, 5, 5]);
     }
 

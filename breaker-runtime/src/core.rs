@@ -208,7 +208,11 @@ impl Core {
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
                     moved = true;
                 }
-                State::HalfOpen => break self.claim_slot(&mut inner, now).map(|p| (w.generation(), Some(p))),
+                State::HalfOpen => {
+                    break self
+                        .claim_slot(&mut inner, now)
+                        .map(|p| (w.generation(), Some(p)))
+                }
             }
         };
         drop(inner);
@@ -225,7 +229,7 @@ impl Core {
         let free = inner
             .leases
             .iter()
-            .position(|l| l.map_or(true, |l| l.until <= now));
+            .position(|l| l.is_none_or(|l| l.until <= now));
         let Some(slot) = free else {
             let earliest = inner.leases.iter().flatten().map(|l| l.until).min();
             return Err(earliest.map(|until| until.saturating_sub(now)));
@@ -281,8 +285,8 @@ impl Core {
                 if let Ok(prev) = bumped {
                     let failures = (prev & STREAK_COUNT) as u32 + 1;
                     if failures == threshold {
+                        // Once tripped, the window below sees the generation moved on.
                         self.trip(generation, Cause::ConsecutiveFailures { failures }, clock);
-                        return;
                     }
                 }
             } else if self.streak.load(Relaxed) != tag {
@@ -360,7 +364,14 @@ impl Core {
 
     /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
     /// Must hold the lock, with `from` the word read under it.
-    fn transition(&self, inner: &mut Inner, from: Word, to: State, cause: Cause, now: Nanos) -> Word {
+    fn transition(
+        &self,
+        inner: &mut Inner,
+        from: Word,
+        to: State,
+        cause: Cause,
+        now: Nanos,
+    ) -> Word {
         let next = from.next(to);
         let mut cool_off = None;
         for lease in inner.leases.iter_mut() {
@@ -511,14 +522,20 @@ impl Core {
         self.dispatch();
     }
 
+    /// The state as stored, without moving an open breaker to half-open.
+    #[cfg(test)]
+    pub(crate) fn peek(&self) -> State {
+        self.word().state()
+    }
+
     /// Calls in flight under the bulkhead (0 without one).
-    #[cfg(any(test, breaker_loom))]
+    #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Acquire)
     }
 
     /// Probe slots currently held.
-    #[cfg(any(test, breaker_loom))]
+    #[cfg(test)]
     pub(crate) fn probes_held(&self) -> usize {
         lock(&self.inner).leases.iter().flatten().count()
     }
@@ -560,10 +577,8 @@ impl<C: Clock> Drop for Permit<'_, C> {
 /// A per-breaker seed for jitter: std's `RandomState` is keyed from the OS once per thread,
 /// which is all the randomness jitter needs (no crate for ten lines).
 fn seed(name: &str) -> u64 {
-    use std::hash::{BuildHasher, Hash, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    name.hash(&mut h);
-    h.finish() | 1
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(name) | 1
 }
 
 /// splitmix64: fast, well distributed, good enough to spread a fleet's probes.

@@ -55,10 +55,7 @@ pub use crate::{
     stats::Stats,
 };
 
-/// The engine for the model-checking tests (`--cfg breaker_loom`); not part of the API.
-#[cfg(breaker_loom)]
-#[doc(hidden)]
-pub mod __loom {
-    pub use crate::clock::FakeClock;
-    pub use crate::core::{Core, Outcome, Permit};
-}
+#[cfg(all(test, breaker_loom))]
+mod loom_tests;
+#[cfg(all(test, not(breaker_loom)))]
+mod reference;

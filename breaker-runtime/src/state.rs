@@ -90,7 +90,10 @@ impl Word {
     /// The word after a transition to `to`: a new generation (wrapping after 2^61
     /// transitions, which no process lives to see).
     pub(crate) fn next(self, to: State) -> Word {
-        Word::new(to, self.generation().wrapping_add(1) & (u64::MAX >> STATE_BITS))
+        Word::new(
+            to,
+            self.generation().wrapping_add(1) & (u64::MAX >> STATE_BITS),
+        )
     }
 }
 

@@ -26,8 +26,7 @@ impl Tally {
 
     /// Whether the window is full enough to judge and the failed share reaches `percent`.
     pub(crate) fn trips(self, min_calls: u32, percent: u32) -> bool {
-        self.calls >= u64::from(min_calls)
-            && self.failures * 100 >= u64::from(percent) * self.calls
+        self.calls >= u64::from(min_calls) && self.failures * 100 >= u64::from(percent) * self.calls
     }
 }
 
@@ -212,11 +211,23 @@ mod tests {
         for failed in [true, true, false, false] {
             r.record(failed, 0);
         }
-        assert_eq!(r.tally(0), Tally { calls: 4, failures: 2 });
+        assert_eq!(
+            r.tally(0),
+            Tally {
+                calls: 4,
+                failures: 2
+            }
+        );
         // Two successes push the two failures out.
         r.record(false, 0);
         let t = r.record(false, 0);
-        assert_eq!(t, Tally { calls: 4, failures: 0 });
+        assert_eq!(
+            t,
+            Tally {
+                calls: 4,
+                failures: 0
+            }
+        );
         r.clear();
         assert_eq!(r.tally(0), Tally::default());
     }
@@ -227,19 +238,43 @@ mod tests {
         let r = Ring::new(Window::Duration(Duration::from_secs(10)));
         r.record(true, 0);
         r.record(false, 5 * sec);
-        assert_eq!(r.tally(5 * sec), Tally { calls: 2, failures: 1 });
-        assert_eq!(r.tally(10 * sec + 1), Tally { calls: 1, failures: 0 });
+        assert_eq!(
+            r.tally(5 * sec),
+            Tally {
+                calls: 2,
+                failures: 1
+            }
+        );
+        assert_eq!(
+            r.tally(10 * sec + 1),
+            Tally {
+                calls: 1,
+                failures: 0
+            }
+        );
         assert_eq!(r.tally(16 * sec), Tally::default());
         // A bucket reused a turn later starts afresh.
         let t = r.record(true, 20 * sec);
-        assert_eq!(t, Tally { calls: 1, failures: 1 });
+        assert_eq!(
+            t,
+            Tally {
+                calls: 1,
+                failures: 1
+            }
+        );
     }
 
     #[test]
     fn trips_needs_min_calls_and_the_rate() {
-        let t = Tally { calls: 9, failures: 9 };
+        let t = Tally {
+            calls: 9,
+            failures: 9,
+        };
         assert!(!t.trips(10, 50));
-        let t = Tally { calls: 20, failures: 10 };
+        let t = Tally {
+            calls: 20,
+            failures: 10,
+        };
         assert!(t.trips(10, 50));
         assert!(!t.trips(10, 51));
         assert_eq!(t.rate(), 50.0);

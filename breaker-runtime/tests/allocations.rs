@@ -56,7 +56,13 @@ fn ready<F: Future>(f: F) -> F::Output {
 fn exercise(b: &Breaker) {
     for i in 0..1000u32 {
         let _ = b.call_sync(|| if i % 3 == 0 { Err("x") } else { Ok(i) });
-        let _ = ready(b.call(async move { if i % 3 == 0 { Err("x") } else { Ok(i) } }));
+        let _ = ready(b.call(async move {
+            if i % 3 == 0 {
+                Err("x")
+            } else {
+                Ok(i)
+            }
+        }));
     }
 }
 
@@ -71,11 +77,16 @@ fn the_closed_path_allocates_nothing() {
         ("alloc::default", Config::default()),
         (
             "alloc::window",
-            Config::default().failure_rate(90).window_calls(100).slow_call(Duration::from_secs(5)),
+            Config::default()
+                .failure_rate(90)
+                .window_calls(100)
+                .slow_call(Duration::from_secs(5)),
         ),
         (
             "alloc::time_window",
-            Config::default().failure_rate(90).window_duration(Duration::from_secs(10)),
+            Config::default()
+                .failure_rate(90)
+                .window_duration(Duration::from_secs(10)),
         ),
     ] {
         let b = Breaker::new(name, config.max_concurrent(10));

@@ -82,14 +82,21 @@ async fn after_the_first_wave_at_most_probes_calls_are_in_flight() {
     }
     let probes = down.reached.load(SeqCst) - first_wave;
     assert!(probes >= 10 * PROBES, "half-open admitted probes");
-    assert!(probes * 10 < calls, "{probes} of {calls} calls reached a dead dependency");
+    assert!(
+        probes * 10 < calls,
+        "{probes} of {calls} calls reached a dead dependency"
+    );
     let max = down.max_in_flight.load(SeqCst);
     assert!(max <= PROBES, "{max} probes in flight at once");
     assert_eq!(down.in_flight.load(SeqCst), 0);
     let s = b.stats();
     assert_eq!(s.calls as usize, 300 + calls);
     assert_eq!(s.successes, 0);
-    assert_eq!(s.failures + s.rejected, s.calls, "every call finished or was refused");
+    assert_eq!(
+        s.failures + s.rejected,
+        s.calls,
+        "every call finished or was refused"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -37,7 +37,10 @@ async fn closed_passes_calls_and_counts_them() {
     let b = Breaker::new("sem::closed", Config::default());
     let dep = Dependency::default();
     assert_eq!(b.call(dep.ok(Duration::ZERO)).await, Ok("ok"));
-    assert_eq!(b.call(dep.fail()).await, Err(CallError::Inner("502 bad gateway")));
+    assert_eq!(
+        b.call(dep.fail()).await,
+        Err(CallError::Inner("502 bad gateway"))
+    );
     assert_eq!(dep.reached(), 2);
     assert_eq!(b.state(), State::Closed);
     let s = b.stats();
@@ -59,7 +62,10 @@ async fn consecutive_failures_open_and_a_success_resets_the_streak() {
 
 #[tokio::test(start_paused = true)]
 async fn open_fails_fast_without_polling_the_body() {
-    let b = Breaker::new("sem::open", Config::default().threshold(1).cool_off(10 * SEC));
+    let b = Breaker::new(
+        "sem::open",
+        Config::default().threshold(1).cool_off(10 * SEC),
+    );
     let dep = Dependency::default();
     fail_n(&b, &dep, 1).await;
     advance(4 * SEC).await;
@@ -75,20 +81,30 @@ async fn open_fails_fast_without_polling_the_body() {
     assert!(e.is_open());
     assert_eq!(e.retry_in(), Some(6 * SEC));
     assert_eq!(b.retry_in(), Some(6 * SEC));
-    assert_eq!(e.to_string(), "circuit breaker `sem::open` is open; retry in 6.0s");
+    assert_eq!(
+        e.to_string(),
+        "circuit breaker `sem::open` is open; retry in 6.0s"
+    );
     let s = b.stats();
     assert_eq!((s.calls, s.rejected), (2, 1));
 }
 
 #[tokio::test(start_paused = true)]
 async fn after_the_cool_off_one_probe_closes_it() {
-    let b = Breaker::new("sem::probe", Config::default().threshold(1).cool_off(5 * SEC));
+    let b = Breaker::new(
+        "sem::probe",
+        Config::default().threshold(1).cool_off(5 * SEC),
+    );
     let dep = Dependency::default();
     fail_n(&b, &dep, 1).await;
     advance(5 * SEC - MS).await;
     assert_eq!(b.state(), State::Open);
     advance(MS).await;
-    assert_eq!(b.state(), State::HalfOpen, "reading the state after the cool-off");
+    assert_eq!(
+        b.state(),
+        State::HalfOpen,
+        "reading the state after the cool-off"
+    );
     b.call(dep.ok(Duration::ZERO)).await.unwrap();
     assert_eq!(b.state(), State::Closed);
     assert_eq!(dep.reached(), 2);
@@ -96,7 +112,10 @@ async fn after_the_cool_off_one_probe_closes_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_probe_reopens_and_restarts_the_cool_off() {
-    let b = Breaker::new("sem::reopen", Config::default().threshold(1).cool_off(5 * SEC));
+    let b = Breaker::new(
+        "sem::reopen",
+        Config::default().threshold(1).cool_off(5 * SEC),
+    );
     let dep = Dependency::default();
     fail_n(&b, &dep, 1).await;
     advance(5 * SEC).await;
@@ -139,7 +158,11 @@ async fn half_open_admits_at_most_probes_and_needs_success_threshold() {
     assert_eq!(dep.reached(), 3);
     let e = open_error(b.call(dep.ok(Duration::ZERO)).await);
     assert!(e.is_open());
-    assert_eq!(dep.reached(), 3, "the third caller did not reach the dependency");
+    assert_eq!(
+        dep.reached(),
+        3,
+        "the third caller did not reach the dependency"
+    );
 
     for gate in gates {
         gate.send(()).unwrap();
@@ -199,7 +222,11 @@ async fn failure_rate_over_a_count_window_waits_for_min_calls() {
     let b = Breaker::new("sem::rate", config);
     let dep = Dependency::default();
     fail_n(&b, &dep, 5).await;
-    assert_eq!(b.state(), State::Closed, "min_calls not reached, and threshold is off");
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "min_calls not reached, and threshold is off"
+    );
     b.call(dep.ok(Duration::ZERO)).await.unwrap();
     assert_eq!(b.state(), State::Open, "5 of 6 failed");
     let rate = b.snapshot().failure_rate;
@@ -208,7 +235,10 @@ async fn failure_rate_over_a_count_window_waits_for_min_calls() {
 
 #[tokio::test(start_paused = true)]
 async fn failure_rate_below_the_rate_stays_closed_and_old_calls_slide_out() {
-    let config = Config::default().failure_rate(50).window_calls(4).min_calls(4);
+    let config = Config::default()
+        .failure_rate(50)
+        .window_calls(4)
+        .min_calls(4);
     let b = Breaker::new("sem::rate_slide", config);
     let dep = Dependency::default();
     // F S S F: 50% exactly would trip, so lead with a success: S F S S -> 25%.
@@ -244,11 +274,18 @@ async fn failure_rate_over_a_time_window_forgets_old_calls() {
 
 #[tokio::test(start_paused = true)]
 async fn threshold_and_failure_rate_together_either_opens() {
-    let config = Config::default().threshold(2).failure_rate(90).window_calls(50);
+    let config = Config::default()
+        .threshold(2)
+        .failure_rate(90)
+        .window_calls(50);
     let b = Breaker::new("sem::both", config);
     let dep = Dependency::default();
     fail_n(&b, &dep, 2).await;
-    assert_eq!(b.state(), State::Open, "the written threshold still applies");
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the written threshold still applies"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,7 +294,11 @@ async fn a_slow_call_counts_as_a_failure_but_its_result_reaches_the_caller() {
     let b = Breaker::new("sem::slow", config);
     let dep = Dependency::default();
     assert_eq!(b.call(dep.ok(2 * SEC)).await, Ok("ok"));
-    assert_eq!(b.call(dep.ok(SEC)).await, Ok("ok"), "fast enough: resets the streak");
+    assert_eq!(
+        b.call(dep.ok(SEC)).await,
+        Ok("ok"),
+        "fast enough: resets the streak"
+    );
     assert_eq!(b.call(dep.ok(3 * SEC)).await, Ok("ok"));
     assert_eq!(b.state(), State::Closed);
     assert_eq!(b.call(dep.ok(5 * SEC)).await, Ok("ok"));
@@ -294,7 +335,11 @@ async fn neutral_errors_count_for_nothing() {
     b.call_with(is_failure, client_error()).await.unwrap_err();
     assert_eq!(b.state(), State::Closed);
     fail_n(&b, &dep, 1).await;
-    assert_eq!(b.state(), State::Open, "the neutral error did not reset the streak");
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the neutral error did not reset the streak"
+    );
 
     // A neutral probe does not close, and gives its slot back.
     advance(SEC).await;
@@ -315,7 +360,13 @@ async fn a_late_failure_from_an_older_generation_changes_nothing() {
     let (tx, rx) = oneshot::channel::<()>();
     let slow = {
         let b = b.clone();
-        tokio::spawn(async move { b.call(async { rx.await.map_err(|_| "dropped")?; Err::<(), _>("late") }).await })
+        tokio::spawn(async move {
+            b.call(async {
+                rx.await.map_err(|_| "dropped")?;
+                Err::<(), _>("late")
+            })
+            .await
+        })
     };
     tokio::task::yield_now().await;
     // ...the breaker opens, goes half-open and closes meanwhile...
@@ -343,7 +394,11 @@ async fn a_dropped_probe_gives_its_slot_back_and_counts_for_nothing() {
         let r = tokio::time::timeout(MS, probe).await; // polled once, then dropped
         assert!(r.is_err());
     }
-    assert_eq!(b.state(), State::HalfOpen, "a dropped probe neither closes nor reopens");
+    assert_eq!(
+        b.state(),
+        State::HalfOpen,
+        "a dropped probe neither closes nor reopens"
+    );
     b.call(dep.ok(Duration::ZERO)).await.unwrap();
     assert_eq!(b.state(), State::Closed, "the next caller got the slot");
     let s = b.stats();
@@ -360,19 +415,33 @@ async fn a_hung_probe_loses_its_slot_after_its_lease() {
     let (tx, rx) = oneshot::channel::<()>();
     let hung = {
         let b = b.clone();
-        tokio::spawn(async move { b.call(async { rx.await.map_err(|_| "dropped")?; Err::<(), _>("late") }).await })
+        tokio::spawn(async move {
+            b.call(async {
+                rx.await.map_err(|_| "dropped")?;
+                Err::<(), _>("late")
+            })
+            .await
+        })
     };
     tokio::task::yield_now().await;
     advance(SEC).await;
     let e = open_error(b.call(dep.ok(Duration::ZERO)).await);
-    assert_eq!(e.retry_in(), Some(4 * SEC), "until the hung probe's lease ends");
+    assert_eq!(
+        e.retry_in(),
+        Some(4 * SEC),
+        "until the hung probe's lease ends"
+    );
     advance(4 * SEC).await;
     // The lease (the base cool-off, as there is no timeout) is over: a new probe.
     b.call(dep.ok(Duration::ZERO)).await.unwrap();
     assert_eq!(b.state(), State::Closed);
     tx.send(()).unwrap();
     hung.await.unwrap().unwrap_err();
-    assert_eq!(b.state(), State::Closed, "the old probe's late failure changes nothing");
+    assert_eq!(
+        b.state(),
+        State::Closed,
+        "the old probe's late failure changes nothing"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -393,7 +462,8 @@ async fn a_panic_in_the_body_is_a_failure_and_reaches_the_caller() {
 async fn fail_and_panic(b: &Arc<Breaker>) {
     let b = b.clone();
     let joined = tokio::spawn(async move {
-        b.call(async { panic!("dependency client bug") as Result<(), &str> }).await
+        b.call(async { panic!("dependency client bug") as Result<(), &str> })
+            .await
     })
     .await;
     let panic = joined.unwrap_err().into_panic();
@@ -415,7 +485,10 @@ fn a_panic_in_is_failure_is_a_failure_and_leaks_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn the_bulkhead_refuses_the_call_over_the_limit() {
-    let b = Arc::new(Breaker::new("sem::bulkhead", Config::default().max_concurrent(2)));
+    let b = Arc::new(Breaker::new(
+        "sem::bulkhead",
+        Config::default().max_concurrent(2),
+    ));
     let dep = Dependency::default();
     let mut held = Vec::new();
     for _ in 0..2 {
@@ -476,7 +549,11 @@ fn the_registry_lists_breakers_from_their_creation() {
     assert_eq!(mine.retry_in, None);
     let h = registry().get("sem::listed").unwrap();
     h.force_open();
-    assert_eq!(b.state(), State::ForcedOpen, "the handle controls the same breaker");
+    assert_eq!(
+        b.state(),
+        State::ForcedOpen,
+        "the handle controls the same breaker"
+    );
     assert!(registry().get("sem::nobody").is_none());
 }
 
@@ -484,8 +561,9 @@ fn the_registry_lists_breakers_from_their_creation() {
 fn try_new_names_the_invalid_field_and_new_panics_with_it() {
     let e = Breaker::try_new("sem::invalid", Config::default().failure_rate(101)).unwrap_err();
     assert_eq!(e.field(), "failure_rate");
-    let panic = std::panic::catch_unwind(|| Breaker::new("sem::invalid", Config::default().probes(0)))
-        .unwrap_err();
+    let panic =
+        std::panic::catch_unwind(|| Breaker::new("sem::invalid", Config::default().probes(0)))
+            .unwrap_err();
     let msg = panic.downcast_ref::<String>().unwrap();
     assert!(msg.contains("`probes`"), "{msg}");
 }
@@ -507,7 +585,10 @@ fn hooks_see_every_transition_in_order_and_may_call_back() {
     let _ = b.call_sync(|| Err::<(), _>("down"));
     assert_eq!(
         *seen.lock().unwrap(),
-        [(State::Closed, State::Open), (State::Open, State::ForcedOpen)]
+        [
+            (State::Closed, State::Open),
+            (State::Open, State::ForcedOpen)
+        ]
     );
 }
 
@@ -515,7 +596,9 @@ fn hooks_see_every_transition_in_order_and_may_call_back() {
 fn a_panicking_hook_breaks_nothing() {
     let b = Breaker::new(
         "sem::hook_panic",
-        Config::default().threshold(1).on_state_change(|_| panic!("hook bug")),
+        Config::default()
+            .threshold(1)
+            .on_state_change(|_| panic!("hook bug")),
     );
     assert!(b.call_sync(|| Err::<(), _>("down")).is_err());
     assert_eq!(b.state(), State::Open);
@@ -531,7 +614,10 @@ fn every_transition_is_one_tracing_event() {
         for _ in 0..10 {
             let _ = b.call_sync(|| Ok::<_, &str>(()));
         }
-        assert!(rec.of("sem::traced").is_empty(), "nothing logged per successful call");
+        assert!(
+            rec.of("sem::traced").is_empty(),
+            "nothing logged per successful call"
+        );
         let _ = b.call_sync(|| Err::<(), _>("down"));
         let _ = b.call_sync(|| Err::<(), _>("down"));
         let _ = b.call_sync(|| Ok::<_, &str>(())); // rejected
@@ -540,11 +626,17 @@ fn every_transition_is_one_tracing_event() {
     let events = rec.of("sem::traced");
     assert_eq!(events.len(), 2, "{events:?}");
     let open = &events[0];
-    assert_eq!((open.level.as_str(), open.target.as_str()), ("WARN", "breaker"));
+    assert_eq!(
+        (open.level.as_str(), open.target.as_str()),
+        ("WARN", "breaker")
+    );
     assert_eq!(open.field("from"), Some("closed"));
     assert_eq!(open.field("to"), Some("open"));
     assert_eq!(open.field("cause"), Some("2 consecutive failures"));
     let reset = &events[1];
     assert_eq!(reset.level, "INFO");
-    assert_eq!((reset.field("from"), reset.field("to")), (Some("open"), Some("closed")));
+    assert_eq!(
+        (reset.field("from"), reset.field("to")),
+        (Some("open"), Some("closed"))
+    );
 }

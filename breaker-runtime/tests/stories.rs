@@ -40,18 +40,32 @@ async fn payment_gateway_broken_deploy() {
 
     assert_eq!(payments.call(gateway(100)).await, Ok(100));
     advance(SEC).await; // t = 1 s: the broken deploy
-    assert!(matches!(payments.call(gateway(200)).await, Err(CallError::Inner(_))));
+    assert!(matches!(
+        payments.call(gateway(200)).await,
+        Err(CallError::Inner(_))
+    ));
     advance(100 * MS).await;
-    assert!(matches!(payments.call(gateway(300)).await, Err(CallError::Inner(_))));
+    assert!(matches!(
+        payments.call(gateway(300)).await,
+        Err(CallError::Inner(_))
+    ));
     assert_eq!(payments.state(), State::Open);
 
     advance(100 * MS).await;
     let third = payments.call(gateway(400)).await.unwrap_err();
     assert!(third.is_open());
-    assert_eq!(charged.load(SeqCst), 3, "the third caller never reached the gateway");
+    assert_eq!(
+        charged.load(SeqCst),
+        3,
+        "the third caller never reached the gateway"
+    );
 
     advance(6 * SEC).await; // t = 7.2 s: deploy fixed, cool-off over
-    assert_eq!(payments.call(gateway(500)).await, Ok(500), "the probe succeeds");
+    assert_eq!(
+        payments.call(gateway(500)).await,
+        Ok(500),
+        "the probe succeeds"
+    );
     assert_eq!(payments.state(), State::Closed);
     assert_eq!(payments.call(gateway(600)).await, Ok(600));
     assert_eq!(charged.load(SeqCst), 5);
@@ -172,10 +186,8 @@ async fn fraud_vendor_incident() {
         }
         let (fraud, vendor) = (fraud.clone(), vendor.clone());
         checkouts.push(tokio::spawn(async move {
-            match fraud.call(vendor()).await {
-                Ok(score) => score,
-                Err(_) => 50, // the rules-based score
-            }
+            // Falls back to the rules-based score.
+            fraud.call(vendor()).await.unwrap_or(50)
         }));
         let before = reached.load(SeqCst);
         advance(250 * MS).await;
@@ -196,7 +208,11 @@ async fn fraud_vendor_incident() {
     assert!(states[..60].iter().all(|s| *s == State::Closed));
     assert!(states.contains(&State::Open));
     assert!(states.contains(&State::HalfOpen));
-    assert_eq!(fraud.state(), State::Closed, "closed again after the incident");
+    assert_eq!(
+        fraud.state(),
+        State::Closed,
+        "closed again after the incident"
+    );
     // Opened once by the window, then reopened by failed probes every 32 s (30 s open,
     // 2 s for the probes to time out) until the vendor recovered.
     let openings = openings.lock().unwrap().clone();

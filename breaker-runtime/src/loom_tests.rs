@@ -1,0 +1,203 @@
+//! Model-checked races of the engine's atomics and lock, under `loom`:
+//!
+//! ```sh
+//! RUSTFLAGS="--cfg breaker_loom" cargo test -p breaker-runtime --lib --release loom
+//! ```
+//!
+//! Each model explores every interleaving of two threads (preemptions bounded so it fits
+//! CI) and checks the invariants the unit and integration tests cannot force: at most
+//! `probes` in flight, one event per transition, slots conserved, late results ignored.
+
+use loom::sync::{
+    atomic::{AtomicUsize, Ordering::SeqCst},
+    Arc,
+};
+use std::time::Duration;
+
+use crate::{
+    clock::FakeClock,
+    core::{Core, Outcome, Permit},
+    Config, State,
+};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}
+
+/// A core whose hook counts transitions into each state.
+fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
+    let entered: Arc<[AtomicUsize; 5]> = Arc::new(std::array::from_fn(|_| AtomicUsize::new(0)));
+    let seen = entered.clone();
+    let config = config.on_state_change(move |t| {
+        seen[t.to as usize].fetch_add(1, SeqCst);
+    });
+    let policy = config.validate().unwrap();
+    (
+        Arc::new(Core::new("loom", policy, config.on_state_change.clone())),
+        entered,
+    )
+}
+
+fn clock(at: u64) -> FakeClock {
+    let c = FakeClock::default();
+    c.0.set(at);
+    c
+}
+
+/// Trips a threshold-1 core at t=0; its cool-off (10 ns) ends at t=10.
+fn trip(core: &Core) {
+    let c = clock(0);
+    Permit::acquire(core, &c).unwrap().finish(Outcome::Failure);
+    assert_eq!(core.peek(), State::Open);
+}
+
+const COOL: Duration = Duration::from_nanos(10);
+
+/// Runs `f` on two loom threads and joins them.
+fn both(core: &Arc<Core>, f: impl Fn(&Core) + Send + Sync + 'static) {
+    let f = Arc::new(f);
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (core, f) = (core.clone(), f.clone());
+            loom::thread::spawn(move || f(&core))
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn loom_one_probe_and_one_event_at_the_open_to_half_open_edge() {
+    model(|| {
+        let (core, entered) = core(Config::default().threshold(1).cool_off(COOL));
+        trip(&core);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let max = Arc::new(AtomicUsize::new(0));
+        let (i, m) = (in_flight.clone(), max.clone());
+        both(&core, move |core| {
+            let c = clock(10);
+            if let Ok(p) = Permit::acquire(core, &c) {
+                let now = i.fetch_add(1, SeqCst) + 1;
+                m.fetch_max(now, SeqCst);
+                i.fetch_sub(1, SeqCst);
+                p.finish(Outcome::Neutral);
+            };
+        });
+        assert!(max.load(SeqCst) <= 1, "two probes in flight");
+        assert_eq!(entered[State::HalfOpen as usize].load(SeqCst), 1);
+        assert_eq!(core.probes_held(), 0, "slots conserved");
+        assert_eq!(core.peek(), State::HalfOpen);
+    });
+}
+
+#[test]
+fn loom_concurrent_probe_successes_close_exactly_once() {
+    model(|| {
+        let config = Config::default().threshold(1).cool_off(COOL).probes(2);
+        let (core, entered) = core(config);
+        trip(&core);
+        both(&core, |core| {
+            let c = clock(10);
+            if let Ok(p) = Permit::acquire(core, &c) {
+                p.finish(Outcome::Success);
+            };
+        });
+        assert_eq!(core.peek(), State::Closed);
+        assert_eq!(entered[State::Closed as usize].load(SeqCst), 1);
+        assert_eq!(core.probes_held(), 0);
+    });
+}
+
+#[test]
+fn loom_a_failed_probe_wins_over_a_concurrent_success() {
+    model(|| {
+        let config = Config::default().threshold(1).cool_off(COOL).probes(2);
+        let (core, entered) = core(config);
+        trip(&core);
+        let turn = Arc::new(AtomicUsize::new(0));
+        both(&core, move |core| {
+            let c = clock(10);
+            let fail = turn.fetch_add(1, SeqCst) == 0;
+            if let Ok(p) = Permit::acquire(core, &c) {
+                p.finish(if fail {
+                    Outcome::Failure
+                } else {
+                    Outcome::Success
+                });
+            };
+        });
+        // Success then failure, failure then a stale success, or a success rejected
+        // after the reopening: in every order the breaker ends open, opened twice.
+        assert_eq!(core.peek(), State::Open);
+        assert_eq!(entered[State::Open as usize].load(SeqCst), 2);
+        assert_eq!(entered[State::Closed as usize].load(SeqCst), 0);
+    });
+}
+
+#[test]
+fn loom_racing_failures_trip_once_and_late_results_change_nothing() {
+    model(|| {
+        let (core, entered) = core(Config::default().threshold(1).cool_off(COOL));
+        let turn = Arc::new(AtomicUsize::new(0));
+        both(&core, move |core| {
+            let c = clock(0);
+            let outcome = if turn.fetch_add(1, SeqCst) == 0 {
+                Outcome::Failure
+            } else {
+                Outcome::Success
+            };
+            if let Ok(p) = Permit::acquire(core, &c) {
+                p.finish(outcome);
+            }
+            let again = Permit::acquire(core, &c);
+            if let Ok(p) = again {
+                p.finish(Outcome::Failure);
+            }
+        });
+        assert_eq!(core.peek(), State::Open);
+        assert_eq!(
+            entered[State::Open as usize].load(SeqCst),
+            1,
+            "one trip, one event"
+        );
+    });
+}
+
+#[test]
+fn loom_dropped_calls_give_back_probe_and_bulkhead_slots() {
+    model(|| {
+        let config = Config::default()
+            .threshold(1)
+            .cool_off(COOL)
+            .max_concurrent(1);
+        let (core, entered) = core(config);
+        trip(&core);
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let max = Arc::new(AtomicUsize::new(0));
+        let (i, m) = (in_flight.clone(), max.clone());
+        both(&core, move |core| {
+            let c = clock(10);
+            if let Ok(permit) = Permit::acquire(core, &c) {
+                let now = i.fetch_add(1, SeqCst) + 1;
+                m.fetch_max(now, SeqCst);
+                i.fetch_sub(1, SeqCst);
+                drop(permit); // cancelled
+            };
+        });
+        assert!(max.load(SeqCst) <= 1);
+        assert_eq!(core.probes_held(), 0);
+        assert_eq!(core.in_flight(), 0);
+        assert_eq!(
+            core.peek(),
+            State::HalfOpen,
+            "a cancelled probe decides nothing"
+        );
+        assert_eq!(entered[State::HalfOpen as usize].load(SeqCst), 1);
+        // Liveness: a new probe is admitted.
+        let c = clock(10);
+        assert!(Permit::acquire(&core, &c).is_ok());
+    });
+}
