@@ -19,7 +19,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::{Hook, Policy},
     events::{self, Cause, Transition},
-    stats::{Count, Counters},
+    stats::{stripe, Count, Counters},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::Ring,
     BreakerError, State,
@@ -103,6 +103,8 @@ pub(crate) struct Admission {
     probe: Option<Probe>,
     /// When the call started, if `slow_call` needs it.
     started: Option<Nanos>,
+    /// The caller's stats stripe, looked up once per call.
+    stripe: usize,
 }
 
 use crate::state::Word;
@@ -178,7 +180,8 @@ impl Core {
                 });
             }
         }
-        self.counters.add(Count::Admitted);
+        let stripe = stripe();
+        self.counters.add_at(stripe, Count::Admitted);
         let started = self
             .policy
             .slow_call
@@ -187,6 +190,7 @@ impl Core {
             generation,
             probe,
             started,
+            stripe,
         })
     }
 
@@ -255,12 +259,15 @@ impl Core {
             }
             _ => outcome,
         };
-        match outcome {
-            Outcome::Success => self.counters.add(Count::Success),
-            Outcome::Failure => self.counters.add(Count::Failure),
-            Outcome::Timeout => self.counters.add(Count::Timeout),
-            Outcome::Slow => self.counters.add(Count::Slow),
-            Outcome::Neutral | Outcome::Cancelled => {}
+        let count = match outcome {
+            Outcome::Success => Some(Count::Success),
+            Outcome::Failure => Some(Count::Failure),
+            Outcome::Timeout => Some(Count::Timeout),
+            Outcome::Slow => Some(Count::Slow),
+            Outcome::Neutral | Outcome::Cancelled => None,
+        };
+        if let Some(count) = count {
+            self.counters.add_at(admission.stripe, count);
         }
         if self.policy.max_concurrent.is_some() {
             self.in_flight.fetch_sub(1, Release);

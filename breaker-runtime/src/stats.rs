@@ -60,8 +60,14 @@ impl Counters {
         }
     }
 
+    /// Adds to this thread's stripe.
     pub(crate) fn add(&self, count: Count) {
-        let s = &self.stripes[stripe()];
+        self.add_at(stripe(), count);
+    }
+
+    /// Adds to stripe `at` (from [`stripe`]), when the caller already knows it.
+    pub(crate) fn add_at(&self, at: usize, count: Count) {
+        let s = &self.stripes[at % STRIPES];
         match count {
             Count::Admitted => s.admitted.fetch_add(1, Relaxed),
             Count::Success => s.successes.fetch_add(1, Relaxed),
@@ -112,7 +118,7 @@ impl Counters {
 /// This thread's stripe: threads are dealt stripes in turn on their first call, so the first
 /// `STRIPES` threads never share one.
 #[cfg(not(breaker_loom))]
-fn stripe() -> usize {
+pub(crate) fn stripe() -> usize {
     use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -131,6 +137,6 @@ fn stripe() -> usize {
 }
 
 #[cfg(breaker_loom)]
-fn stripe() -> usize {
+pub(crate) fn stripe() -> usize {
     0
 }
