@@ -16,8 +16,12 @@ pub use breaker_runtime::{
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use core::result::Result::{Err, Ok};
     pub use core::time::Duration;
+    pub use core::{concat, module_path};
     pub use once_cell::sync::Lazy;
+
+    use core::future::Future;
 
     use crate::{Breaker, BreakerError, CallError, Config};
 
@@ -31,6 +35,104 @@ pub mod __private {
             crate::registry().get_or_create(name, config)
         } else {
             Breaker::new(name, config)
+        }
+    }
+
+    /// The `config = …` expression, typed here so a wrong type is reported on it.
+    pub fn config(config: Config) -> Config {
+        config
+    }
+
+    /// The default `is_failure`: every error counts against the dependency.
+    pub fn every_error<E>(_: &E) -> bool {
+        true
+    }
+
+    /// One call of an `async fn` body through its breaker, without a fallback: the
+    /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
+    /// return type, named by the macro so `?` and `return` in the body know their type.
+    pub fn run<R, T, E, F, P>(
+        breaker: &'static Breaker,
+        is_failure: P,
+        body: F,
+    ) -> impl Future<Output = R>
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: Future<Output = R>,
+        P: FnOnce(&E) -> bool,
+    {
+        let call = breaker.call_with(is_failure, async move { body.await.into_result() });
+        async move { finish(call.await) }
+    }
+
+    /// [`run`] for a plain `fn`.
+    pub fn run_sync<R, T, E, F, P>(breaker: &Breaker, is_failure: P, body: F) -> R
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: FnOnce() -> R,
+        P: FnOnce(&E) -> bool,
+    {
+        finish(breaker.call_sync_with(is_failure, move || body().into_result()))
+    }
+
+    /// One call of an `async fn` body through its breaker, with a fallback: a success in the
+    /// function's own return type, or the `CallError` the fallback receives.
+    pub async fn call<R, F, P>(
+        breaker: &Breaker,
+        is_failure: P,
+        body: F,
+    ) -> Result<R, CallError<R::Err>>
+    where
+        R: Fallible,
+        F: Future<Output = R>,
+        P: FnOnce(&R::Err) -> bool,
+    {
+        breaker
+            .call_with(is_failure, async move { body.await.into_result() })
+            .await
+            .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// [`call`] for a plain `fn`.
+    pub fn call_sync<R, F, P>(
+        breaker: &Breaker,
+        is_failure: P,
+        body: F,
+    ) -> Result<R, CallError<R::Err>>
+    where
+        R: Fallible,
+        F: FnOnce() -> R,
+        P: FnOnce(&R::Err) -> bool,
+    {
+        breaker
+            .call_sync_with(is_failure, move || body().into_result())
+            .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// The fallback of an `async fn`: what it returned, as a future to await.
+    pub fn async_fallback<F: AsyncFallback>(returned: F) -> F::Future {
+        returned.into_future()
+    }
+
+    /// What the fallback of an `async fn` returns: a future.
+    #[diagnostic::on_unimplemented(
+        message = "the fallback of an `async fn` must be async, but it returns `{Self}`",
+        label = "make this fallback an `async fn`, or a closure returning `async move {{ … }}`",
+        note = "the fallback runs in place of the body, so it returns the same future output"
+    )]
+    pub trait AsyncFallback {
+        /// The future.
+        type Future: Future;
+        /// Into it.
+        fn into_future(self) -> Self::Future;
+    }
+
+    impl<F: Future> AsyncFallback for F {
+        type Future = F;
+        fn into_future(self) -> F {
+            self
         }
     }
 

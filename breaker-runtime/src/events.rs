@@ -37,6 +37,7 @@ pub enum Cause {
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Cause::ConsecutiveFailures { failures: 1 } => f.write_str("1 failure"),
             Cause::ConsecutiveFailures { failures } => {
                 write!(f, "{failures} consecutive failures")
             }
@@ -45,6 +46,7 @@ impl fmt::Display for Cause {
             }
             Cause::CoolOffElapsed => f.write_str("cool-off elapsed"),
             Cause::ProbeFailed => f.write_str("a probe failed"),
+            Cause::ProbesSucceeded { successes: 1 } => f.write_str("the probe succeeded"),
             Cause::ProbesSucceeded { successes } => {
                 write!(f, "{successes} consecutive probes succeeded")
             }

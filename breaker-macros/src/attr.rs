@@ -1,0 +1,651 @@
+//! The attribute's arguments: parsed into [`Args`], every value with its span, every misuse a
+//! `syn::Error` on the offending token that says what to write instead.
+
+use std::time::Duration;
+
+use proc_macro2::Span;
+use syn::{
+    ext::IdentExt,
+    parse::{Parse, ParseStream},
+    spanned::Spanned,
+    Expr, ExprLit, Ident, Lit, LitStr, Path, Token,
+};
+
+use crate::suggest;
+
+/// Every key the attribute accepts, in the order of the DESIGN table.
+pub(crate) const KEYS: &[&str] = &[
+    "threshold",
+    "failure_rate",
+    "window",
+    "min_calls",
+    "slow_call",
+    "cool_off",
+    "max_cool_off",
+    "jitter",
+    "probes",
+    "success_threshold",
+    "timeout",
+    "max_concurrent",
+    "is_failure",
+    "fallback",
+    "name",
+    "on_state_change",
+    "config",
+    "crate",
+];
+
+/// The runtime's defaults that compile-time checks depend on (see `Config::default`).
+const DEFAULT_COOL_OFF: Duration = Duration::from_secs(10);
+const DEFAULT_WINDOW_CALLS: u32 = 100;
+
+/// One value with the key it was given for.
+pub(crate) struct Arg<T> {
+    pub(crate) key: Ident,
+    pub(crate) value: T,
+    /// The value's tokens, for errors and for spanning the generated code.
+    pub(crate) span: Span,
+}
+
+/// `window = 20` or `window = "1m"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WindowArg {
+    Calls(u32),
+    Duration(Duration),
+}
+
+/// The parsed and checked arguments; `None` means "not written" (the runtime default).
+#[derive(Default)]
+pub(crate) struct Args {
+    pub(crate) threshold: Option<Arg<u32>>,
+    pub(crate) failure_rate: Option<Arg<u32>>,
+    pub(crate) window: Option<Arg<WindowArg>>,
+    pub(crate) min_calls: Option<Arg<u32>>,
+    pub(crate) slow_call: Option<Arg<Duration>>,
+    pub(crate) cool_off: Option<Arg<Duration>>,
+    pub(crate) max_cool_off: Option<Arg<Duration>>,
+    pub(crate) jitter: Option<Arg<Duration>>,
+    pub(crate) probes: Option<Arg<u32>>,
+    pub(crate) success_threshold: Option<Arg<u32>>,
+    pub(crate) timeout: Option<Arg<Duration>>,
+    pub(crate) max_concurrent: Option<Arg<u32>>,
+    pub(crate) is_failure: Option<Arg<Expr>>,
+    pub(crate) fallback: Option<Arg<Expr>>,
+    pub(crate) name: Option<Arg<LitStr>>,
+    pub(crate) on_state_change: Option<Arg<Expr>>,
+    pub(crate) config: Option<Arg<Expr>>,
+    pub(crate) krate: Option<Arg<Path>>,
+}
+
+/// `key = value`, before the value is interpreted.
+struct RawArg {
+    key: Ident,
+    value: Expr,
+}
+
+/// The comma-separated `key = value` list, with syntax errors only.
+struct RawArgs(Vec<RawArg>);
+
+impl Parse for RawArgs {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        let mut args = Vec::new();
+        while !input.is_empty() {
+            let fork = input.fork();
+            // `parse_any`: `crate` is a keyword but also one of our keys.
+            let keyed = fork.call(Ident::parse_any).is_ok() && fork.peek(Token![=]);
+            if keyed {
+                let key = input.call(Ident::parse_any)?;
+                input.parse::<Token![=]>()?;
+                if input.is_empty() || input.peek(Token![,]) {
+                    return Err(syn::Error::new(
+                        key.span(),
+                        format!("`{key}` needs a value after `=`: {}", example(&key)),
+                    ));
+                }
+                let value: Expr = input.parse()?;
+                args.push(RawArg { key, value });
+            } else {
+                return Err(positional(input));
+            }
+            if input.is_empty() {
+                break;
+            }
+            input.parse::<Token![,]>()?;
+        }
+        Ok(RawArgs(args))
+    }
+}
+
+/// The error for anything that is not `key = value`, on its first token.
+fn positional(input: ParseStream) -> syn::Error {
+    // A bare key (`#[circuit_breaker(threshold)]`): say which value it needs.
+    let fork = input.fork();
+    if let Ok(key) = fork.call(Ident::parse_any) {
+        if fork.is_empty() || fork.peek(Token![,]) {
+            let known = KEYS.contains(&key.to_string().as_str());
+            let msg = if known {
+                format!("`{key}` needs a value: {}", example(&key))
+            } else {
+                format!(
+                    "expected `key = value`, found `{key}`; the keys are: {}",
+                    KEYS.join(", ")
+                )
+            };
+            return syn::Error::new(key.span(), msg);
+        }
+    }
+    match input.parse::<Expr>() {
+        Ok(value) => {
+            let hint = match &value {
+                Expr::Lit(ExprLit {
+                    lit: Lit::Int(i), ..
+                }) => {
+                    format!(
+                        "; for the failure count write `threshold = {}`",
+                        i.base10_digits()
+                    )
+                }
+                Expr::Lit(ExprLit {
+                    lit: Lit::Str(s), ..
+                }) => {
+                    format!(
+                        "; for the time the breaker stays open write `cool_off = {:?}`",
+                        s.value()
+                    )
+                }
+                Expr::Call(call) => match &*call.func {
+                    Expr::Path(p) => match p.path.get_ident() {
+                        Some(key) if KEYS.contains(&key.to_string().as_str()) => {
+                            format!("; write `{key} = …` instead of `{key}(…)`")
+                        }
+                        _ => String::new(),
+                    },
+                    _ => String::new(),
+                },
+                _ => String::new(),
+            };
+            syn::Error::new(
+                value.span(),
+                format!("positional arguments are not supported: write `key = value`{hint}"),
+            )
+        }
+        Err(e) => e,
+    }
+}
+
+/// What a correct use of `key` looks like, for messages.
+fn example(key: &Ident) -> String {
+    let key = key.to_string();
+    let value = match key.as_str() {
+        "threshold" | "probes" | "success_threshold" => "3",
+        "failure_rate" => "50",
+        "window" => "100",
+        "min_calls" => "10",
+        "max_concurrent" => "16",
+        "slow_call" => "\"2s\"",
+        "cool_off" => "\"10s\"",
+        "max_cool_off" => "\"5m\"",
+        "jitter" => "\"500ms\"",
+        "timeout" => "\"600ms\"",
+        "is_failure" => "is_transient",
+        "fallback" => "cached_value",
+        "name" => "\"payments\"",
+        "on_state_change" => "alert_on_call",
+        "config" => "config_from_env()",
+        "crate" => "\"::my_facade::breaker\"",
+        _ => "…",
+    };
+    format!("write e.g. `{key} = {value}`")
+}
+
+/// Parses and checks the attribute's arguments. Every bad key or value is reported (each once,
+/// on its token); the first syntax error stops parsing.
+pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
+    let RawArgs(raw) = syn::parse2(tokens)?;
+    let mut args = Args::default();
+    let mut errors = Errors::default();
+    let mut seen: Vec<Ident> = Vec::new();
+    for RawArg { key, value } in raw {
+        let name = key.to_string();
+        if seen.iter().any(|k| *k == name) {
+            errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "duplicate key `{name}`: it is already set earlier in this attribute; keep one"
+                ),
+            ));
+            continue;
+        }
+        seen.push(key.clone());
+        let span = value.span();
+        macro_rules! set {
+            ($field:ident, $parse:expr) => {
+                match $parse {
+                    Ok(v) => {
+                        args.$field = Some(Arg {
+                            key,
+                            value: v,
+                            span,
+                        })
+                    }
+                    Err(e) => errors.push(e),
+                }
+            };
+        }
+        match name.as_str() {
+            "threshold" => set!(threshold, integer(&key, &value)),
+            "failure_rate" => set!(failure_rate, percent(&key, &value)),
+            "window" => set!(window, window(&key, &value)),
+            "min_calls" => set!(min_calls, integer(&key, &value)),
+            "slow_call" => set!(slow_call, duration(&key, &value)),
+            "cool_off" => set!(cool_off, duration(&key, &value)),
+            "max_cool_off" => set!(max_cool_off, duration(&key, &value)),
+            "jitter" => set!(jitter, duration(&key, &value)),
+            "probes" => set!(probes, integer(&key, &value)),
+            "success_threshold" => set!(success_threshold, integer(&key, &value)),
+            "timeout" => set!(timeout, duration(&key, &value)),
+            "max_concurrent" => set!(max_concurrent, integer(&key, &value)),
+            "is_failure" => set!(is_failure, callable(&key, value, "a `fn(&E) -> bool`")),
+            "fallback" => set!(fallback, callable(&key, value, "a function")),
+            "on_state_change" => {
+                set!(
+                    on_state_change,
+                    callable(&key, value, "a `fn(&breaker::Transition)`")
+                )
+            }
+            "name" => set!(name, name_value(&key, &value)),
+            "config" => set!(config, Ok::<_, syn::Error>(value)),
+            "crate" => set!(krate, crate_path(&key, &value)),
+            _ => errors.push(unknown_key(&key)),
+        }
+    }
+    check_combinations(&args, &mut errors);
+    errors.finish(args)
+}
+
+fn unknown_key(key: &Ident) -> syn::Error {
+    let name = key.to_string();
+    let msg = match suggest::closest(&name, KEYS) {
+        Some(close) => format!("unknown key `{name}`; did you mean `{close}`?"),
+        None => format!("unknown key `{name}`; the keys are: {}", KEYS.join(", ")),
+    };
+    syn::Error::new(key.span(), msg)
+}
+
+/// Rules across keys: `config` against the policy keys, window keys against
+/// `failure_rate`, sizes against each other (what `Config::validate` would reject at run
+/// time is rejected here, at compile time).
+fn check_combinations(args: &Args, errors: &mut Errors) {
+    // The policy keys: `config = …` replaces all of them.
+    let policy: Vec<&Ident> = [
+        args.threshold.as_ref().map(|a| &a.key),
+        args.failure_rate.as_ref().map(|a| &a.key),
+        args.window.as_ref().map(|a| &a.key),
+        args.min_calls.as_ref().map(|a| &a.key),
+        args.slow_call.as_ref().map(|a| &a.key),
+        args.cool_off.as_ref().map(|a| &a.key),
+        args.max_cool_off.as_ref().map(|a| &a.key),
+        args.jitter.as_ref().map(|a| &a.key),
+        args.probes.as_ref().map(|a| &a.key),
+        args.success_threshold.as_ref().map(|a| &a.key),
+        args.timeout.as_ref().map(|a| &a.key),
+        args.max_concurrent.as_ref().map(|a| &a.key),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if args.config.is_some() {
+        for key in policy {
+            let method = match key.to_string().as_str() {
+                "window" => "window_calls(…)` or `.window_duration(…)".to_owned(),
+                other => format!("{other}(…)"),
+            };
+            errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "`{key}` cannot be combined with `config = …`: set it on the `Config` \
+                     (`.{method}`) or remove `config`"
+                ),
+            ));
+        }
+        return;
+    }
+    if args.failure_rate.is_none() {
+        for key in [
+            &args.window.as_ref().map(|a| &a.key),
+            &args.min_calls.as_ref().map(|a| &a.key),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "`{key}` only applies to a failure rate: add `failure_rate = 50` (percent of \
+                     the window's calls) or remove `{key}`"
+                ),
+            ));
+        }
+    } else if let Some(min) = &args.min_calls {
+        let size = match args.window.as_ref().map(|w| w.value) {
+            Some(WindowArg::Calls(n)) => Some(n),
+            Some(WindowArg::Duration(_)) => None,
+            None => Some(DEFAULT_WINDOW_CALLS),
+        };
+        if let Some(size) = size {
+            if min.value > size {
+                errors.push(syn::Error::new(
+                    min.span,
+                    format!(
+                        "`min_calls` must be at most the window's size ({size} calls): write \
+                         `min_calls = {size}` or less, or widen `window`"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(cap) = &args.max_cool_off {
+        let base = args.cool_off.as_ref().map_or(DEFAULT_COOL_OFF, |c| c.value);
+        if cap.value < base {
+            errors.push(syn::Error::new(
+                cap.span,
+                format!(
+                    "`max_cool_off` caps the growing cool-off, so it must be at least `cool_off` \
+                     ({}): write `max_cool_off = \"{}\"` or more",
+                    humantime::format_duration(base),
+                    humantime::format_duration(base)
+                ),
+            ));
+        }
+    }
+}
+
+/// Errors gathered while going on, so several independent mistakes are all reported.
+#[derive(Default)]
+pub(crate) struct Errors(Option<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, e: syn::Error) {
+        match &mut self.0 {
+            Some(all) => all.combine(e),
+            None => self.0 = Some(e),
+        }
+    }
+
+    pub(crate) fn finish<T>(self, ok: T) -> syn::Result<T> {
+        match self.0 {
+            Some(e) => Err(e),
+            None => Ok(ok),
+        }
+    }
+}
+
+fn lit(value: &Expr) -> Option<&Lit> {
+    match value {
+        Expr::Lit(ExprLit { lit, .. }) => Some(lit),
+        // `(5)` and `{ 5 }` are not worth supporting, but groups from macro_rules are.
+        Expr::Group(g) => lit(&g.expr),
+        _ => None,
+    }
+}
+
+/// An integer key: a literal from 1 to `u32::MAX`.
+fn integer(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    let wrong = |what: &str| {
+        syn::Error::new(
+            value.span(),
+            format!("`{key}` takes an integer, not {what}: {}", example(key)),
+        )
+    };
+    match lit(value) {
+        Some(Lit::Int(i)) => {
+            let n: u64 = i.base10_parse().map_err(|_| wrong("this literal"))?;
+            if n == 0 {
+                return Err(syn::Error::new(
+                    value.span(),
+                    format!("`{key}` must be at least 1: {}", example(key)),
+                ));
+            }
+            u32::try_from(n).map_err(|_| {
+                syn::Error::new(
+                    value.span(),
+                    format!("`{key}` is too large: write at most {}", u32::MAX),
+                )
+            })
+        }
+        Some(Lit::Str(s)) => {
+            let text = s.value();
+            Err(match text.trim().parse::<u64>() {
+                Ok(n) => syn::Error::new(
+                    s.span(),
+                    format!("`{key}` takes an integer, not a string: write `{key} = {n}` without quotes"),
+                ),
+                Err(_) if humantime::parse_duration(text.trim()).is_ok() => syn::Error::new(
+                    s.span(),
+                    format!("`{key}` is a count, not a duration: {}", example(key)),
+                ),
+                Err(_) => wrong("a string"),
+            })
+        }
+        Some(Lit::Float(_)) => Err(wrong("a fraction")),
+        Some(Lit::Bool(_)) => Err(wrong("a boolean")),
+        Some(_) => Err(wrong("this literal")),
+        None => Err(not_literal(key, value, "an integer literal")),
+    }
+}
+
+/// `threshold = -1`, `threshold = LIMIT`: say why only literals work, and what does.
+fn not_literal(key: &Ident, value: &Expr, what: &str) -> syn::Error {
+    if let Expr::Unary(u) = value {
+        if matches!(u.op, syn::UnOp::Neg(_)) {
+            return syn::Error::new(
+                value.span(),
+                format!("`{key}` cannot be negative: {}", example(key)),
+            );
+        }
+    }
+    syn::Error::new(
+        value.span(),
+        format!(
+            "`{key}` takes {what} (it is checked at compile time): {}; for a value computed at \
+             run time, build a `breaker::Config` and pass `config = …`",
+            example(key)
+        ),
+    )
+}
+
+/// `failure_rate`: a whole percentage; `0.5` is read as "50 percent" in the message.
+fn percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    let out_of_range = |shown: &str| {
+        syn::Error::new(
+            value.span(),
+            format!("`failure_rate` is a percentage from 1 to 100, not {shown}: write e.g. `failure_rate = 50`"),
+        )
+    };
+    match lit(value) {
+        Some(Lit::Float(f)) => {
+            let x: f64 = f
+                .base10_parse()
+                .map_err(|_| out_of_range(f.base10_digits()))?;
+            // The nearest whole percent, for the message only.
+            let as_percent = if x > 0.0 && x <= 1.0 { x * 100.0 } else { x };
+            if (1.0..=100.0).contains(&as_percent) {
+                Err(syn::Error::new(
+                    value.span(),
+                    format!(
+                        "`failure_rate` is a whole percentage: write `failure_rate = {}`",
+                        as_percent.round()
+                    ),
+                ))
+            } else {
+                Err(out_of_range(f.base10_digits()))
+            }
+        }
+        Some(Lit::Str(s)) => {
+            let text = s.value();
+            let digits = text.trim().trim_end_matches('%').trim();
+            match digits.parse::<u32>() {
+                Ok(n) if (1..=100).contains(&n) => Err(syn::Error::new(
+                    s.span(),
+                    format!("`failure_rate` takes an integer, not a string: write `failure_rate = {n}` without quotes"),
+                )),
+                _ => Err(out_of_range("a string")),
+            }
+        }
+        Some(Lit::Int(i)) => match i.base10_parse::<u64>() {
+            Ok(n @ 1..=100) => Ok(n as u32),
+            _ => Err(out_of_range(i.base10_digits())),
+        },
+        _ => match integer(key, value) {
+            // Reuse the integer messages for every other mistake.
+            Ok(n) => Err(out_of_range(&n.to_string())),
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// A duration key: a humantime string, parsed now, not zero.
+fn duration(key: &Ident, value: &Expr) -> syn::Result<Duration> {
+    let hint = "a duration string such as \"250ms\", \"10s\" or \"1m 30s\"";
+    match lit(value) {
+        Some(Lit::Str(s)) => {
+            let text = s.value();
+            let d = humantime::parse_duration(text.trim()).map_err(|e| {
+                syn::Error::new(
+                    s.span(),
+                    format!("`{key}`: cannot read {text:?} as a duration ({e}): write {hint}"),
+                )
+            })?;
+            if d.is_zero() {
+                let off = match key.to_string().as_str() {
+                    "slow_call" | "max_cool_off" | "jitter" | "timeout" => {
+                        format!(" (to turn `{key}` off, remove it)")
+                    }
+                    _ => String::new(),
+                };
+                return Err(syn::Error::new(
+                    s.span(),
+                    format!("`{key}` must not be zero: {}{off}", example(key)),
+                ));
+            }
+            if u64::try_from(d.as_nanos()).is_err() {
+                return Err(syn::Error::new(
+                    s.span(),
+                    format!("`{key}` is too long (more than 500 years): {}", example(key)),
+                ));
+            }
+            Ok(d)
+        }
+        Some(Lit::Int(i)) => Err(syn::Error::new(
+            i.span(),
+            format!(
+                "`{key}` takes a duration string with a unit, not a bare number: write `{key} = \"{n}s\"` or `{key} = \"{n}ms\"`",
+                n = i.base10_digits()
+            ),
+        )),
+        Some(Lit::Float(f)) => Err(syn::Error::new(
+            f.span(),
+            format!(
+                "`{key}` takes a duration string with a unit, not a bare number: write `{key} = \"{n}s\"`",
+                n = f.base10_digits()
+            ),
+        )),
+        Some(_) => Err(syn::Error::new(value.span(), format!("`{key}` takes {hint}"))),
+        None => Err(not_literal(key, value, hint)),
+    }
+}
+
+/// `window`: a number of calls or a duration string.
+fn window(key: &Ident, value: &Expr) -> syn::Result<WindowArg> {
+    match lit(value) {
+        Some(Lit::Str(_)) => duration(key, value).map(WindowArg::Duration),
+        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls).map_err(|e| {
+            if e.to_string().contains("at least 1") {
+                syn::Error::new(
+                    value.span(),
+                    "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
+                )
+            } else {
+                e
+            }
+        }),
+        _ => Err(syn::Error::new(
+            value.span(),
+            "`window` takes a number of calls or a duration string: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
+        )),
+    }
+}
+
+/// `is_failure`, `fallback`, `on_state_change`: a path or a closure.
+fn callable(key: &Ident, value: Expr, what: &str) -> syn::Result<Expr> {
+    match &value {
+        Expr::Path(_) | Expr::Closure(_) => Ok(value),
+        Expr::Group(g) if matches!(&*g.expr, Expr::Path(_) | Expr::Closure(_)) => Ok(value),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) if s.parse::<Path>().is_ok() => Err(syn::Error::new(
+            s.span(),
+            format!(
+                "`{key}` takes a path, not a string: write `{key} = {}` without quotes",
+                s.value()
+            ),
+        )),
+        Expr::Call(call) => Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` takes the function itself, not a call to it: write `{key} = {}` (the \
+                 attribute supplies the arguments)",
+                quote::ToTokens::to_token_stream(&call.func)
+            ),
+        )),
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` takes a path to {what} or a closure: {}",
+                example(key)
+            ),
+        )),
+    }
+}
+
+fn name_value(key: &Ident, value: &Expr) -> syn::Result<LitStr> {
+    match lit(value) {
+        Some(Lit::Str(s)) if s.value().trim().is_empty() => Err(syn::Error::new(
+            s.span(),
+            format!("`{key}` must not be empty: {}", example(key)),
+        )),
+        Some(Lit::Str(s)) => Ok(s.clone()),
+        _ => {
+            let shown = quote::ToTokens::to_token_stream(value)
+                .to_string()
+                .replace(' ', "");
+            Err(syn::Error::new(
+                value.span(),
+                format!("`name` takes a string literal: write `name = \"{shown}\"`"),
+            ))
+        }
+    }
+}
+
+fn crate_path(key: &Ident, value: &Expr) -> syn::Result<Path> {
+    match lit(value) {
+        Some(Lit::Str(s)) => s.parse::<Path>().map_err(|e| {
+            syn::Error::new(
+                s.span(),
+                format!(
+                    "`crate` must name a path to the `breaker` facade ({e}): {}",
+                    example(key)
+                ),
+            )
+        }),
+        _ => {
+            let shown = quote::ToTokens::to_token_stream(value)
+                .to_string()
+                .replace(' ', "");
+            Err(syn::Error::new(
+                value.span(),
+                format!("`crate` takes the path as a string literal: write `crate = \"{shown}\"`"),
+            ))
+        }
+    }
+}

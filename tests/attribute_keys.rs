@@ -1,0 +1,481 @@
+//! One test per key of `#[circuit_breaker]`, proving the value reaches the runtime. State is
+//! read through `breaker::registry()`; time is tokio's paused clock.
+
+use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use breaker::{circuit_breaker, registry, BreakerError, CallError, Config, State, Transition};
+use tokio::time::advance;
+
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    #[error("dependency down")]
+    Down,
+    #[error("bad request")]
+    BadRequest,
+    #[error(transparent)]
+    Breaker(#[from] BreakerError),
+}
+
+impl Error {
+    fn breaker(&self) -> Option<&BreakerError> {
+        match self {
+            Error::Breaker(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+fn state(name: &str) -> State {
+    registry()
+        .get(name)
+        .expect("created on the first call")
+        .state()
+}
+
+fn name(f: &str) -> String {
+    format!("attribute_keys::{f}")
+}
+
+#[circuit_breaker(threshold = 3)]
+async fn threshold_3(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn threshold() {
+    threshold_3(true).await.unwrap_err();
+    threshold_3(true).await.unwrap_err();
+    threshold_3(false).await.unwrap(); // a success resets the streak
+    threshold_3(true).await.unwrap_err();
+    threshold_3(true).await.unwrap_err();
+    assert_eq!(state(&name("threshold_3")), State::Closed);
+    threshold_3(true).await.unwrap_err();
+    assert_eq!(state(&name("threshold_3")), State::Open);
+}
+
+#[tokio::test(start_paused = true)]
+async fn defaults_are_five_failures_and_ten_seconds() {
+    #[circuit_breaker]
+    async fn plain() -> Result<(), Error> {
+        Err(Error::Down)
+    }
+    // The default name is `module_path!()::fn_name` (a nested fn is in the test's module).
+    for _ in 0..4 {
+        plain().await.unwrap_err();
+    }
+    assert_eq!(state(&name("plain")), State::Closed);
+    plain().await.unwrap_err();
+    assert_eq!(state(&name("plain")), State::Open);
+    let retry_in = plain().await.unwrap_err().breaker().unwrap().retry_in();
+    assert_eq!(retry_in, Some(Duration::from_secs(10)));
+}
+
+#[circuit_breaker(failure_rate = 50, window = 10, min_calls = 4)]
+async fn rate(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_rate_window_and_min_calls() {
+    for _ in 0..3 {
+        rate(true).await.unwrap_err(); // 100 % but fewer than `min_calls`
+    }
+    assert_eq!(state(&name("rate")), State::Closed);
+    rate(true).await.unwrap_err();
+    assert_eq!(state(&name("rate")), State::Open);
+}
+
+#[circuit_breaker(failure_rate = 50, window = "10s", min_calls = 2)]
+async fn timed_window(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn window_as_a_duration_forgets_old_calls() {
+    timed_window(true).await.unwrap_err();
+    advance(Duration::from_secs(20)).await; // the first failure left the window
+    timed_window(true).await.unwrap_err();
+    assert_eq!(state(&name("timed_window")), State::Closed);
+    timed_window(true).await.unwrap_err();
+    assert_eq!(state(&name("timed_window")), State::Open);
+}
+
+#[circuit_breaker(threshold = 1, slow_call = "2s")]
+async fn slow(latency: Duration) -> Result<u32, Error> {
+    tokio::time::sleep(latency).await;
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_call_counts_a_slow_success_as_a_failure() {
+    assert_eq!(slow(Duration::from_millis(1_999)).await.unwrap(), 1);
+    assert_eq!(state(&name("slow")), State::Closed);
+    assert_eq!(slow(Duration::from_secs(2)).await.unwrap(), 1); // the caller still gets it
+    assert_eq!(state(&name("slow")), State::Open);
+    assert_eq!(registry().get(&name("slow")).unwrap().stats().slow_calls, 1);
+}
+
+#[circuit_breaker(threshold = 1, cool_off = "5s", max_cool_off = "20s")]
+async fn backoff(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn cool_off_and_max_cool_off() {
+    let n = name("backoff");
+    backoff(true).await.unwrap_err();
+    advance(Duration::from_millis(4_999)).await;
+    assert_eq!(state(&n), State::Open);
+    advance(Duration::from_millis(1)).await;
+    assert_eq!(state(&n), State::HalfOpen);
+    backoff(true).await.unwrap_err(); // the probe fails: 10 s now
+    advance(Duration::from_secs(9)).await;
+    assert_eq!(state(&n), State::Open);
+    advance(Duration::from_secs(1)).await;
+    backoff(true).await.unwrap_err(); // 20 s now, the cap
+    let retry = backoff(false)
+        .await
+        .unwrap_err()
+        .breaker()
+        .unwrap()
+        .retry_in();
+    assert_eq!(retry, Some(Duration::from_secs(20)));
+    advance(Duration::from_secs(20)).await;
+    backoff(true).await.unwrap_err(); // capped: still 20 s
+    let retry = backoff(false)
+        .await
+        .unwrap_err()
+        .breaker()
+        .unwrap()
+        .retry_in();
+    assert_eq!(retry, Some(Duration::from_secs(20)));
+}
+
+#[circuit_breaker(threshold = 1, cool_off = "5s", jitter = "1s")]
+async fn jittered() -> Result<(), Error> {
+    Err(Error::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn jitter_adds_up_to_its_value() {
+    let mut extra = Vec::new();
+    for _ in 0..5 {
+        jittered().await.unwrap_err(); // opens (or, half-open, reopens)
+        let retry = jittered()
+            .await
+            .unwrap_err()
+            .breaker()
+            .unwrap()
+            .retry_in()
+            .unwrap();
+        assert!(
+            retry >= Duration::from_secs(5) && retry <= Duration::from_secs(6),
+            "{retry:?}"
+        );
+        extra.push(retry - Duration::from_secs(5));
+        advance(Duration::from_secs(6)).await;
+    }
+    // Five random draws of 0..1 s (in nanoseconds) are not all zero.
+    assert!(extra.iter().any(|d| !d.is_zero()), "{extra:?}");
+}
+
+static PROBED: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(threshold = 1, cool_off = "1s", probes = 3, success_threshold = 4)]
+async fn probed(fail: bool) -> Result<(), Error> {
+    PROBED.fetch_add(1, SeqCst);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn probes_admit_exactly_three_and_success_threshold_needs_four() {
+    let n = name("probed");
+    probed(true).await.unwrap_err();
+    advance(Duration::from_secs(1)).await;
+    let before = PROBED.load(SeqCst);
+    let calls: Vec<_> = (0..10).map(|_| tokio::spawn(probed(false))).collect();
+    let mut ok = 0;
+    for c in calls {
+        match c.await.unwrap() {
+            Ok(()) => ok += 1,
+            Err(e) => assert!(e.breaker().unwrap().is_open()),
+        }
+    }
+    assert_eq!(ok, 3);
+    assert_eq!(PROBED.load(SeqCst), before + 3);
+    // Three successful probes of the four needed: still half-open.
+    assert_eq!(state(&n), State::HalfOpen);
+    probed(false).await.unwrap();
+    assert_eq!(state(&n), State::Closed);
+}
+
+#[circuit_breaker(timeout = "100ms")]
+async fn deadline(latency: Duration) -> Result<(), Error> {
+    tokio::time::sleep(latency).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeout() {
+    deadline(Duration::from_millis(99)).await.unwrap();
+    let err = deadline(Duration::from_secs(30)).await.unwrap_err();
+    let e = err.breaker().unwrap();
+    assert!(e.is_timeout());
+    assert_eq!(
+        registry().get(&name("deadline")).unwrap().stats().timeouts,
+        1
+    );
+}
+
+#[circuit_breaker(max_concurrent = 2)]
+async fn bulkhead() -> Result<(), Error> {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn max_concurrent() {
+    let calls: Vec<_> = (0..3).map(|_| tokio::spawn(bulkhead())).collect();
+    let mut full = 0;
+    for c in calls {
+        if let Err(e) = c.await.unwrap() {
+            assert!(e.breaker().unwrap().is_full());
+            full += 1;
+        }
+    }
+    assert_eq!(full, 1);
+}
+
+fn is_down(e: &Error) -> bool {
+    matches!(e, Error::Down)
+}
+
+#[circuit_breaker(threshold = 2, is_failure = is_down)]
+async fn classified(e: Error) -> Result<(), Error> {
+    Err(e)
+}
+
+#[tokio::test(start_paused = true)]
+async fn is_failure_makes_other_errors_neutral() {
+    let n = name("classified");
+    classified(Error::Down).await.unwrap_err();
+    for _ in 0..10 {
+        // Neutral: neither a failure nor a success (the streak is not reset).
+        assert!(matches!(
+            classified(Error::BadRequest).await,
+            Err(Error::BadRequest)
+        ));
+    }
+    assert_eq!(state(&n), State::Closed);
+    classified(Error::Down).await.unwrap_err();
+    assert_eq!(state(&n), State::Open);
+}
+
+#[circuit_breaker(name = "attribute_keys::shared", threshold = 2)]
+async fn shared_a() -> Result<(), Error> {
+    Err(Error::Down)
+}
+
+static SHARED_B: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(name = "attribute_keys::shared", threshold = 2)]
+fn shared_b() -> Result<(), Error> {
+    SHARED_B.fetch_add(1, SeqCst);
+    Ok(())
+}
+
+#[tokio::test(start_paused = true)]
+async fn name_is_shared_between_functions() {
+    shared_a().await.unwrap_err();
+    shared_a().await.unwrap_err();
+    // `shared_b` finds the breaker `shared_a` opened.
+    assert!(shared_b().unwrap_err().breaker().unwrap().is_open());
+    assert_eq!(SHARED_B.load(SeqCst), 0);
+    assert_eq!(
+        registry()
+            .snapshot()
+            .iter()
+            .filter(|s| s.name == "attribute_keys::shared")
+            .count(),
+        1
+    );
+}
+
+static TRANSITIONS: Mutex<Vec<(State, State)>> = Mutex::new(Vec::new());
+
+fn record(t: &Transition) {
+    if t.name == "attribute_keys::hooked" {
+        TRANSITIONS.lock().unwrap().push((t.from, t.to));
+    }
+}
+
+#[circuit_breaker(threshold = 1, cool_off = "1s", on_state_change = record)]
+async fn hooked(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_state_change_sees_every_transition() {
+    hooked(true).await.unwrap_err();
+    advance(Duration::from_secs(1)).await;
+    hooked(false).await.unwrap();
+    let seen = TRANSITIONS.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            (State::Closed, State::Open),
+            (State::Open, State::HalfOpen),
+            (State::HalfOpen, State::Closed)
+        ]
+    );
+}
+
+static CONFIG_BUILT: AtomicU32 = AtomicU32::new(0);
+
+fn config_from_env() -> Config {
+    CONFIG_BUILT.fetch_add(1, SeqCst);
+    Config::default().threshold(1)
+}
+
+#[circuit_breaker(config = config_from_env(), name = "attribute_keys::configured")]
+async fn configured() -> Result<(), Error> {
+    Err(Error::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn config_is_built_once_on_the_first_call() {
+    assert_eq!(CONFIG_BUILT.load(SeqCst), 0);
+    configured().await.unwrap_err(); // threshold 1: opens
+    assert_eq!(state("attribute_keys::configured"), State::Open);
+    configured().await.unwrap_err();
+    assert_eq!(CONFIG_BUILT.load(SeqCst), 1);
+}
+
+async fn cached(id: u32, err: CallError<Error>) -> Result<String, Error> {
+    match err {
+        CallError::Breaker(e) if e.is_open() => Ok(format!("cached {id}")),
+        CallError::Breaker(e) => Err(e.into()),
+        CallError::Inner(e) => Err(e),
+    }
+}
+
+#[circuit_breaker(threshold = 1, fallback = cached)]
+async fn with_fallback(id: u32) -> Result<String, Error> {
+    let _ = id;
+    Err(Error::Down)
+}
+
+#[tokio::test(start_paused = true)]
+async fn fallback_gets_the_arguments_and_the_call_error() {
+    // The dependency's own error goes to the fallback, which lets it surface.
+    assert!(matches!(with_fallback(1).await, Err(Error::Down)));
+    // Open: the fallback serves from the cache.
+    assert_eq!(with_fallback(2).await.unwrap(), "cached 2");
+}
+
+struct Inventory {
+    fallbacks: AtomicU32,
+}
+
+impl Inventory {
+    #[circuit_breaker(threshold = 1, fallback = on_failure)]
+    async fn reserve(&self, sku: &str, n: u32) -> Result<u32, Error> {
+        let _ = (sku, n);
+        Err(Error::Down)
+    }
+
+    async fn on_failure(&self, sku: &str, n: u32, err: CallError<Error>) -> Result<u32, Error> {
+        assert_eq!(sku, "apple");
+        self.fallbacks.fetch_add(1, SeqCst);
+        match err {
+            CallError::Inner(_) => Ok(0),
+            CallError::Breaker(_) => Ok(n),
+        }
+    }
+
+    #[circuit_breaker(threshold = 1, fallback = Self::count_on_failure)]
+    fn count(self: Arc<Self>) -> Result<u32, Error> {
+        Err(Error::Down)
+    }
+
+    fn count_on_failure(self: Arc<Self>, _err: CallError<Error>) -> Result<u32, Error> {
+        Ok(self.fallbacks.load(SeqCst))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn fallback_on_methods() {
+    let inv = Arc::new(Inventory {
+        fallbacks: AtomicU32::new(0),
+    });
+    assert_eq!(inv.reserve("apple", 3).await.unwrap(), 0); // inner error
+    assert_eq!(inv.reserve("apple", 3).await.unwrap(), 3); // open
+    assert_eq!(inv.clone().count().unwrap(), 2);
+}
+
+static SYNC_CALLS: AtomicU32 = AtomicU32::new(0);
+
+#[circuit_breaker(threshold = 2, cool_off = "1s")]
+fn blocking(fail: bool) -> Result<u32, Error> {
+    SYNC_CALLS.fetch_add(1, SeqCst);
+    if fail {
+        return Err(Error::Down);
+    }
+    Ok(1)
+}
+
+#[test]
+fn sync_fn_outside_any_runtime() {
+    blocking(true).unwrap_err();
+    blocking(true).unwrap_err();
+    assert!(blocking(false).unwrap_err().breaker().unwrap().is_open());
+    assert_eq!(SYNC_CALLS.load(SeqCst), 2);
+    assert_eq!(state(&name("blocking")), State::Open);
+}
+
+#[circuit_breaker(threshold = 1)]
+async fn generic<T: Send>(value: T, fail: bool) -> Result<T, Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(value)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_generic_function_has_one_breaker_for_all_instantiations() {
+    generic(1u8, true).await.unwrap_err();
+    assert!(generic("text", false)
+        .await
+        .unwrap_err()
+        .breaker()
+        .unwrap()
+        .is_open());
+}

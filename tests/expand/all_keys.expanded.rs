@@ -1,0 +1,49 @@
+async fn score(order: &Order) -> Result<Score, FraudError> {
+    let __breaker: &'static ::breaker::Breaker = {
+        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+        ::breaker::__private::breaker(
+            "fraud::score",
+            true,
+            ::breaker::Config::default()
+                .threshold(3)
+                .failure_rate(50)
+                .window_calls(20)
+                .min_calls(10)
+                .slow_call(::breaker::__private::Duration::from_secs(2))
+                .cool_off(::breaker::__private::Duration::from_secs(30))
+                .max_cool_off(::breaker::__private::Duration::from_secs(300))
+                .jitter(::breaker::__private::Duration::from_millis(250))
+                .probes(3)
+                .success_threshold(2)
+                .timeout(::breaker::__private::Duration::from_secs(90))
+                .max_concurrent(16)
+                .on_state_change(page_on_call),
+        ));
+        &__BREAKER
+    };
+    match ::breaker::__private::call::<
+        Result<Score, FraudError>,
+        _,
+        _,
+    >(
+            __breaker,
+            (is_transient
+                as fn(
+                    &<Result<Score, FraudError> as ::breaker::__private::Fallible>::Err,
+                ) -> bool),
+            async {
+                let score = vendor.score(order).await?;
+                Ok(score)
+            },
+        )
+        .await
+    {
+        ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
+        ::breaker::__private::Err(__breaker_err) => {
+            ::breaker::__private::async_fallback(
+                    (cached_score as fn(_, _) -> _)(order, __breaker_err),
+                )
+                .await
+        }
+    }
+}

@@ -1,0 +1,24 @@
+async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
+    let __breaker: &'static ::breaker::Breaker = {
+        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+        ::breaker::__private::breaker(
+            "shop::tax",
+            true,
+            ::breaker::__private::config(config_from_env("TAX"))
+                .on_state_change(log_transition),
+        ));
+        &__BREAKER
+    };
+    ::breaker::__private::run::<
+        Result<Tax, TaxError>,
+        _,
+        _,
+        _,
+        _,
+    >(
+            __breaker,
+            ::breaker::__private::every_error,
+            async move { tax_api.post(cart).await },
+        )
+        .await
+}

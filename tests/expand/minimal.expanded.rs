@@ -1,0 +1,25 @@
+async fn get_rate(region: &str) -> Result<f64, TaxError> {
+    let __breaker: &'static ::breaker::Breaker = {
+        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+        ::breaker::__private::breaker(
+            ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "get_rate"
+            ),
+            false,
+            ::breaker::Config::default(),
+        ));
+        &__BREAKER
+    };
+    ::breaker::__private::run::<
+        Result<f64, TaxError>,
+        _,
+        _,
+        _,
+        _,
+    >(
+            __breaker,
+            ::breaker::__private::every_error,
+            async move { tax_api.rate(region).await },
+        )
+        .await
+}

@@ -1,0 +1,31 @@
+fn load_profile(id: UserId) -> Result<Profile, DbError> {
+    let __breaker: &'static ::breaker::Breaker = {
+        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+        ::breaker::__private::breaker(
+            ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "load_profile"
+            ),
+            false,
+            ::breaker::Config::default()
+                .threshold(5)
+                .slow_call(::breaker::__private::Duration::from_millis(500)),
+        ));
+        &__BREAKER
+    };
+    ::breaker::__private::run_sync::<
+        Result<Profile, DbError>,
+        _,
+        _,
+        _,
+        _,
+    >(
+        __breaker,
+        |e: &DbError| e.is_transient(),
+        move || {
+            if id.is_guest() {
+                return Ok(Profile::guest());
+            }
+            db.query_profile(id)
+        },
+    )
+}

@@ -1,0 +1,19 @@
+use breaker::{circuit_breaker, CallError};
+
+#[derive(Debug)]
+struct TaxError;
+
+async fn cached_tax(region: &str, err: CallError<TaxError>) -> Option<u32> {
+    let _ = (region, err);
+    None
+}
+
+#[circuit_breaker(fallback = cached_tax)]
+async fn get_tax(region: &str) -> Result<u32, TaxError> {
+    let _ = region;
+    Err(TaxError)
+}
+
+fn main() {
+    let _ = get_tax("eu");
+}

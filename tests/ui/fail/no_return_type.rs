@@ -1,0 +1,18 @@
+use breaker::circuit_breaker;
+
+#[derive(Debug)]
+struct Error;
+
+impl From<breaker::BreakerError> for Error {
+    fn from(_: breaker::BreakerError) -> Self {
+        Error
+    }
+}
+
+#[circuit_breaker(threshold = 2)]
+fn call() {
+}
+
+fn main() {
+    call();
+}

@@ -1,0 +1,21 @@
+use breaker::circuit_breaker;
+
+#[derive(Debug)]
+struct Error;
+
+impl From<breaker::BreakerError> for Error {
+    fn from(_: breaker::BreakerError) -> Self {
+        Error
+    }
+}
+
+const LIMIT: u32 = 3;
+
+#[circuit_breaker(threshold = LIMIT)]
+async fn call() -> Result<u32, Error> {
+    Ok(1)
+}
+
+fn main() {
+    let _ = call();
+}
