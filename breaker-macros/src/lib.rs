@@ -13,6 +13,8 @@ mod expand;
 mod suggest;
 
 #[cfg(test)]
+mod never_panics;
+#[cfg(test)]
 mod snapshots;
 
 use proc_macro::TokenStream;

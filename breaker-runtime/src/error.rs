@@ -27,7 +27,6 @@ use std::{fmt, time::Duration};
 #[non_exhaustive]
 pub enum BreakerError {
     /// The breaker is open (or half-open with every probe slot taken): the call was not made.
-    #[non_exhaustive]
     Open {
         /// The breaker's name.
         name: &'static str,
@@ -35,7 +34,6 @@ pub enum BreakerError {
         retry_in: Option<Duration>,
     },
     /// The call did not finish within the configured `timeout`; it was dropped.
-    #[non_exhaustive]
     Timeout {
         /// The breaker's name.
         name: &'static str,
@@ -43,7 +41,6 @@ pub enum BreakerError {
         after: Duration,
     },
     /// The bulkhead is full: `max_concurrent` calls are already in flight.
-    #[non_exhaustive]
     Full {
         /// The breaker's name.
         name: &'static str,
