@@ -1,0 +1,262 @@
+//! `breaker` against failsafe, recloser and tower-circuitbreaker, side by side, in one run:
+//!
+//! ```text
+//! cd benches && cargo bench --bench peers
+//! ```
+//!
+//! Groups: `baselines`, `closed_sync`, `open_sync`, `closed_async`, `open_async`,
+//! `scaling_1t`, `scaling_2t`. `cargo run --release --bin report` turns the estimates into the
+//! table of `RESULTS.md`. The workloads themselves are in `src/lib.rs`.
+
+use std::{hint::black_box, time::Duration};
+
+use breaker_bench::{
+    async_loop, current_thread, on_threads, Attr, Baselines, Failsafe, Recloser, Runtime, Tower,
+    TowerShared,
+};
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+
+type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
+
+fn group<'a>(c: &'a mut Criterion, name: &str) -> Group<'a> {
+    let mut g = c.benchmark_group(name);
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_millis(1500))
+        .sample_size(30);
+    g
+}
+
+fn attr() -> Option<Attr> {
+    let attr = Attr::new();
+    if attr.is_none() {
+        eprintln!(
+            "note: #[breaker::circuit_breaker] does not wrap functions yet; \
+             the `attr` benchmarks are skipped"
+        );
+    }
+    attr
+}
+
+fn baselines(c: &mut Criterion) {
+    let base = Baselines::new();
+    let rt = current_thread();
+    let mut g = group(c, "baselines");
+    g.bench_function("bare", |b| {
+        b.iter(|| black_box(base.bare(black_box(1)).is_ok()))
+    });
+    g.bench_function("atomic_add", |b| b.iter(|| black_box(base.atomic_add())));
+    g.bench_function("clock_read", |b| b.iter(|| black_box(base.clock_read())));
+    g.bench_function("mutex_lock", |b| b.iter(|| black_box(base.mutex_lock())));
+    g.bench_function("bare_async", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| base.bare_async(x)))
+    });
+    g.finish();
+}
+
+fn closed_sync(c: &mut Criterion) {
+    let (runtime, attr, failsafe, recloser) =
+        (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
+    let mut tower = Tower::new();
+    let mut g = group(c, "closed_sync");
+    g.bench_function("breaker", |b| {
+        b.iter(|| black_box(runtime.closed_sync(black_box(1)).is_ok()))
+    });
+    if let Some(attr) = &attr {
+        g.bench_function("breaker_attr", |b| {
+            b.iter(|| black_box(attr.closed_sync(black_box(1)).is_ok()))
+        });
+    }
+    g.bench_function("failsafe", |b| {
+        b.iter(|| black_box(failsafe.closed_sync(black_box(1)).is_ok()))
+    });
+    g.bench_function("recloser", |b| {
+        b.iter(|| black_box(recloser.closed_sync(black_box(1)).is_ok()))
+    });
+    g.bench_function("tower", |b| {
+        b.iter(|| black_box(tower.closed_sync(black_box(1)).is_ok()))
+    });
+    g.finish();
+}
+
+fn open_sync(c: &mut Criterion) {
+    let (runtime, attr, failsafe, recloser) =
+        (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
+    let mut tower = Tower::new();
+    let mut g = group(c, "open_sync");
+    g.bench_function("breaker", |b| {
+        b.iter(|| black_box(runtime.open_sync(black_box(1)).is_ok()))
+    });
+    g.bench_function("breaker_forced", |b| {
+        b.iter(|| black_box(runtime.forced_sync(black_box(1)).is_ok()))
+    });
+    if let Some(attr) = &attr {
+        g.bench_function("breaker_attr", |b| {
+            b.iter(|| black_box(attr.open_sync(black_box(1)).is_ok()))
+        });
+    }
+    g.bench_function("failsafe", |b| {
+        b.iter(|| black_box(failsafe.open_sync(black_box(1)).is_ok()))
+    });
+    g.bench_function("recloser", |b| {
+        b.iter(|| black_box(recloser.open_sync(black_box(1)).is_ok()))
+    });
+    g.bench_function("tower", |b| {
+        b.iter(|| black_box(tower.open_sync(black_box(1)).is_ok()))
+    });
+    g.finish();
+}
+
+fn closed_async(c: &mut Criterion) {
+    let (runtime, attr, failsafe, recloser) =
+        (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
+    let mut tower = Tower::new();
+    let base = Baselines::new();
+    let rt = current_thread();
+    let mut g = group(c, "closed_async");
+    g.bench_function("bare_async", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| base.bare_async(x)))
+    });
+    g.bench_function("breaker", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| runtime.closed_async(x)))
+    });
+    if let Some(attr) = &attr {
+        g.bench_function("breaker_attr", |b| {
+            b.iter_custom(|n| async_loop(&rt, n, |x| attr.closed_async(x)))
+        });
+    }
+    g.bench_function("failsafe", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| failsafe.closed_async(x)))
+    });
+    g.bench_function("recloser", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| recloser.closed_async(x)))
+    });
+    g.bench_function("tower", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for i in 0..n {
+                    black_box(tower.closed_async(black_box(i)).await.is_ok());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+fn open_async(c: &mut Criterion) {
+    let (runtime, attr, failsafe, recloser) =
+        (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
+    let mut tower = Tower::new();
+    let rt = current_thread();
+    let mut g = group(c, "open_async");
+    g.bench_function("breaker", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| runtime.open_async(x)))
+    });
+    if let Some(attr) = &attr {
+        g.bench_function("breaker_attr", |b| {
+            b.iter_custom(|n| async_loop(&rt, n, |x| attr.open_async(x)))
+        });
+    }
+    g.bench_function("failsafe", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| failsafe.open_async(x)))
+    });
+    g.bench_function("recloser", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| recloser.open_async(x)))
+    });
+    g.bench_function("tower", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for i in 0..n {
+                    black_box(tower.open_async(black_box(i)).await.is_err());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.finish();
+}
+
+/// The same shared objects hammered by 1 and then by 2 threads; criterion reports
+/// per-thread time per call, so `scaling_2t/x ÷ scaling_1t/x` is the per-thread slowdown.
+fn scaling(c: &mut Criterion) {
+    let base = Baselines::new();
+    let (runtime, attr, failsafe, recloser) =
+        (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
+    let tower = TowerShared::new();
+    for threads in [1usize, 2] {
+        let mut g = group(c, &format!("scaling_{threads}t"));
+        g.measurement_time(Duration::from_secs(2));
+        g.bench_function("bare", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(base.bare(x).is_ok());
+                })
+            })
+        });
+        g.bench_function("atomic_add", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |_| {
+                    black_box(base.atomic_add());
+                })
+            })
+        });
+        g.bench_function("mutex_lock", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |_| {
+                    black_box(base.mutex_lock());
+                })
+            })
+        });
+        g.bench_function("breaker", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(runtime.closed_sync(x).is_ok());
+                })
+            })
+        });
+        if let Some(attr) = &attr {
+            g.bench_function("breaker_attr", |b| {
+                b.iter_custom(|n| {
+                    on_threads(threads, n, |x| {
+                        black_box(attr.closed_sync(x).is_ok());
+                    })
+                })
+            });
+        }
+        g.bench_function("failsafe", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(failsafe.closed_sync(x).is_ok());
+                })
+            })
+        });
+        g.bench_function("recloser", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(recloser.closed_sync(x).is_ok());
+                })
+            })
+        });
+        g.bench_function("tower", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(tower.closed_sync(x).is_ok());
+                })
+            })
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(
+    benches,
+    baselines,
+    closed_sync,
+    open_sync,
+    closed_async,
+    open_async,
+    scaling
+);
+criterion_main!(benches);

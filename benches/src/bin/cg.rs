@@ -1,0 +1,129 @@
+//! The callgrind driver: `cg <impl> <workload> <n>` sets up one implementation, warms it up,
+//! then runs one workload `n` times. `scripts/callgrind.sh` runs it for `n` and `2n` and
+//! takes the difference, so set-up, warm-up and exit cancel out.
+//!
+//! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`.
+//! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
+//! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
+//! `forced_sync`.
+
+use std::{hint::black_box, process::ExitCode};
+
+use breaker_bench::{current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Tower};
+
+const WARM_UP: u64 = 1000;
+
+fn sync_loop<R>(n: u64, mut f: impl FnMut(u64) -> R) {
+    for i in 0..WARM_UP + n {
+        let _ = black_box(f(black_box(i)));
+    }
+}
+
+macro_rules! async_loop {
+    ($n:expr, |$x:ident| $call:expr) => {{
+        let rt = current_thread();
+        rt.block_on(async {
+            for i in 0..WARM_UP + $n {
+                let $x = black_box(i);
+                let _ = black_box($call.await);
+            }
+        })
+    }};
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(imp), Some(workload), Some(n)) = (
+        args.get(1),
+        args.get(2),
+        args.get(3).and_then(|n| n.parse::<u64>().ok()),
+    ) else {
+        eprintln!("usage: cg <impl> <workload> <n>");
+        return ExitCode::from(2);
+    };
+    let ran = match imp.as_str() {
+        "base" => {
+            let b = Baselines::new();
+            match workload.as_str() {
+                "bare" => sync_loop(n, |x| b.bare(x)),
+                "atomic_add" => sync_loop(n, |_| b.atomic_add()),
+                "clock_read" => sync_loop(n, |_| b.clock_read()),
+                "mutex_lock" => sync_loop(n, |_| b.mutex_lock()),
+                "bare_async" => async_loop!(n, |x| b.bare_async(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "breaker" => {
+            let b = Runtime::new();
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                "forced_sync" => sync_loop(n, |x| b.forced_sync(x)),
+                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
+                "open_async" => async_loop!(n, |x| b.open_async(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "attr" => match Attr::new() {
+            None => false,
+            Some(b) => {
+                match workload.as_str() {
+                    "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                    "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                    "closed_async" => async_loop!(n, |x| b.closed_async(x)),
+                    "open_async" => async_loop!(n, |x| b.open_async(x)),
+                    _ => return unknown(imp, workload),
+                }
+                true
+            }
+        },
+        "failsafe" => {
+            let b = Failsafe::new();
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
+                "open_async" => async_loop!(n, |x| b.open_async(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "recloser" => {
+            let b = Recloser::new();
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
+                "open_async" => async_loop!(n, |x| b.open_async(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "tower" => {
+            let mut b = Tower::new();
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
+                "open_async" => async_loop!(n, |x| b.open_async(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        _ => return unknown(imp, workload),
+    };
+    if ran {
+        ExitCode::SUCCESS
+    } else {
+        // 3: this workload is not available (the attribute is still a placeholder).
+        eprintln!("cg: {imp} is not available");
+        ExitCode::from(3)
+    }
+}
+
+fn unknown(imp: &str, workload: &str) -> ExitCode {
+    eprintln!("cg: unknown implementation/workload: {imp} {workload}");
+    ExitCode::from(2)
+}

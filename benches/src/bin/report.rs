@@ -1,0 +1,172 @@
+//! Turns the estimates of the last `cargo bench --bench peers` run into the markdown tables of
+//! `RESULTS.md`: `cargo run --release --bin report` (from `benches/`).
+//!
+//! It reads the median of each benchmark from
+//! `target/criterion/<group>/<benchmark>/new/estimates.json`; nothing is estimated here.
+
+use std::{collections::BTreeMap, fs, path::Path};
+
+const IMPLS: [(&str, &str); 5] = [
+    ("breaker", "breaker"),
+    ("breaker_attr", "breaker (attribute)"),
+    ("failsafe", "failsafe 1.3"),
+    ("recloser", "recloser 1.4"),
+    ("tower", "tower-circuitbreaker 0.2"),
+];
+const PEERS: [&str; 3] = ["failsafe", "recloser", "tower"];
+
+/// The median point estimate (ns) in one criterion `estimates.json`.
+fn median(path: &Path) -> Option<f64> {
+    let text = fs::read_to_string(path).ok()?;
+    let at = text.find("\"median\"")?;
+    let rest = &text[at..];
+    let p = rest.find("\"point_estimate\":")? + "\"point_estimate\":".len();
+    let num: String = rest[p..]
+        .chars()
+        .skip_while(|c| c.is_whitespace())
+        .take_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '-' | '+'))
+        .collect();
+    num.parse().ok()
+}
+
+struct Medians(BTreeMap<(String, String), f64>);
+
+impl Medians {
+    fn load(dir: &Path) -> Medians {
+        let mut m = BTreeMap::new();
+        for group in fs::read_dir(dir).into_iter().flatten().flatten() {
+            for bench in fs::read_dir(group.path()).into_iter().flatten().flatten() {
+                if let Some(v) = median(&bench.path().join("new/estimates.json")) {
+                    let g = group.file_name().to_string_lossy().into_owned();
+                    let b = bench.file_name().to_string_lossy().into_owned();
+                    m.insert((g, b), v);
+                }
+            }
+        }
+        Medians(m)
+    }
+
+    fn get(&self, group: &str, bench: &str) -> Option<f64> {
+        self.0.get(&(group.to_owned(), bench.to_owned())).copied()
+    }
+}
+
+fn ns(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 100.0 => format!("{v:.0} ns"),
+        Some(v) => format!("{v:.2} ns"),
+        None => "–".to_owned(),
+    }
+}
+
+fn ratio(v: Option<f64>) -> String {
+    v.map_or("–".to_owned(), |v| format!("{v:.2}×"))
+}
+
+fn main() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
+    let m = Medians::load(&dir);
+    if m.0.is_empty() {
+        eprintln!(
+            "no estimates under {}: run `cargo bench --bench peers` first",
+            dir.display()
+        );
+        std::process::exit(1);
+    }
+    let base = |b: &str| m.get("baselines", b);
+    let bare_async = base("bare_async");
+
+    println!("Medians of one `cargo bench --bench peers` run (criterion, wall time per call).\n");
+    print!("| workload |");
+    for (_, name) in IMPLS {
+        print!(" {name} |");
+    }
+    println!(" baseline |");
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let rows: [(&str, &str, &str, Option<f64>); 4] = [
+        (
+            "closed_sync",
+            "closed, success, sync",
+            "one `AtomicU64::fetch_add(Relaxed)`",
+            base("atomic_add"),
+        ),
+        (
+            "open_sync",
+            "open, rejection, sync",
+            "one `tokio::time::Instant::now()`",
+            base("clock_read"),
+        ),
+        (
+            "closed_async",
+            "closed, success, async (current_thread)",
+            "bare async fn",
+            bare_async,
+        ),
+        (
+            "open_async",
+            "open, rejection, async (current_thread)",
+            "bare async fn",
+            bare_async,
+        ),
+    ];
+    for (group, label, base_name, base_v) in rows {
+        print!("| {label} |");
+        for (id, _) in IMPLS {
+            print!(" {} |", ns(m.get(group, id)));
+        }
+        println!(" {base_name}: {} |", ns(base_v));
+    }
+    print!("| async closed success over the bare async fn |");
+    for (id, _) in IMPLS {
+        print!(
+            " {} |",
+            match (m.get("closed_async", id), bare_async) {
+                (Some(v), Some(b)) => format!("+{:.2} ns", v - b),
+                _ => "–".to_owned(),
+            }
+        );
+    }
+    println!(" bare async fn: {} |", ns(bare_async));
+    print!("| 2 threads on one breaker: per-thread cost ÷ 1-thread cost |");
+    let scaling = |id: &str| Some(m.get("scaling_2t", id)? / m.get("scaling_1t", id)?);
+    for (id, _) in IMPLS {
+        print!(" {} |", ratio(scaling(id)));
+    }
+    println!(
+        " atomic add: {}, mutex: {}, bare call: {} |",
+        ratio(scaling("atomic_add")),
+        ratio(scaling("mutex_lock")),
+        ratio(scaling("bare"))
+    );
+    print!("| 1 thread, closed success (scaling group) |");
+    for (id, _) in IMPLS {
+        print!(" {} |", ns(m.get("scaling_1t", id)));
+    }
+    println!(" atomic add: {} |", ns(m.get("scaling_1t", "atomic_add")));
+    print!("| 2 threads, per-thread time per call |");
+    for (id, _) in IMPLS {
+        print!(" {} |", ns(m.get("scaling_2t", id)));
+    }
+    println!(" atomic add: {} |", ns(m.get("scaling_2t", "atomic_add")));
+
+    println!("\nBaselines: bare call {}, one relaxed atomic add {}, one clock read {}, one uncontended mutex {}, bare async fn {}.\n",
+        ns(base("bare")), ns(base("atomic_add")), ns(base("clock_read")), ns(base("mutex_lock")), ns(bare_async));
+
+    println!("Ratios (same run):\n");
+    println!("| workload | breaker ÷ baseline | breaker (attribute) ÷ baseline | best peer | best peer ÷ breaker |");
+    println!("|---|---:|---:|---|---:|");
+    for (group, label, base_name, base_v) in rows {
+        let best = PEERS
+            .iter()
+            .filter_map(|p| Some((*p, m.get(group, p)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        let r = |id: &str| Some(m.get(group, id)? / base_v?);
+        println!(
+            "| {label} (baseline: {base_name}) | {} | {} | {} | {} |",
+            ratio(r("breaker")),
+            ratio(r("breaker_attr")),
+            best.map_or("–".to_owned(), |(p, v)| format!("{p} ({})", ns(Some(v)))),
+            ratio(best.and_then(|(_, v)| Some(v / m.get(group, "breaker")?))),
+        );
+    }
+}

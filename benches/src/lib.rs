@@ -1,0 +1,556 @@
+//! The workloads shared by the criterion benchmarks (`benches/peers.rs`) and the callgrind
+//! driver (`src/bin/cg.rs`), so both measure exactly the same code.
+//!
+//! Every implementation wraps the same dependency, [`op`], and every workload is one
+//! `#[inline(never)]` method, so each measured call pays the same call/return overhead as the
+//! bare baseline and the compiler cannot hoist work out of the measuring loop. Inputs and
+//! results go through `black_box` at the call site.
+//!
+//! | implementation | closed instance | open instance |
+//! | --- | --- | --- |
+//! | `breaker` runtime API | `Config::default().threshold(5)` | same, tripped by 5 failures (cool-off 1 h) |
+//! | `breaker` attribute | `#[circuit_breaker(threshold = 5)]` | same, tripped by 5 failures |
+//! | failsafe 1.3 | `consecutive_failures(5, constant(1 h))` | same, tripped |
+//! | recloser 1.4 | `error_rate(0.5)`, `closed_len(100)` | same with `closed_len(10)`, tripped |
+//! | tower-circuitbreaker 0.2 | defaults (count window of 100, 50 %) | same, `force_open()` |
+//!
+//! tower-circuitbreaker has no blocking API: its "sync" rows poll its (boxed) future once with
+//! a no-op waker; the future is ready at once because its `tokio::sync::Mutex` is uncontended.
+
+use std::{
+    future::Future,
+    hint::black_box,
+    io,
+    pin::pin,
+    sync::{
+        atomic::{AtomicU64, Ordering::Relaxed},
+        Barrier, Mutex,
+    },
+    task::{Context, Poll, Waker},
+    time::{Duration, Instant},
+};
+
+use breaker::{Breaker, CallError, Config};
+
+/// The input that makes [`op`] fail.
+pub const FAIL: u64 = u64::MAX;
+
+/// A long cool-off, so an open breaker stays open for the whole benchmark.
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The dependency every implementation protects: succeeds unless `x == FAIL`. The error is a
+/// `std::io::Error` from an `ErrorKind`, which does not allocate.
+#[inline(always)]
+pub fn op(x: u64) -> Result<u64, io::Error> {
+    if x == FAIL {
+        Err(io::Error::from(io::ErrorKind::ConnectionRefused))
+    } else {
+        Ok(x)
+    }
+}
+
+/// [`op`] as a future (ready at its first poll).
+#[inline(always)]
+pub async fn op_async(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+/// Polls a future once with a no-op waker; panics if it is not ready.
+#[inline(always)]
+pub fn poll_once<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("the future was expected to be ready at its first poll"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Baselines
+// ---------------------------------------------------------------------------------------
+
+/// The reference costs.
+pub struct Baselines {
+    counter: AtomicU64,
+    mutex: Mutex<u64>,
+}
+
+impl Default for Baselines {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Baselines {
+    pub fn new() -> Self {
+        Baselines {
+            counter: AtomicU64::new(0),
+            mutex: Mutex::new(0),
+        }
+    }
+
+    /// The dependency, called directly.
+    #[inline(never)]
+    pub fn bare(&self, x: u64) -> Result<u64, io::Error> {
+        op(x)
+    }
+
+    /// One `AtomicU64::fetch_add(1, Relaxed)` on a shared counter.
+    #[inline(never)]
+    pub fn atomic_add(&self) -> u64 {
+        self.counter.fetch_add(1, Relaxed)
+    }
+
+    /// One read of the clock the breaker uses (`tokio::time::Instant::now()`).
+    #[inline(never)]
+    pub fn clock_read(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+    }
+
+    /// One uncontended `std::sync::Mutex` lock, increment, unlock.
+    #[inline(never)]
+    pub fn mutex_lock(&self) -> u64 {
+        let mut g = self.mutex.lock().unwrap_or_else(|p| p.into_inner());
+        *g += 1;
+        *g
+    }
+
+    /// The dependency as a bare async fn.
+    pub async fn bare_async(&self, x: u64) -> Result<u64, io::Error> {
+        op_async(x).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// breaker, runtime API
+// ---------------------------------------------------------------------------------------
+
+/// `breaker::Breaker` called directly.
+pub struct Runtime {
+    closed: Breaker,
+    open: Breaker,
+    forced: Breaker,
+}
+
+impl Runtime {
+    /// Each call creates new breakers (with unique names), so criterion and the callgrind
+    /// driver may build as many as they like.
+    pub fn new() -> Self {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        let config = || Config::default().threshold(5).cool_off(HOUR);
+        let closed = Breaker::new(format!("bench::runtime::closed{n}"), config());
+        let open = Breaker::new(format!("bench::runtime::open{n}"), config());
+        for _ in 0..5 {
+            let _ = open.call_sync(|| op(FAIL));
+        }
+        assert!(open.call_sync(|| op(1)).is_err(), "runtime: not tripped");
+        let forced = Breaker::new(format!("bench::runtime::forced{n}"), config());
+        forced.handle().force_open();
+        Runtime {
+            closed,
+            open,
+            forced,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.closed.call_sync(|| op(x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.open.call_sync(|| op(x))
+    }
+
+    /// Rejection by a breaker forced open by hand (no clock read on that path).
+    #[inline(never)]
+    pub fn forced_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.forced.call_sync(|| op(x))
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.closed.call(op_async(x)).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.open.call(op_async(x)).await
+    }
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// breaker, through the attribute
+// ---------------------------------------------------------------------------------------
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+fn attr_closed_sync(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+fn attr_open_sync(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+async fn attr_closed_async(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+async fn attr_open_async(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+/// Functions under `#[breaker::circuit_breaker]`: one static breaker per function.
+pub struct Attr(());
+
+impl Attr {
+    /// `None` while the attribute does not put a breaker around the function yet (the
+    /// placeholder macro returns the function unchanged): then five failures do not open it.
+    pub fn new() -> Option<Self> {
+        for _ in 0..5 {
+            let _ = attr_open_sync(FAIL);
+            let _ = poll_once(attr_open_async(FAIL));
+        }
+        let live = attr_open_sync(1).is_err();
+        if !live {
+            return None;
+        }
+        assert!(
+            poll_once(attr_open_async(1)).is_err(),
+            "attr: async not tripped"
+        );
+        Some(Attr(()))
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, io::Error> {
+        attr_closed_sync(x)
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, io::Error> {
+        attr_open_sync(x)
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, io::Error> {
+        attr_closed_async(x).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, io::Error> {
+        attr_open_async(x).await
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// failsafe 1.3
+// ---------------------------------------------------------------------------------------
+
+type FailsafeSm = failsafe::StateMachine<
+    failsafe::failure_policy::ConsecutiveFailures<failsafe::backoff::Constant>,
+    (),
+>;
+
+/// failsafe with its consecutive-failures policy.
+pub struct Failsafe {
+    closed: FailsafeSm,
+    open: FailsafeSm,
+}
+
+fn failsafe_new() -> FailsafeSm {
+    use failsafe::{backoff, failure_policy};
+    failsafe::Config::new()
+        .failure_policy(failure_policy::consecutive_failures(
+            5,
+            backoff::constant(HOUR),
+        ))
+        .build()
+}
+
+impl Failsafe {
+    pub fn new() -> Self {
+        use failsafe::CircuitBreaker;
+        let open = failsafe_new();
+        for _ in 0..5 {
+            let _ = open.call(|| op(FAIL));
+        }
+        assert!(open.call(|| op(1)).is_err(), "failsafe: not tripped");
+        Failsafe {
+            closed: failsafe_new(),
+            open,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, failsafe::Error<io::Error>> {
+        failsafe::CircuitBreaker::call(&self.closed, || op(x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, failsafe::Error<io::Error>> {
+        failsafe::CircuitBreaker::call(&self.open, || op(x))
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, failsafe::Error<io::Error>> {
+        failsafe::futures::CircuitBreaker::call(&self.closed, op_async(x)).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, failsafe::Error<io::Error>> {
+        failsafe::futures::CircuitBreaker::call(&self.open, op_async(x)).await
+    }
+}
+
+impl Default for Failsafe {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// recloser 1.4
+// ---------------------------------------------------------------------------------------
+
+/// recloser (ring buffers under crossbeam-epoch).
+pub struct Recloser {
+    closed: recloser::Recloser,
+    open: recloser::Recloser,
+    closed_async: recloser::AsyncRecloser,
+    open_async: recloser::AsyncRecloser,
+}
+
+fn recloser_new(len: usize) -> recloser::Recloser {
+    recloser::Recloser::custom()
+        .error_rate(0.5)
+        .closed_len(len)
+        .open_wait(HOUR)
+        .build()
+}
+
+fn recloser_tripped() -> recloser::Recloser {
+    let r = recloser_new(10);
+    // The ring judges only once it is full: len + 1 failures open it.
+    for _ in 0..20 {
+        let _ = r.call(|| op(FAIL));
+    }
+    assert!(r.call(|| op(1)).is_err(), "recloser: not tripped");
+    r
+}
+
+impl Recloser {
+    pub fn new() -> Self {
+        Recloser {
+            closed: recloser_new(100),
+            open: recloser_tripped(),
+            closed_async: recloser_new(100).into(),
+            open_async: recloser_tripped().into(),
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, recloser::Error<io::Error>> {
+        self.closed.call(|| op(x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, recloser::Error<io::Error>> {
+        self.open.call(|| op(x))
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, recloser::Error<io::Error>> {
+        self.closed_async.call(op_async(x)).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, recloser::Error<io::Error>> {
+        self.open_async.call(op_async(x)).await
+    }
+}
+
+impl Default for Recloser {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// tower-circuitbreaker 0.2
+// ---------------------------------------------------------------------------------------
+
+/// [`op`] as a tower service.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpService;
+
+impl tower::Service<u64> for OpService {
+    type Response = u64;
+    type Error = io::Error;
+    type Future = std::future::Ready<Result<u64, io::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), io::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, x: u64) -> Self::Future {
+        std::future::ready(op(x))
+    }
+}
+
+pub type TowerCb = tower_circuitbreaker::CircuitBreaker<OpService, u64, u64, io::Error>;
+pub type TowerError = tower_circuitbreaker::CircuitBreakerError<io::Error>;
+
+pub fn tower_new() -> TowerCb {
+    tower_circuitbreaker::circuit_breaker_builder::<u64, io::Error>()
+        .wait_duration_in_open(HOUR)
+        .build()
+        .layer(OpService)
+}
+
+/// tower-circuitbreaker, a tower `Service` (its `call` takes `&mut self`).
+pub struct Tower {
+    closed: TowerCb,
+    open: TowerCb,
+}
+
+impl Tower {
+    pub fn new() -> Self {
+        use tower::Service;
+        let mut open = tower_new();
+        poll_once(open.force_open());
+        assert!(poll_once(open.call(1)).is_err(), "tower: not open");
+        Tower {
+            closed: tower_new(),
+            open,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&mut self, x: u64) -> Result<u64, TowerError> {
+        poll_once(tower::Service::call(&mut self.closed, x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&mut self, x: u64) -> Result<u64, TowerError> {
+        poll_once(tower::Service::call(&mut self.open, x))
+    }
+
+    pub async fn closed_async(&mut self, x: u64) -> Result<u64, TowerError> {
+        tower::Service::call(&mut self.closed, x).await
+    }
+
+    pub async fn open_async(&mut self, x: u64) -> Result<u64, TowerError> {
+        tower::Service::call(&mut self.open, x).await
+    }
+}
+
+impl Default for Tower {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Polls a future with a no-op waker until it is ready, yielding the thread in between (for
+/// tower-circuitbreaker under contention, whose `tokio::sync::Mutex` may make it wait).
+pub fn poll_spin<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// tower-circuitbreaker shared by threads: its `call` needs `&mut self` and the service is
+/// not `Clone`, so threads share it behind a `std::sync::Mutex` held only while `call`
+/// builds the boxed future (the future itself, which takes the breaker's own
+/// `tokio::sync::Mutex`, is polled after the mutex is released, until ready).
+pub struct TowerShared(Mutex<TowerCb>);
+
+impl Default for TowerShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TowerShared {
+    pub fn new() -> Self {
+        TowerShared(Mutex::new(tower_new()))
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, TowerError> {
+        let fut = {
+            let mut svc = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            tower::Service::call(&mut *svc, x)
+        };
+        poll_spin(fut)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Drivers
+// ---------------------------------------------------------------------------------------
+
+/// Runs `f` `iters` times on each of `threads` threads, all started together by a barrier,
+/// and returns the longest per-thread time: per-thread cost × `iters`. Comparing the result
+/// for 2 threads with the one for 1 thread gives the per-thread slowdown under contention.
+pub fn on_threads<F>(threads: usize, iters: u64, f: F) -> Duration
+where
+    F: Fn(u64) + Sync,
+{
+    let barrier = Barrier::new(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    // One call before the barrier, so first-call set-up (a stripe, an epoch
+                    // handle) is not measured.
+                    f(1);
+                    barrier.wait();
+                    let start = Instant::now();
+                    for i in 0..iters {
+                        f(black_box(i));
+                    }
+                    start.elapsed()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a benchmark thread panicked"))
+            .max()
+            .unwrap_or_default()
+    })
+}
+
+/// A tokio current-thread runtime with the time driver, as the async rows use.
+pub fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `iters` awaits of `f(i)` inside one `block_on` and returns their total time, so the
+/// runtime's own per-`block_on` cost is not measured.
+pub fn async_loop<F, Fut>(rt: &tokio::runtime::Runtime, iters: u64, mut f: F) -> Duration
+where
+    F: FnMut(u64) -> Fut,
+    Fut: Future,
+{
+    rt.block_on(async {
+        let start = Instant::now();
+        for i in 0..iters {
+            black_box(f(black_box(i)).await);
+        }
+        start.elapsed()
+    })
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Instructions per call, from callgrind, for the workloads of `benches/` (breaker, its peers
+# and the baselines). Wall time on a shared machine is noisy; instruction counts are not.
+#
+#   scripts/callgrind.sh [N]        (default N = 20000)
+#
+# For each implementation and workload it runs `benches/target/release/cg <impl> <workload> k`
+# under `valgrind --tool=callgrind` with k = N and k = 2N, and prints
+#   (Ir(2N) - Ir(N)) / N
+# so set-up, warm-up and process exit cancel out. The second table subtracts the bare call
+# (sync rows) or the bare async fn (async rows) of the same run.
+#
+# Notes: Ir counts user-space instructions only. Under valgrind the vDSO is not used, so a
+# clock read becomes a `clock_gettime` syscall whose kernel work is not counted: the
+# `clock_read` row (and every row that reads the clock) undercounts the native cost of that
+# read, which is ~20-25 ns on this kind of machine (see the criterion `baselines/clock_read`).
+set -euo pipefail
+
+N=${1:-20000}
+if ! [[ $N =~ ^[0-9]+$ ]] || ((N == 0)); then
+    echo "usage: $0 [N]   (N: a positive number of calls)" >&2
+    exit 2
+fi
+command -v valgrind >/dev/null || {
+    echo "$0: valgrind is not installed" >&2
+    exit 1
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root/benches"
+# Release with line tables (see [profile.release] in benches/Cargo.toml), so
+# `callgrind_annotate` on a kept output can name lines.
+cargo build --quiet --release --bin cg
+bin="$root/benches/target/release/cg"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ir IMPL WORKLOAD K: total instructions of one run; empty if the workload is unavailable.
+ir() {
+    local rc=0
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$bin" "$1" "$2" "$3" \
+        >/dev/null 2>"$tmp/log" || rc=$?
+    if ((rc == 3)); then
+        return 0 # e.g. the attribute is still a placeholder
+    elif ((rc != 0)); then
+        echo "$0: cg $1 $2 $3 failed (exit $rc):" >&2
+        cat "$tmp/log" >&2
+        exit 1
+    fi
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/log"
+}
+
+# per_call IMPL WORKLOAD: instructions per call, one decimal; "-" if unavailable.
+per_call() {
+    local a b
+    a=$(ir "$1" "$2" "$N")
+    b=$(ir "$1" "$2" $((2 * N)))
+    if [[ -z $a || -z $b ]]; then
+        echo "-"
+    else
+        awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }'
+    fi
+}
+
+declare -A R
+impls=(breaker attr failsafe recloser tower)
+workloads=(closed_sync open_sync closed_async open_async)
+
+for w in bare atomic_add clock_read mutex_lock bare_async; do
+    R[base, $w]=$(per_call base "$w")
+    echo "  base $w: ${R[base, $w]}" >&2
+done
+R[breaker, forced_sync]=$(per_call breaker forced_sync)
+for i in "${impls[@]}"; do
+    for w in "${workloads[@]}"; do
+        R[$i, $w]=$(per_call "$i" "$w")
+        echo "  $i $w: ${R[$i, $w]}" >&2
+    done
+done
+
+minus() { # minus A B: A - B, or "-" if either is unavailable
+    if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; fi
+}
+
+echo
+echo "callgrind instructions per call (N = $N, $(date -u +%Y-%m-%d), $(rustc --version))"
+echo
+echo "| baseline | Ir/call |"
+echo "|---|---:|"
+echo "| bare call | ${R[base, bare]} |"
+echo "| one AtomicU64::fetch_add(Relaxed) | ${R[base, atomic_add]} |"
+echo "| one tokio::time::Instant::now() (syscall not counted, see notes) | ${R[base, clock_read]} |"
+echo "| one uncontended std::sync::Mutex lock | ${R[base, mutex_lock]} |"
+echo "| bare async fn, awaited on current_thread | ${R[base, bare_async]} |"
+echo
+echo "| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker |"
+echo "|---|---:|---:|---:|---:|---:|"
+for w in "${workloads[@]}"; do
+    echo "| $w | ${R[breaker, $w]} | ${R[attr, $w]} | ${R[failsafe, $w]} | ${R[recloser, $w]} | ${R[tower, $w]} |"
+done
+echo "| forced_open_sync | ${R[breaker, forced_sync]} | | | | |"
+echo
+echo "Over the bare call (sync rows) / the bare async fn (async rows):"
+echo
+echo "| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker |"
+echo "|---|---:|---:|---:|---:|---:|"
+for w in "${workloads[@]}"; do
+    base=${R[base, bare]}
+    [[ $w == *_async ]] && base=${R[base, bare_async]}
+    row="| $w"
+    for i in "${impls[@]}"; do row+=" | $(minus "${R[$i, $w]}" "$base")"; done
+    echo "$row |"
+done
+echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}") | | | | |"
