@@ -4,15 +4,14 @@ use std::{
     borrow::Cow,
     future::Future,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
-    pin::pin,
     sync::Arc,
-    task::Poll,
     time::Duration,
 };
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Outcome, Permit},
+    core::{Core, Entry, Outcome, Permit, Ticket},
+    future::Call,
     registry::{self, Snapshot},
     BreakerError, CallError, Config, ConfigError, State, Stats,
 };
@@ -117,63 +116,69 @@ impl Breaker {
 
     /// Runs one async call through the breaker; every `Err` counts as a failure.
     ///
-    /// The future is polled only if the call is admitted. If it is dropped before it
-    /// finishes, the call counts for nothing and gives its slots back. A panic in it counts
-    /// as a failure and unwinds to the caller unchanged.
-    pub async fn call<F, T, E>(&self, call: F) -> Result<T, CallError<E>>
+    /// The future is polled only if the call is admitted, which happens on the first poll. If
+    /// it is dropped before it finishes, the call counts for nothing and gives its slots back.
+    /// A panic in it counts as a failure and unwinds to the caller unchanged.
+    pub fn call<F, T, E>(
+        &self,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'_, F, T, E>
     where
         F: Future<Output = Result<T, E>>,
     {
-        self.call_with(|_: &E| true, call).await
+        Call::new(&self.shared, every_error::<E>, call)
     }
 
     /// Like [`call`](Self::call), with `is_failure` deciding which errors count against the
     /// dependency; an error it returns `false` for is neutral (counts for nothing).
-    pub async fn call_with<F, T, E, P>(&self, is_failure: P, call: F) -> Result<T, CallError<E>>
+    pub fn call_with<F, T, E, P>(
+        &self,
+        is_failure: P,
+        call: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'_, F, T, E, P>
     where
         F: Future<Output = Result<T, E>>,
         P: FnOnce(&E) -> bool,
     {
-        let shared = &*self.shared;
-        let permit = Permit::acquire(&shared.core, &shared.clock).map_err(CallError::Breaker)?;
-        let mut call = pin!(call);
-        let guarded = std::future::poll_fn(move |cx| {
-            match catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(cx))) {
-                Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
-                Ok(Poll::Pending) => Poll::Pending,
-                Err(panic) => Poll::Ready(Err(panic)),
-            }
-        });
-        let result = match shared.core.policy.timeout {
-            None => guarded.await,
-            Some(after) => match tokio::time::timeout(after, guarded).await {
-                Ok(result) => result,
-                Err(_elapsed) => {
-                    permit.finish(Outcome::Timeout);
-                    let name = shared.core.name;
-                    return Err(CallError::Breaker(BreakerError::Timeout { name, after }));
-                }
-            },
-        };
-        settle(permit, result, is_failure)
+        Call::new(&self.shared, is_failure, call)
     }
 
     /// Runs one blocking call through the breaker; every `Err` counts as a failure. Works
     /// outside any async runtime. A configured `timeout` is not enforced here (a blocking
     /// call cannot be cut short); `slow_call` still measures it.
+    #[inline]
     pub fn call_sync<T, E>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
-        self.call_sync_with(|_: &E| true, call)
+        self.call_sync_with(every_error::<E>, call)
     }
 
     /// Like [`call_sync`](Self::call_sync), with `is_failure` deciding which errors count.
+    #[inline]
     pub fn call_sync_with<T, E>(
         &self,
         is_failure: impl FnOnce(&E) -> bool,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         let shared = &*self.shared;
+        match shared.core.enter(&shared.clock) {
+            Entry::Fast(ticket) => {
+                return match catch_unwind(AssertUnwindSafe(call)) {
+                    Ok(Ok(value)) => {
+                        shared.core.succeed(ticket, &shared.clock);
+                        Ok(value)
+                    }
+                    other => settle(
+                        shared.permit(ticket),
+                        other.map_err(Stop::Panic),
+                        is_failure,
+                    ),
+                }
+            }
+            Entry::Refused(e) => return Err(CallError::Breaker(e)),
+            Entry::Slow => {}
+        }
         let permit = Permit::acquire(&shared.core, &shared.clock).map_err(CallError::Breaker)?;
-        settle(permit, catch_unwind(AssertUnwindSafe(call)), is_failure)
+        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
+        settle(permit, result, is_failure)
     }
 
     /// This breaker as the registry reports it.
@@ -182,11 +187,32 @@ impl Breaker {
     }
 }
 
+impl Shared {
+    /// The permit of a fast-path call whose outcome is no success.
+    #[cold]
+    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<'_, TokioClock> {
+        Permit::from_ticket(&self.core, &self.clock, ticket)
+    }
+}
+
+/// Why a call stopped without a result of its own.
+pub(crate) enum Stop {
+    /// It panicked (the payload, to resume unchanged).
+    Panic(Panic),
+    /// Its deadline passed.
+    Timeout(Duration),
+}
+
+/// The default `is_failure`: every error counts against the dependency.
+fn every_error<E>(_: &E) -> bool {
+    true
+}
+
 /// Reports a finished call and hands its result to the caller; a panic, in the call or in
 /// `is_failure`, is reported as a failure first and then resumed unchanged.
-fn settle<T, E>(
+pub(crate) fn settle<T, E>(
     permit: Permit<'_, TokioClock>,
-    result: Result<Result<T, E>, Panic>,
+    result: Result<Result<T, E>, Stop>,
     is_failure: impl FnOnce(&E) -> bool,
 ) -> Result<T, CallError<E>> {
     match result {
@@ -194,20 +220,35 @@ fn settle<T, E>(
             permit.finish(Outcome::Success);
             Ok(value)
         }
-        Ok(Err(e)) => match catch_unwind(AssertUnwindSafe(|| is_failure(&e))) {
-            Ok(counts) => {
-                permit.finish(if counts {
-                    Outcome::Failure
-                } else {
-                    Outcome::Neutral
-                });
-                Err(CallError::Inner(e))
-            }
-            Err(panic) => {
-                permit.finish(Outcome::Failure);
-                resume_unwind(panic)
-            }
-        },
+        Ok(Err(e)) => settle_error(permit, e, is_failure),
+        Err(Stop::Timeout(after)) => {
+            let name = permit.name();
+            permit.finish(Outcome::Timeout);
+            Err(CallError::Breaker(BreakerError::Timeout { name, after }))
+        }
+        Err(Stop::Panic(panic)) => {
+            permit.finish(Outcome::Failure);
+            resume_unwind(panic)
+        }
+    }
+}
+
+/// An `Err` from the dependency: `is_failure` decides whether it counts.
+#[inline(never)]
+fn settle_error<T, E>(
+    permit: Permit<'_, TokioClock>,
+    e: E,
+    is_failure: impl FnOnce(&E) -> bool,
+) -> Result<T, CallError<E>> {
+    match catch_unwind(AssertUnwindSafe(|| is_failure(&e))) {
+        Ok(counts) => {
+            permit.finish(if counts {
+                Outcome::Failure
+            } else {
+                Outcome::Neutral
+            });
+            Err(CallError::Inner(e))
+        }
         Err(panic) => {
             permit.finish(Outcome::Failure);
             resume_unwind(panic)

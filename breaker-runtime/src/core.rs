@@ -94,6 +94,9 @@ pub(crate) struct Core {
     in_flight: AtomicU32,
     pub(crate) counters: Counters,
     inner: Mutex<Inner>,
+    /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
+    /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
+    simple: bool,
 }
 
 /// What admission hands an admitted call; its outcome is reported against it.
@@ -108,6 +111,24 @@ pub(crate) struct Admission {
 }
 
 use crate::state::Word;
+
+/// What [`Core::enter`] decided.
+pub(crate) enum Entry {
+    /// Admitted on the fast path.
+    Fast(Ticket),
+    /// Refused: the breaker is open.
+    Refused(BreakerError),
+    /// Neither fast path applies.
+    Slow,
+}
+
+/// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
+/// Dropping it unreported is a cancellation, which on this path has nothing to give back.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ticket {
+    generation: u64,
+    stripe: usize,
+}
 
 impl Core {
     pub(crate) fn new(name: &'static str, policy: Policy, hook: Option<Hook>) -> Core {
@@ -131,14 +152,53 @@ impl Core {
                 events: VecDeque::with_capacity(4),
                 dispatching: false,
             }),
+            simple: policy.slow_call.is_none()
+                && policy.window.is_none()
+                && policy.max_concurrent.is_none(),
             policy,
         }
     }
 
+    #[inline]
     fn word(&self) -> Word {
         Word(self.word.load(Acquire))
     }
 
+    /// The fast paths, inlined into the call wrappers: a closed breaker with a simple policy
+    /// admits with one load and one striped count; an open one refuses with one load and one
+    /// clock read. Everything else is [`Entry::Slow`]: take [`admit`](Self::admit).
+    #[inline]
+    pub(crate) fn enter(&self, clock: &impl Clock) -> Entry {
+        let w = self.word();
+        if w.is(State::Closed) && self.simple {
+            let stripe = stripe();
+            self.counters.add_at(stripe, Count::Admitted);
+            return Entry::Fast(Ticket {
+                generation: w.generation(),
+                stripe,
+            });
+        }
+        if w.is(State::Open) {
+            let now = clock.now();
+            let until = self.open_until.load(Acquire);
+            if now < until {
+                return Entry::Refused(self.reject(Some(until - now)));
+            }
+        }
+        Entry::Slow
+    }
+
+    /// A success on the fast path: one striped count, and a load of the streak, written only
+    /// when a streak of failures was running.
+    #[inline]
+    pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
+        self.counters.add_at(ticket.stripe, Count::Success);
+        if self.streak.load(Relaxed) != streak_tag(ticket.generation) {
+            self.finish_closed(ticket.generation, Outcome::Success, clock);
+        }
+    }
+
+    #[inline]
     fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
         self.counters.add(Count::Rejected);
         BreakerError::open(self.name, retry_in.map(Duration::from_nanos))
@@ -196,6 +256,7 @@ impl Core {
 
     /// Admission when the word said open (cool-off over) or half-open: under the lock,
     /// because it may start the half-open period and it hands out probe slots.
+    #[inline(never)]
     fn admit_half_open(&self, now: Nanos) -> Result<(u64, Option<Probe>), BreakerError> {
         let mut inner = lock(&self.inner);
         let mut w = self.word();
@@ -278,6 +339,7 @@ impl Core {
         }
     }
 
+    #[inline(never)]
     fn finish_closed(&self, generation: u64, outcome: Outcome, clock: &impl Clock) {
         let failed = outcome.is_failure();
         if !failed && outcome != Outcome::Success {
@@ -564,6 +626,26 @@ impl<'a, C: Clock> Permit<'a, C> {
             clock,
             admission: Some(admission),
         })
+    }
+
+    /// The permit of a call admitted on the fast path, for the outcomes that are no success.
+    pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
+        let admission = Admission {
+            generation: ticket.generation,
+            probe: None,
+            started: None,
+            stripe: ticket.stripe,
+        };
+        Permit {
+            core,
+            clock,
+            admission: Some(admission),
+        }
+    }
+
+    /// The breaker's name.
+    pub(crate) fn name(&self) -> &'static str {
+        self.core.name
     }
 
     pub(crate) fn finish(mut self, outcome: Outcome) {

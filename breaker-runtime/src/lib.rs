@@ -25,7 +25,8 @@
 //! | `core` | admission, outcomes, transitions: the lock-free engine |
 //! | `window` | the rings of atomic cells behind `failure_rate` |
 //! | `stats` | [`Stats`] and the striped counters behind them |
-//! | `breaker` | [`Breaker`], [`Handle`]: the call wrappers (timeouts, panics, cancellation) |
+//! | `breaker` | [`Breaker`], [`Handle`]: the call wrappers, and how a call's end is reported |
+//! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `registry` | [`registry()`], [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events |
 //! | `error` | [`BreakerError`], [`CallError`] |
@@ -39,6 +40,7 @@ mod config;
 mod core;
 mod error;
 mod events;
+mod future;
 mod registry;
 mod state;
 mod stats;

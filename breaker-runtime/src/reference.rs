@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::{
     clock::FakeClock,
-    core::{Core, Outcome, Permit},
+    core::{Core, Entry, Outcome, Permit, Ticket},
     BreakerError, Config, State, Stats,
 };
 
@@ -87,7 +87,8 @@ fn knobs() -> impl Strategy<Value = Knobs> {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Admit,
+    /// Admit a call; `true`: try the fast path first, as the call wrappers do.
+    Admit(bool),
     Finish(usize, Outcome),
     Advance(u64),
     ReadState,
@@ -96,7 +97,7 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => Just(Op::Admit),
+        4 => any::<bool>().prop_map(Op::Admit),
         4 => (any::<usize>(), prop_oneof![
             3 => Just(Outcome::Success),
             3 => Just(Outcome::Failure),
@@ -329,7 +330,13 @@ impl Model {
     }
 }
 
-fn admitted_as(r: &Result<Permit<'_, FakeClock>, BreakerError>) -> Admitted {
+/// A call held by the test: admitted on the fast path, or with a permit.
+enum Held<'a> {
+    Fast(Ticket),
+    Permit(Permit<'a, FakeClock>),
+}
+
+fn admitted_as(r: &Result<Held<'_>, BreakerError>) -> Admitted {
     match r {
         Ok(_) => Admitted::Yes,
         Err(BreakerError::Open { retry_in, .. }) => {
@@ -349,25 +356,34 @@ proptest! {
         let core = Core::new("reference", config.validate().unwrap(), None);
         let clock = FakeClock::default();
         let mut model = Model::new(k);
-        let mut held: Vec<(Permit<'_, FakeClock>, Call)> = Vec::new();
+        let mut held: Vec<(Held<'_>, Call)> = Vec::new();
 
         for (step, op) in ops.into_iter().enumerate() {
             let now = clock.0.get();
             match op {
-                Op::Admit => {
-                    let real = Permit::acquire(&core, &clock);
+                Op::Admit(fast) => {
                     let (expected, call) = model.admit(now);
+                    let entry = if fast { core.enter(&clock) } else { Entry::Slow };
+                    let real = match entry {
+                        Entry::Fast(ticket) => Ok(Held::Fast(ticket)),
+                        Entry::Refused(e) => Err(e),
+                        Entry::Slow => Permit::acquire(&core, &clock).map(Held::Permit),
+                    };
                     prop_assert_eq!(admitted_as(&real), expected, "step {}", step);
-                    if let (Ok(p), Some(c)) = (real, call) {
-                        held.push((p, c));
+                    if let (Ok(h), Some(c)) = (real, call) {
+                        held.push((h, c));
                     }
                 }
                 Op::Finish(i, outcome) if !held.is_empty() => {
-                    let (permit, call) = held.swap_remove(i % held.len());
-                    if outcome == Outcome::Cancelled {
-                        drop(permit);
-                    } else {
-                        permit.finish(outcome);
+                    let (h, call) = held.swap_remove(i % held.len());
+                    match (h, outcome) {
+                        (Held::Permit(p), Outcome::Cancelled) => drop(p),
+                        (Held::Permit(p), outcome) => p.finish(outcome),
+                        (Held::Fast(_), Outcome::Cancelled) => {} // nothing to give back
+                        (Held::Fast(t), Outcome::Success) => core.succeed(t, &clock),
+                        (Held::Fast(t), outcome) => {
+                            Permit::from_ticket(&core, &clock, t).finish(outcome)
+                        }
                     }
                     model.finish(call, outcome, now);
                 }

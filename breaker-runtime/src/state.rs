@@ -79,10 +79,18 @@ impl Word {
         Word((generation << STATE_BITS) | state as u64)
     }
 
+    /// Whether the word holds `state`, without decoding the tag.
+    #[inline]
+    pub(crate) fn is(self, state: State) -> bool {
+        self.0 & STATE_MASK == state as u64
+    }
+
+    #[inline]
     pub(crate) fn state(self) -> State {
         State::ALL[(self.0 & STATE_MASK) as usize]
     }
 
+    #[inline]
     pub(crate) fn generation(self) -> u64 {
         self.0 >> STATE_BITS
     }

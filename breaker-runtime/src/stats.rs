@@ -61,11 +61,13 @@ impl Counters {
     }
 
     /// Adds to this thread's stripe.
+    #[inline]
     pub(crate) fn add(&self, count: Count) {
         self.add_at(stripe(), count);
     }
 
     /// Adds to stripe `at` (from [`stripe`]), when the caller already knows it.
+    #[inline]
     pub(crate) fn add_at(&self, at: usize, count: Count) {
         let s = &self.stripes[at % STRIPES];
         match count {
@@ -118,6 +120,7 @@ impl Counters {
 /// This thread's stripe: threads are dealt stripes in turn on their first call, so the first
 /// `STRIPES` threads never share one.
 #[cfg(not(breaker_loom))]
+#[inline]
 pub(crate) fn stripe() -> usize {
     use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;

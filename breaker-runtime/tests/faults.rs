@@ -237,3 +237,35 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F
     })
     .await
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_call_frees_its_bulkhead_slot_only_once_its_future_is_gone() {
+    let b = Arc::new(Breaker::new(
+        "faults::drop_order",
+        Config::default().max_concurrent(1),
+    ));
+    /// Part of the dependency's future: when it is dropped, the slot must still be held.
+    struct Probe(Arc<Breaker>, Arc<AtomicUsize>);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            let second = self.0.call_sync(|| Ok::<_, &str>(()));
+            if second.is_err_and(|e| e.breaker_error().is_some_and(|e| e.is_full())) {
+                self.1.fetch_add(1, SeqCst);
+            }
+        }
+    }
+    let still_held = Arc::new(AtomicUsize::new(0));
+    let probe = Probe(b.clone(), still_held.clone());
+    let mut call = Box::pin(b.call(async move {
+        let _probe = probe;
+        std::future::pending::<Result<(), &str>>().await
+    }));
+    assert!(futures_poll_once(call.as_mut()).await.is_none());
+    drop(call);
+    assert_eq!(
+        still_held.load(SeqCst),
+        1,
+        "the slot was freed before the future was dropped"
+    );
+    assert_eq!(b.call(async { Ok::<_, &str>(()) }).await, Ok(()));
+}
