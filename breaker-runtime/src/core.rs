@@ -166,7 +166,8 @@ impl Core {
 
     /// The fast paths, inlined into the call wrappers: a closed breaker with a simple policy
     /// admits with one load and one striped count; an open one refuses with one load and one
-    /// clock read. Everything else is [`Entry::Slow`]: take [`admit`](Self::admit).
+    /// clock read (forced open: no clock read). Everything else is [`Entry::Slow`]: take
+    /// [`admit`](Self::admit).
     #[inline]
     pub(crate) fn enter(&self, clock: &impl Clock) -> Entry {
         let w = self.word();
@@ -184,6 +185,8 @@ impl Core {
             if now < until {
                 return Entry::Refused(self.reject(Some(until - now)));
             }
+        } else if w.is(State::ForcedOpen) {
+            return Entry::Refused(self.reject(None));
         }
         Entry::Slow
     }
