@@ -1,10 +1,10 @@
 //! The engine: admission, outcomes and transitions of one breaker.
 //!
-//! The state and its generation live in one atomic word ([`Word`]). Everything a call on
-//! the closed path does is lock-free: one load of the word to be admitted; on success one
-//! striped counter and one load of the failure streak (written only when a streak was
-//! running); no clock read unless the policy needs the time. The open path is one load of
-//! the word and one clock read.
+//! The state and its generation live in one atomic word ([`Word`]). A call on the closed
+//! path is lock-free and, with a simple policy, takes [`Core::enter`]: one load of the word,
+//! one count on the caller's stats stripe, and on success one more count and one load of the
+//! failure streak (written only while a streak runs); no clock read, no allocation, no write
+//! to a line another thread writes. The open path is one load of the word and one clock read.
 //!
 //! Transitions are rare, and they are serialised by one mutex: whoever changes the word
 //! holds it, re-checks the word under it (so of two racing callers exactly one acts), and
