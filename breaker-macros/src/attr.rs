@@ -615,16 +615,19 @@ fn name_value(key: &Ident, value: &Expr) -> syn::Result<LitStr> {
             format!("`{key}` must not be empty: {}", example(key)),
         )),
         Some(Lit::Str(s)) => Ok(s.clone()),
-        _ => {
-            let shown = quote::ToTokens::to_token_stream(value)
-                .to_string()
-                .replace(' ', "");
-            Err(syn::Error::new(
-                value.span(),
-                format!("`name` takes a string literal: write `name = \"{shown}\"`"),
-            ))
-        }
+        _ => Err(needs_string("name", "a string literal", value)),
     }
+}
+
+/// `key` got something other than a string literal: show it quoted, as it should be written.
+fn needs_string(key: &str, takes: &str, value: &Expr) -> syn::Error {
+    let shown = quote::ToTokens::to_token_stream(value)
+        .to_string()
+        .replace(' ', "");
+    syn::Error::new(
+        value.span(),
+        format!("`{key}` takes {takes}: write `{key} = \"{shown}\"`"),
+    )
 }
 
 fn crate_path(key: &Ident, value: &Expr) -> syn::Result<Path> {
@@ -638,14 +641,6 @@ fn crate_path(key: &Ident, value: &Expr) -> syn::Result<Path> {
                 ),
             )
         }),
-        _ => {
-            let shown = quote::ToTokens::to_token_stream(value)
-                .to_string()
-                .replace(' ', "");
-            Err(syn::Error::new(
-                value.span(),
-                format!("`crate` takes the path as a string literal: write `crate = \"{shown}\"`"),
-            ))
-        }
+        _ => Err(needs_string("crate", "the path as a string literal", value)),
     }
 }
