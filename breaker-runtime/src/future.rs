@@ -61,7 +61,7 @@ impl<'a, F, P> Call<'a, F, P> {
 }
 
 /// Admission, on the first poll.
-#[inline]
+#[inline(always)]
 fn admit(shared: &Shared) -> Result<Stage<'_>, crate::BreakerError> {
     match shared.core.enter(&shared.clock) {
         Entry::Fast(ticket) => Ok(Stage::Fast(ticket)),
