@@ -1,7 +1,6 @@
 //! The public breaker: one [`Core`] with its clock, and the call wrappers around it.
 
 use std::{
-    borrow::Cow,
     future::Future,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
     sync::Arc,
@@ -54,7 +53,7 @@ impl Breaker {
     /// If `config` is invalid, with the [`ConfigError`] message naming the field. Use
     /// [`try_new`](Self::try_new) for configuration that comes from outside the program.
     #[track_caller]
-    pub fn new(name: impl Into<Cow<'static, str>>, config: Config) -> Breaker {
+    pub fn new(name: impl AsRef<str>, config: Config) -> Breaker {
         match Breaker::try_new(name, config) {
             Ok(b) => b,
             Err(e) => panic!("{e}"),
@@ -63,14 +62,11 @@ impl Breaker {
 
     /// Creates a breaker and lists it in the registry, or says which field is invalid.
     ///
-    /// A breaker is meant to live as long as the program: its name is kept for the life of
-    /// the process (an owned name is interned once), so that every error it produces can
-    /// carry it without allocating.
-    pub fn try_new(
-        name: impl Into<Cow<'static, str>>,
-        config: Config,
-    ) -> Result<Breaker, ConfigError> {
-        let breaker = Breaker::unlisted(registry::intern(name.into()), config)?;
+    /// A breaker is meant to live as long as the program: it stays listed, and its name is
+    /// kept for the life of the process (interned once per distinct name), so that every
+    /// error it produces can carry it without allocating.
+    pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
+        let breaker = Breaker::unlisted(registry::intern(name.as_ref()), config)?;
         registry::registry().list(&breaker);
         Ok(breaker)
     }

@@ -13,7 +13,7 @@ pub(crate) type Hook = Arc<dyn Fn(&Transition) + Send + Sync>;
 pub enum Window {
     /// The last N calls.
     Calls(u32),
-    /// The calls of the last D (kept in ten buckets of D/10 each).
+    /// The calls of the last D (kept in twenty buckets of D/20 each).
     Duration(Duration),
 }
 
@@ -53,6 +53,8 @@ pub struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_concurrent: Option<u32>,
     pub(crate) on_state_change: Option<Hook>,
+    /// The first count given that does not fit a `u32` (negative, or too large).
+    not_a_count: Option<&'static str>,
 }
 
 impl Default for Config {
@@ -72,25 +74,35 @@ impl Default for Config {
             timeout: None,
             max_concurrent: None,
             on_state_change: None,
+            not_a_count: None,
         }
     }
 }
 
 impl Config {
+    /// A count from any integer type; one that does not fit a `u32` is remembered and
+    /// reported by validation, so the builder never panics.
+    fn count(&mut self, field: &'static str, n: impl TryInto<u32>) -> u32 {
+        n.try_into().unwrap_or_else(|_| {
+            self.not_a_count.get_or_insert(field);
+            0
+        })
+    }
+
     /// Consecutive failures that open the breaker (default 5; off when only
     /// [`failure_rate`](Self::failure_rate) is set).
-    pub fn threshold(mut self, failures: u32) -> Self {
-        self.threshold = Some(failures);
+    pub fn threshold(mut self, failures: impl TryInto<u32>) -> Self {
+        self.threshold = Some(self.count("threshold", failures));
         self
     }
     /// Open when this percentage (1..=100) of the calls in the window failed.
-    pub fn failure_rate(mut self, percent: u32) -> Self {
-        self.failure_rate = Some(percent);
+    pub fn failure_rate(mut self, percent: impl TryInto<u32>) -> Self {
+        self.failure_rate = Some(self.count("failure_rate", percent));
         self
     }
     /// Judge the failure rate over the last `calls` calls (default 100).
-    pub fn window_calls(mut self, calls: u32) -> Self {
-        self.window = Some(Window::Calls(calls));
+    pub fn window_calls(mut self, calls: impl TryInto<u32>) -> Self {
+        self.window = Some(Window::Calls(self.count("window_calls", calls)));
         self
     }
     /// Judge the failure rate over the calls of the last `window`.
@@ -100,8 +112,8 @@ impl Config {
     }
     /// Calls the window must hold before the rate is judged (default 10, at most the
     /// window's size).
-    pub fn min_calls(mut self, calls: u32) -> Self {
-        self.min_calls = Some(calls);
+    pub fn min_calls(mut self, calls: impl TryInto<u32>) -> Self {
+        self.min_calls = Some(self.count("min_calls", calls));
         self
     }
     /// A call that takes at least this long counts as a failure; its result still goes to
@@ -126,13 +138,13 @@ impl Config {
         self
     }
     /// Calls admitted at once while half-open (default 1).
-    pub fn probes(mut self, probes: u32) -> Self {
-        self.probes = probes;
+    pub fn probes(mut self, probes: impl TryInto<u32>) -> Self {
+        self.probes = self.count("probes", probes);
         self
     }
     /// Consecutive successful probes that close the breaker (default: `probes`).
-    pub fn success_threshold(mut self, successes: u32) -> Self {
-        self.success_threshold = Some(successes);
+    pub fn success_threshold(mut self, successes: impl TryInto<u32>) -> Self {
+        self.success_threshold = Some(self.count("success_threshold", successes));
         self
     }
     /// Deadline of one call; a timeout is a failure and yields
@@ -144,8 +156,8 @@ impl Config {
     }
     /// Bulkhead: at most this many calls in flight; more fail fast with
     /// [`BreakerError::Full`](crate::BreakerError::Full).
-    pub fn max_concurrent(mut self, calls: u32) -> Self {
-        self.max_concurrent = Some(calls);
+    pub fn max_concurrent(mut self, calls: impl TryInto<u32>) -> Self {
+        self.max_concurrent = Some(self.count("max_concurrent", calls));
         self
     }
     /// Called on every transition, after the `tracing` event, outside the breaker's lock and
@@ -177,6 +189,12 @@ impl Config {
                 Some(d) if d.is_zero() => Err(ConfigError::new(field, "must not be zero")),
                 _ => Ok(()),
             }
+        }
+        if let Some(field) = self.not_a_count {
+            return Err(ConfigError::new(
+                field,
+                "must be a whole number from 1 to 4294967295",
+            ));
         }
         at_least_one("threshold", self.threshold)?;
         at_least_one("min_calls", self.min_calls)?;
@@ -273,6 +291,31 @@ impl Config {
     }
 }
 
+/// Equal when every setting is, and both have the same hook (or none).
+impl PartialEq for Config {
+    fn eq(&self, other: &Config) -> bool {
+        let hooks = match (&self.on_state_change, &other.on_state_change) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        hooks
+            && self.threshold == other.threshold
+            && self.failure_rate == other.failure_rate
+            && self.window == other.window
+            && self.min_calls == other.min_calls
+            && self.slow_call == other.slow_call
+            && self.cool_off == other.cool_off
+            && self.max_cool_off == other.max_cool_off
+            && self.jitter == other.jitter
+            && self.probes == other.probes
+            && self.success_threshold == other.success_threshold
+            && self.timeout == other.timeout
+            && self.max_concurrent == other.max_concurrent
+            && self.not_a_count == other.not_a_count
+    }
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Config")
@@ -312,16 +355,10 @@ pub(crate) struct Policy {
 }
 
 impl Policy {
-    /// How long a probe may hold its half-open slot: the base cool-off, or with a timeout
-    /// the timeout plus a grace (a tenth of it, at most 100 ms) so that the timed-out
-    /// probe's own report lands before the slot can be taken over. A probe with a timeout
-    /// only overstays when its future is no longer polled (a stalled executor, a caller
-    /// that holds the future without polling it).
+    /// How long a probe may hold its half-open slot: the call's timeout when set, else the
+    /// base cool-off.
     pub(crate) fn lease(&self) -> u64 {
-        match self.timeout.map(to_nanos) {
-            Some(t) => t.saturating_add((t / 10).min(100_000_000)),
-            None => self.cool_off,
-        }
+        self.timeout.map(to_nanos).unwrap_or(self.cool_off)
     }
 
     /// The cool-off after `reopenings` consecutive reopenings from half-open, before jitter.
@@ -415,6 +452,23 @@ mod tests {
         assert_eq!(field_of(c().success_threshold(0)), "success_threshold");
         assert_eq!(field_of(c().timeout(d0)), "timeout");
         assert_eq!(field_of(c().max_concurrent(0)), "max_concurrent");
+        assert_eq!(field_of(c().threshold(-1)), "threshold");
+        assert_eq!(field_of(c().probes(5_000_000_000u64)), "probes");
+    }
+
+    #[test]
+    fn counts_take_any_integer_type() {
+        let n: usize = 3;
+        let p = Config::default()
+            .threshold(n)
+            .probes(2u8)
+            .validate()
+            .unwrap();
+        assert_eq!((p.threshold, p.probes), (Some(3), 2));
+        assert_eq!(
+            Config::default().threshold(n),
+            Config::default().threshold(3)
+        );
     }
 
     #[test]

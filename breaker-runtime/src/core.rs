@@ -21,7 +21,7 @@ use crate::{
     events::{self, Cause, Transition},
     stats::{stripe, Count, Counters},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
-    window::Ring,
+    window::{Ring, Tally},
     BreakerError, State,
 };
 
@@ -48,11 +48,13 @@ impl Outcome {
     }
 }
 
-/// A held half-open slot: which one, and the ticket that proves it is still ours.
+/// A held half-open slot: which one, the ticket that proves it is still ours, and when its
+/// lease ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Probe {
     slot: usize,
     ticket: u64,
+    until: Nanos,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -72,6 +74,9 @@ struct Inner {
     rng: u64,
     events: VecDeque<Transition>,
     dispatching: bool,
+    /// `Stats` (successes, failures) when the breaker last closed: without a window, the
+    /// failure rate a snapshot shows is the failed share of the calls since then.
+    closed_at: (u64, u64),
 }
 
 /// Consecutive failures, tagged with the (low 32 bits of the) generation they belong to, so
@@ -108,6 +113,8 @@ pub(crate) struct Admission {
     started: Option<Nanos>,
     /// The caller's stats stripe, looked up once per call.
     stripe: usize,
+    /// Whether it holds a bulkhead slot.
+    bulkhead: bool,
 }
 
 use crate::state::Word;
@@ -151,6 +158,7 @@ impl Core {
                 rng: seed(name),
                 events: VecDeque::with_capacity(4),
                 dispatching: false,
+                closed_at: (0, 0),
             }),
             simple: policy.slow_call.is_none()
                 && policy.window.is_none()
@@ -230,7 +238,12 @@ impl Core {
                 self.admit_half_open(t)?
             }
         };
-        if let Some(max) = self.policy.max_concurrent {
+        // A disabled breaker admits every call, past the bulkhead too.
+        let bulkhead = self
+            .policy
+            .max_concurrent
+            .filter(|_| !w.is(State::Disabled));
+        if let Some(max) = bulkhead {
             if self.in_flight.fetch_add(1, Acquire) >= max {
                 self.in_flight.fetch_sub(1, Release);
                 if let Some(p) = probe {
@@ -254,6 +267,7 @@ impl Core {
             probe,
             started,
             stripe,
+            bulkhead: bulkhead.is_some(),
         })
     }
 
@@ -304,11 +318,13 @@ impl Core {
         };
         let ticket = inner.next_ticket;
         inner.next_ticket += 1;
-        inner.leases[slot] = Some(Lease {
+        let until = now.saturating_add(self.policy.lease());
+        inner.leases[slot] = Some(Lease { ticket, until });
+        Ok(Probe {
+            slot,
             ticket,
-            until: now.saturating_add(self.policy.lease()),
-        });
-        Ok(Probe { slot, ticket })
+            until,
+        })
     }
 
     /// Reports how an admitted call ended.
@@ -333,7 +349,7 @@ impl Core {
         if let Some(count) = count {
             self.counters.add_at(admission.stripe, count);
         }
-        if self.policy.max_concurrent.is_some() {
+        if admission.bulkhead {
             self.in_flight.fetch_sub(1, Release);
         }
         match admission.probe {
@@ -401,10 +417,15 @@ impl Core {
     fn finish_probe(&self, generation: u64, probe: Probe, outcome: Outcome, clock: &impl Clock) {
         let mut inner = lock(&self.inner);
         let lease = &mut inner.leases[probe.slot];
-        if lease.map(|l| l.ticket) != Some(probe.ticket) {
-            return; // its lease ended and another call took the slot: changes nothing
+        if lease.map(|l| l.ticket) == Some(probe.ticket) {
+            *lease = None;
+        } else if outcome == Outcome::Cancelled || clock.now() > probe.until {
+            // Its lease ended and another call took the slot: a late result changes nothing.
+            return;
         }
-        *lease = None;
+        // Else the slot was taken over at the very instant the lease ended, and this result
+        // is not late: a probe whose timeout is its lease reports at that instant, and must
+        // not lose that report to whichever task happens to run first.
         let w = self.word();
         if w != Word::new(State::HalfOpen, generation) {
             return;
@@ -464,8 +485,12 @@ impl Core {
             State::Closed | State::Disabled => {
                 inner.reopenings = 0;
                 self.streak.store(streak_tag(next.generation()), Release);
-                if let Some(ring) = &self.ring {
-                    ring.clear();
+                match &self.ring {
+                    Some(ring) => ring.clear(),
+                    None => {
+                        let stats = self.counters.read();
+                        inner.closed_at = (stats.successes, stats.failures);
+                    }
                 }
             }
             State::HalfOpen | State::ForcedOpen => {}
@@ -570,14 +595,23 @@ impl Core {
         left.map(Duration::from_nanos)
     }
 
-    /// The window's failed share in percent, 0 when empty or when there is no window.
+    /// The failed share of the current window in percent, 0 when empty. Without a window
+    /// (`failure_rate` not set), the calls since the breaker last closed serve as the window:
+    /// the counts it keeps anyway, so the closed path pays nothing for it.
     pub(crate) fn failure_rate(&self, clock: &impl Clock) -> f64 {
-        match &self.ring {
-            Some(ring) => ring
-                .tally(if ring.needs_clock() { clock.now() } else { 0 })
-                .rate(),
-            None => 0.0,
-        }
+        let tally = match &self.ring {
+            Some(ring) => ring.tally(if ring.needs_clock() { clock.now() } else { 0 }),
+            None => {
+                let (successes, failures) = lock(&self.inner).closed_at;
+                let now = self.counters.read();
+                let failures = now.failures.saturating_sub(failures);
+                Tally {
+                    calls: now.successes.saturating_sub(successes) + failures,
+                    failures,
+                }
+            }
+        };
+        tally.rate()
     }
 
     /// Manual control: `force_open`, `disable` or `reset` (to `Closed`, counts cleared).
@@ -638,6 +672,7 @@ impl<'a, C: Clock> Permit<'a, C> {
             probe: None,
             started: None,
             stripe: ticket.stripe,
+            bulkhead: false,
         };
         Permit {
             core,

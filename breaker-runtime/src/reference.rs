@@ -116,8 +116,9 @@ fn op() -> impl Strategy<Value = Op> {
 #[derive(Debug, Clone, Copy)]
 struct Call {
     generation: u64,
-    probe: Option<(usize, u64)>,
+    probe: Option<(usize, u64, u64)>,
     started: u64,
+    bulkhead: bool,
 }
 
 /// What the model says of an admission.
@@ -214,8 +215,9 @@ impl Model {
                     Some(slot) => {
                         let ticket = self.next_ticket;
                         self.next_ticket += 1;
-                        self.leases[slot] = Some((ticket, now + self.k.cool_off));
-                        probe = Some((slot, ticket));
+                        let until = now + self.k.cool_off;
+                        self.leases[slot] = Some((ticket, until));
+                        probe = Some((slot, ticket, until));
                     }
                     None => {
                         self.stats.rejected += 1;
@@ -226,9 +228,13 @@ impl Model {
                 }
             }
         }
-        if let Some(max) = self.k.max_concurrent {
+        let bulkhead = self
+            .k
+            .max_concurrent
+            .filter(|_| self.state != State::Disabled);
+        if let Some(max) = bulkhead {
             if self.in_flight >= max {
-                if let Some((slot, _)) = probe {
+                if let Some((slot, _, _)) = probe {
                     self.leases[slot] = None;
                 }
                 self.stats.rejected += 1;
@@ -242,6 +248,7 @@ impl Model {
             generation: self.generation,
             probe,
             started: now,
+            bulkhead: bulkhead.is_some(),
         };
         (Admitted::Yes, Some(call))
     }
@@ -262,15 +269,16 @@ impl Model {
             }
             _ => {}
         }
-        if self.k.max_concurrent.is_some() {
+        if call.bulkhead {
             self.in_flight -= 1;
         }
         let failed = matches!(outcome, Outcome::Failure | Outcome::Slow);
-        if let Some((slot, ticket)) = call.probe {
-            if self.leases[slot].map(|l| l.0) != Some(ticket) {
-                return;
+        if let Some((slot, ticket, until)) = call.probe {
+            if self.leases[slot].map(|l| l.0) == Some(ticket) {
+                self.leases[slot] = None;
+            } else if outcome == Outcome::Cancelled || now > until {
+                return; // late, after its slot was taken over
             }
-            self.leases[slot] = None;
             if self.state != State::HalfOpen || self.generation != call.generation {
                 return;
             }

@@ -2,9 +2,8 @@
 //! control.
 
 use std::{
-    borrow::Cow,
     collections::HashSet,
-    sync::{Arc, Mutex, PoisonError, Weak},
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
@@ -22,8 +21,9 @@ pub struct Snapshot {
     pub state: State,
     /// Its counts since creation or the last reset.
     pub stats: Stats,
-    /// Percent failed in the current window; 0 when empty or when the breaker judges only
-    /// consecutive failures (it keeps no window then).
+    /// Percent failed in the current window, 0 when empty. A breaker that judges only
+    /// consecutive failures keeps no window: there, the calls since it last closed (or was
+    /// created or reset) stand for the window.
     pub failure_rate: f64,
     /// How long it stays open; when half-open with every probe slot taken, until the
     /// earliest lease ends; `None` otherwise and when forced open.
@@ -32,13 +32,13 @@ pub struct Snapshot {
 
 /// The process-wide list of breakers; see [`registry()`].
 pub struct Registry {
-    /// Weak: a breaker dropped by its owner leaves the list. A static breaker (every one the
-    /// attribute creates) lives as long as the program.
-    breakers: Mutex<Vec<Weak<Shared>>>,
+    /// Every breaker created so far, for the life of the process, as DESIGN.md has it: a
+    /// breaker is meant to live as long as the program (the attribute's are statics), so a
+    /// `Breaker` dropped by its owner stays listed, and its handle keeps working.
+    breakers: Mutex<Vec<Arc<Shared>>>,
 }
 
-/// The process-wide registry: every breaker created so far that is still alive, in order of
-/// creation.
+/// The process-wide registry: every breaker created so far, in order of creation.
 ///
 /// ```
 /// use breaker_runtime::{registry, Breaker, Config};
@@ -55,22 +55,24 @@ pub fn registry() -> &'static Registry {
 }
 
 impl Registry {
-    fn live(&self) -> Vec<Arc<Shared>> {
-        let list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        list.iter().filter_map(Weak::upgrade).collect()
+    fn all(&self) -> Vec<Arc<Shared>> {
+        self.breakers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// A handle to the first breaker created with this name.
     pub fn get(&self, name: &str) -> Option<Handle> {
-        self.live()
+        self.all()
             .into_iter()
             .find(|s| s.core.name == name)
             .map(|shared| Handle { shared })
     }
 
-    /// Every live breaker, in order of creation.
+    /// Every breaker, in order of creation.
     pub fn snapshot(&self) -> Vec<Snapshot> {
-        self.live()
+        self.all()
             .into_iter()
             .map(|shared| Handle { shared }.snapshot())
             .collect()
@@ -78,8 +80,7 @@ impl Registry {
 
     pub(crate) fn list(&self, breaker: &Breaker) {
         let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        list.retain(|w| w.strong_count() > 0);
-        list.push(Arc::downgrade(&breaker.shared));
+        list.push(breaker.shared.clone());
     }
 
     /// The breaker named `name`, created with `config` if there is none yet. A breaker that
@@ -90,10 +91,7 @@ impl Registry {
     /// If it has to create the breaker and `config` is invalid, as [`Breaker::new`] does.
     pub fn get_or_create(&self, name: &'static str, config: Config) -> Breaker {
         let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        let existing = list
-            .iter()
-            .filter_map(Weak::upgrade)
-            .find(|s| s.core.name == name);
+        let existing = list.iter().find(|s| s.core.name == name).cloned();
         if let Some(shared) = existing {
             if !shared.config.same_policy(&config) {
                 tracing::warn!(
@@ -113,26 +111,21 @@ impl Registry {
                 panic!("{e}")
             }
         };
-        list.retain(|w| w.strong_count() > 0);
-        list.push(Arc::downgrade(&breaker.shared));
+        list.push(breaker.shared.clone());
         breaker
     }
 }
 
-/// A `'static` name: borrowed names as they are, owned ones leaked once per distinct name,
-/// so errors carry the name without allocating and re-creating a breaker leaks nothing.
-pub(crate) fn intern(name: Cow<'static, str>) -> &'static str {
-    let owned = match name {
-        Cow::Borrowed(s) => return s,
-        Cow::Owned(s) => s,
-    };
+/// A `'static` copy of `name`, leaked once per distinct name, so errors carry the name
+/// without allocating and re-creating a breaker leaks nothing more.
+pub(crate) fn intern(name: &str) -> &'static str {
     static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
     let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
     let names = names.get_or_insert_with(HashSet::new);
-    if let Some(existing) = names.get(owned.as_str()) {
+    if let Some(existing) = names.get(name) {
         return existing;
     }
-    let leaked: &'static str = Box::leak(owned.into_boxed_str());
+    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
     names.insert(leaked);
     leaked
 }

@@ -133,7 +133,7 @@ impl CallRing {
     }
 }
 
-const BUCKETS: u64 = 10;
+const BUCKETS: u64 = 20;
 /// Bucket layout: epoch (24 bits) | calls (20 bits) | failures (20 bits). The epoch is the
 /// bucket's index in time, modulo 2^24; counts saturate at 2^20 - 1 per bucket, which keeps
 /// the rate right at any throughput a bucket can see before it saturates.
@@ -142,7 +142,8 @@ const CALLS_SHIFT: u32 = 20;
 const COUNT_MAX: u64 = (1 << 20) - 1;
 const EPOCH_MASK: u64 = (1 << 24) - 1;
 
-/// The calls of the last D: ten buckets of D/10 each.
+/// The calls of the last D: twenty buckets of D/20 each, so a call leaves the window between
+/// D − D/20 and D after it was made.
 pub(crate) struct TimeRing {
     width: Nanos,
     buckets: [AtomicU64; BUCKETS as usize],

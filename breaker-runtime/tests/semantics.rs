@@ -640,3 +640,115 @@ fn every_transition_is_one_tracing_event() {
         (Some("open"), Some("closed"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn with_a_timeout_the_probe_lease_is_the_timeout() {
+    let config = Config::default()
+        .threshold(1)
+        .cool_off(10 * SEC)
+        .timeout(SEC);
+    let b = Breaker::new("sem::lease_timeout", config);
+    let dep = Dependency::default();
+    fail_n(&b, &dep, 1).await;
+    advance(10 * SEC).await;
+    // A probe whose caller stopped polling it: its own timeout cannot fire.
+    let mut held = Box::pin(b.call(std::future::pending::<Result<&str, &str>>()));
+    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    let e = open_error(b.call(dep.ok(Duration::ZERO)).await);
+    assert_eq!(
+        e.retry_in(),
+        Some(SEC),
+        "until the lease, which is the timeout, ends"
+    );
+    advance(SEC).await;
+    assert_eq!(
+        b.call(dep.ok(Duration::ZERO)).await,
+        Ok("ok"),
+        "a new probe"
+    );
+    assert_eq!(b.state(), State::Closed);
+    drop(held);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_probe_timing_out_as_its_slot_is_taken_over_still_reopens() {
+    let config = Config::default()
+        .threshold(1)
+        .cool_off(10 * SEC)
+        .timeout(SEC);
+    let b = Arc::new(Breaker::new("sem::lease_tie", config));
+    let dep = Dependency::default();
+    fail_n(&b, &dep, 1).await;
+    advance(10 * SEC).await;
+    let probe = {
+        let b = b.clone();
+        tokio::spawn(async move { b.call(std::future::pending::<Result<(), &str>>()).await })
+    };
+    tokio::task::yield_now().await; // the probe is in flight
+    advance(SEC).await; // its timeout fires, and its lease ends, at this very instant...
+    let mut newcomer = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
+    assert!(
+        futures_poll_once(newcomer.as_mut()).await.is_none(),
+        "...where a newcomer takes the slot before the probe's task runs"
+    );
+    let timed_out = probe.await.unwrap().unwrap_err();
+    assert!(timed_out.breaker_error().unwrap().is_timeout());
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "the on-time timeout was not lost to the newcomer"
+    );
+}
+
+/// Polls a future once; `Some` if it finished.
+async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+            std::task::Poll::Ready(v) => Some(v),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+#[tokio::test(start_paused = true)]
+async fn disabled_admits_every_call_past_the_bulkhead() {
+    let b = Breaker::new(
+        "sem::disabled_bulkhead",
+        Config::default().max_concurrent(1),
+    );
+    b.handle().disable();
+    let mut held = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
+    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    assert_eq!(b.call(async { Ok::<_, &str>(2) }).await, Ok(2));
+    drop(held);
+    b.handle().reset();
+    let mut held = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
+    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    let e = open_error(b.call(async { Ok::<_, &str>("x") }).await);
+    assert!(e.is_full(), "the bulkhead is back once enabled");
+}
+
+#[test]
+fn without_a_window_the_snapshot_rate_covers_the_calls_since_the_breaker_closed() {
+    let b = Breaker::new("sem::rate_since_closed", Config::default().threshold(3));
+    for ok in [true, false, false, true] {
+        let _ = b.call_sync(|| if ok { Ok(()) } else { Err("x") });
+    }
+    assert_eq!(b.snapshot().failure_rate, 50.0);
+    b.handle().reset();
+    assert_eq!(b.snapshot().failure_rate, 0.0, "empty after a reset");
+    let _ = b.call_sync(|| Err::<(), _>("x"));
+    assert_eq!(b.snapshot().failure_rate, 100.0);
+}
+
+#[test]
+fn a_dropped_breaker_stays_listed() {
+    let _ = Breaker::new("sem::dropped", Config::default());
+    let h = registry()
+        .get("sem::dropped")
+        .expect("listed from its creation, for good");
+    h.force_open();
+    assert_eq!(h.state(), State::ForcedOpen);
+}
