@@ -10,7 +10,7 @@ use std::{
 use crate::{
     clock::TokioClock,
     core::{Core, Entry, Outcome, Permit, Ticket},
-    future::Call,
+    future::CallFuture,
     registry::{self, Snapshot},
     BreakerError, CallError, Config, ConfigError, State, Stats,
 };
@@ -115,28 +115,21 @@ impl Breaker {
     /// The future is polled only if the call is admitted, which happens on the first poll. If
     /// it is dropped before it finishes, the call counts for nothing and gives its slots back.
     /// A panic in it counts as a failure and unwinds to the caller unchanged.
-    pub fn call<F, T, E>(
-        &self,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'_, F, T, E>
+    pub fn call<F, T, E>(&self, call: F) -> CallFuture<'_, F, fn(&E) -> bool>
     where
         F: Future<Output = Result<T, E>>,
     {
-        Call::new(&self.shared, every_error::<E>, call)
+        CallFuture::new(&self.shared, every_error::<E>, call)
     }
 
     /// Like [`call`](Self::call), with `is_failure` deciding which errors count against the
     /// dependency; an error it returns `false` for is neutral (counts for nothing).
-    pub fn call_with<F, T, E, P>(
-        &self,
-        is_failure: P,
-        call: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'_, F, T, E, P>
+    pub fn call_with<F, T, E, P>(&self, is_failure: P, call: F) -> CallFuture<'_, F, P>
     where
         F: Future<Output = Result<T, E>>,
         P: FnOnce(&E) -> bool,
     {
-        Call::new(&self.shared, is_failure, call)
+        CallFuture::new(&self.shared, is_failure, call)
     }
 
     /// Runs one blocking call through the breaker; every `Err` counts as a failure. Works

@@ -33,8 +33,11 @@ enum Stage<'a> {
 }
 
 pin_project! {
-    /// One call of `inner` through a breaker; see [`Breaker::call_with`](crate::Breaker::call_with).
-    pub(crate) struct Call<'a, F, P> {
+    /// The future of one call through a breaker, from [`Breaker::call`](crate::Breaker::call)
+    /// and [`Breaker::call_with`](crate::Breaker::call_with). The call is admitted on its first
+    /// poll; dropping it before it finishes counts for nothing and gives its slots back.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct CallFuture<'a, F, P> {
         // Fields drop in this order: the user's future goes before the permit in `stage`,
         // so a slot is given back only once the call it held is really gone.
         #[pin]
@@ -48,9 +51,9 @@ pin_project! {
     }
 }
 
-impl<'a, F, P> Call<'a, F, P> {
+impl<'a, F, P> CallFuture<'a, F, P> {
     pub(crate) fn new(shared: &'a Shared, is_failure: P, inner: F) -> Self {
-        Call {
+        CallFuture {
             inner,
             deadline: None,
             stage: Stage::Idle,
@@ -70,7 +73,7 @@ fn admit(shared: &Shared) -> Result<Stage<'_>, crate::BreakerError> {
     }
 }
 
-impl<F, T, E, P> Future for Call<'_, F, P>
+impl<F, T, E, P> Future for CallFuture<'_, F, P>
 where
     F: Future<Output = Result<T, E>>,
     P: FnOnce(&E) -> bool,

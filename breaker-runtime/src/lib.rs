@@ -52,6 +52,7 @@ pub use crate::{
     config::{Config, ConfigError, Window},
     error::{BreakerError, CallError},
     events::{Cause, Transition},
+    future::CallFuture,
     registry::{registry, Registry, Snapshot},
     state::State,
     stats::Stats,
