@@ -36,6 +36,8 @@ pin_project! {
     /// The future of one call through a breaker, from [`Breaker::call`](crate::Breaker::call)
     /// and [`Breaker::call_with`](crate::Breaker::call_with). The call is admitted on its first
     /// poll; dropping it before it finishes counts for nothing and gives its slots back.
+    ///
+    /// Like most futures, it panics if polled again after it completed.
     #[must_use = "futures do nothing unless polled"]
     pub struct CallFuture<'a, F, P> {
         // Fields drop in this order: the user's future goes before the permit in `stage`,

@@ -606,41 +606,6 @@ fn a_panicking_hook_breaks_nothing() {
     assert_eq!(b.call_sync(|| Ok::<_, &str>(1)), Ok(1));
 }
 
-#[test]
-fn every_transition_is_one_tracing_event() {
-    let rec = common::Recorder::default();
-    tracing::subscriber::with_default(rec.clone(), || {
-        let b = Breaker::new("sem::traced", Config::default().threshold(2));
-        for _ in 0..10 {
-            let _ = b.call_sync(|| Ok::<_, &str>(()));
-        }
-        assert!(
-            rec.of("sem::traced").is_empty(),
-            "nothing logged per successful call"
-        );
-        let _ = b.call_sync(|| Err::<(), _>("down"));
-        let _ = b.call_sync(|| Err::<(), _>("down"));
-        let _ = b.call_sync(|| Ok::<_, &str>(())); // rejected
-        b.handle().reset();
-    });
-    let events = rec.of("sem::traced");
-    assert_eq!(events.len(), 2, "{events:?}");
-    let open = &events[0];
-    assert_eq!(
-        (open.level.as_str(), open.target.as_str()),
-        ("WARN", "breaker")
-    );
-    assert_eq!(open.field("from"), Some("closed"));
-    assert_eq!(open.field("to"), Some("open"));
-    assert_eq!(open.field("cause"), Some("2 consecutive failures"));
-    let reset = &events[1];
-    assert_eq!(reset.level, "INFO");
-    assert_eq!(
-        (reset.field("from"), reset.field("to")),
-        (Some("open"), Some("closed"))
-    );
-}
-
 #[tokio::test(start_paused = true)]
 async fn with_a_timeout_the_probe_lease_is_the_timeout() {
     let config = Config::default()
