@@ -42,7 +42,7 @@ async fn after_the_first_wave_at_most_probes_calls_are_in_flight() {
         // probes' lease, and far longer than a call here takes, so no lease runs out.
         Config::default()
             .threshold(5)
-            .cool_off(Duration::from_millis(20))
+            .cool_off(Duration::from_millis(50))
             .probes(PROBES as u32),
     ));
     let down = Arc::new(Down::default());
