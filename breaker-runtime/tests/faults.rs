@@ -2,6 +2,8 @@
 //! every piece of user code, a hook that calls back, a stale result two generations late,
 //! and durations at the edge of overflow.
 
+mod common;
+
 use std::{
     sync::{
         atomic::{AtomicUsize, Ordering::SeqCst},
@@ -54,7 +56,7 @@ async fn a_probe_dropped_before_its_first_poll() {
 async fn a_probe_dropped_after_one_poll() {
     let b = half_open("faults::drop_polled").await;
     let mut probe = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
-    assert!(futures_poll_once(probe.as_mut()).await.is_none());
+    assert!(common::poll_once(probe.as_mut()).await.is_none());
     // Holding the slot: others are refused.
     assert!(b
         .call(async { Ok::<_, &str>(()) })
@@ -227,17 +229,6 @@ async fn huge_durations_never_overflow() {
     assert_eq!(snap.state, State::Open);
 }
 
-/// Polls a future once; `Some` if it finished.
-async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
-    std::future::poll_fn(|cx| {
-        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
-            std::task::Poll::Ready(v) => Some(v),
-            std::task::Poll::Pending => None,
-        })
-    })
-    .await
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_dropped_call_frees_its_bulkhead_slot_only_once_its_future_is_gone() {
     let b = Arc::new(Breaker::new(
@@ -260,7 +251,7 @@ async fn a_dropped_call_frees_its_bulkhead_slot_only_once_its_future_is_gone() {
         let _probe = probe;
         std::future::pending::<Result<(), &str>>().await
     }));
-    assert!(futures_poll_once(call.as_mut()).await.is_none());
+    assert!(common::poll_once(call.as_mut()).await.is_none());
     drop(call);
     assert_eq!(
         still_held.load(SeqCst),

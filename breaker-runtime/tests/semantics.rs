@@ -618,7 +618,7 @@ async fn with_a_timeout_the_probe_lease_is_the_timeout() {
     advance(10 * SEC).await;
     // A probe whose caller stopped polling it: its own timeout cannot fire.
     let mut held = Box::pin(b.call(std::future::pending::<Result<&str, &str>>()));
-    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    assert!(common::poll_once(held.as_mut()).await.is_none());
     let e = open_error(b.call(dep.ok(Duration::ZERO)).await);
     assert_eq!(
         e.retry_in(),
@@ -654,7 +654,7 @@ async fn a_probe_timing_out_as_its_slot_is_taken_over_still_reopens() {
     advance(SEC).await; // its timeout fires, and its lease ends, at this very instant...
     let mut newcomer = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
     assert!(
-        futures_poll_once(newcomer.as_mut()).await.is_none(),
+        common::poll_once(newcomer.as_mut()).await.is_none(),
         "...where a newcomer takes the slot before the probe's task runs"
     );
     let timed_out = probe.await.unwrap().unwrap_err();
@@ -666,17 +666,6 @@ async fn a_probe_timing_out_as_its_slot_is_taken_over_still_reopens() {
     );
 }
 
-/// Polls a future once; `Some` if it finished.
-async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
-    std::future::poll_fn(|cx| {
-        std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
-            std::task::Poll::Ready(v) => Some(v),
-            std::task::Poll::Pending => None,
-        })
-    })
-    .await
-}
-
 #[tokio::test(start_paused = true)]
 async fn disabled_admits_every_call_past_the_bulkhead() {
     let b = Breaker::new(
@@ -685,12 +674,12 @@ async fn disabled_admits_every_call_past_the_bulkhead() {
     );
     b.handle().disable();
     let mut held = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
-    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    assert!(common::poll_once(held.as_mut()).await.is_none());
     assert_eq!(b.call(async { Ok::<_, &str>(2) }).await, Ok(2));
     drop(held);
     b.handle().reset();
     let mut held = Box::pin(b.call(std::future::pending::<Result<(), &str>>()));
-    assert!(futures_poll_once(held.as_mut()).await.is_none());
+    assert!(common::poll_once(held.as_mut()).await.is_none());
     let e = open_error(b.call(async { Ok::<_, &str>("x") }).await);
     assert!(e.is_full(), "the bulkhead is back once enabled");
 }
