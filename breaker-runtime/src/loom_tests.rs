@@ -55,6 +55,22 @@ fn trip(core: &Core) {
 
 const COOL: Duration = Duration::from_nanos(10);
 
+/// Counts admitted calls in flight and remembers the most seen at once.
+#[derive(Default)]
+struct Gauge {
+    now: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Gauge {
+    /// One admitted call, from its start to its end.
+    fn pass(&self) {
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.max.fetch_max(now, SeqCst);
+        self.now.fetch_sub(1, SeqCst);
+    }
+}
+
 /// Runs `f` on two loom threads and joins them.
 fn both(core: &Arc<Core>, f: impl Fn(&Core) + Send + Sync + 'static) {
     let f = Arc::new(f);
@@ -74,19 +90,16 @@ fn loom_one_probe_and_one_event_at_the_open_to_half_open_edge() {
     model(|| {
         let (core, entered) = core(Config::default().threshold(1).cool_off(COOL));
         trip(&core);
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let max = Arc::new(AtomicUsize::new(0));
-        let (i, m) = (in_flight.clone(), max.clone());
+        let gauge = Arc::new(Gauge::default());
+        let g = gauge.clone();
         both(&core, move |core| {
             let c = clock(10);
             if let Ok(p) = Permit::acquire(core, &c) {
-                let now = i.fetch_add(1, SeqCst) + 1;
-                m.fetch_max(now, SeqCst);
-                i.fetch_sub(1, SeqCst);
+                g.pass();
                 p.finish(Outcome::Neutral);
             };
         });
-        assert!(max.load(SeqCst) <= 1, "two probes in flight");
+        assert!(gauge.max.load(SeqCst) <= 1, "two probes in flight");
         assert_eq!(entered[State::HalfOpen as usize].load(SeqCst), 1);
         assert_eq!(core.probes_held(), 0, "slots conserved");
         assert_eq!(core.peek(), State::HalfOpen);
@@ -175,19 +188,16 @@ fn loom_dropped_calls_give_back_probe_and_bulkhead_slots() {
             .max_concurrent(1);
         let (core, entered) = core(config);
         trip(&core);
-        let in_flight = Arc::new(AtomicUsize::new(0));
-        let max = Arc::new(AtomicUsize::new(0));
-        let (i, m) = (in_flight.clone(), max.clone());
+        let gauge = Arc::new(Gauge::default());
+        let g = gauge.clone();
         both(&core, move |core| {
             let c = clock(10);
             if let Ok(permit) = Permit::acquire(core, &c) {
-                let now = i.fetch_add(1, SeqCst) + 1;
-                m.fetch_max(now, SeqCst);
-                i.fetch_sub(1, SeqCst);
+                g.pass();
                 drop(permit); // cancelled
             };
         });
-        assert!(max.load(SeqCst) <= 1);
+        assert!(gauge.max.load(SeqCst) <= 1);
         assert_eq!(core.probes_held(), 0);
         assert_eq!(core.in_flight(), 0);
         assert_eq!(

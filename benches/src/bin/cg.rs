@@ -31,6 +31,20 @@ macro_rules! async_loop {
     }};
 }
 
+/// The four workloads every implementation has, run on `$b`; `true` once run.
+macro_rules! workloads {
+    ($b:ident, $n:expr, $imp:expr, $workload:expr) => {{
+        match $workload.as_str() {
+            "closed_sync" => sync_loop($n, |x| $b.closed_sync(x)),
+            "open_sync" => sync_loop($n, |x| $b.open_sync(x)),
+            "closed_async" => async_loop!($n, |x| $b.closed_async(x)),
+            "open_async" => async_loop!($n, |x| $b.open_async(x)),
+            _ => return unknown($imp, $workload),
+        }
+        true
+    }};
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let (Some(imp), Some(workload), Some(n)) = (
@@ -68,49 +82,19 @@ fn main() -> ExitCode {
         }
         "attr" => match Attr::new() {
             None => false,
-            Some(b) => {
-                match workload.as_str() {
-                    "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
-                    "open_sync" => sync_loop(n, |x| b.open_sync(x)),
-                    "closed_async" => async_loop!(n, |x| b.closed_async(x)),
-                    "open_async" => async_loop!(n, |x| b.open_async(x)),
-                    _ => return unknown(imp, workload),
-                }
-                true
-            }
+            Some(b) => workloads!(b, n, imp, workload),
         },
         "failsafe" => {
             let b = Failsafe::new();
-            match workload.as_str() {
-                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
-                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
-                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
-                "open_async" => async_loop!(n, |x| b.open_async(x)),
-                _ => return unknown(imp, workload),
-            }
-            true
+            workloads!(b, n, imp, workload)
         }
         "recloser" => {
             let b = Recloser::new();
-            match workload.as_str() {
-                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
-                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
-                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
-                "open_async" => async_loop!(n, |x| b.open_async(x)),
-                _ => return unknown(imp, workload),
-            }
-            true
+            workloads!(b, n, imp, workload)
         }
         "tower" => {
             let mut b = Tower::new();
-            match workload.as_str() {
-                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
-                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
-                "closed_async" => async_loop!(n, |x| b.closed_async(x)),
-                "open_async" => async_loop!(n, |x| b.open_async(x)),
-                _ => return unknown(imp, workload),
-            }
-            true
+            workloads!(b, n, imp, workload)
         }
         _ => return unknown(imp, workload),
     };
