@@ -18,6 +18,15 @@ enum Error {
     Breaker(#[from] BreakerError),
 }
 
+/// The dependency: down when `fail`.
+fn down_if(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::Down)
+    } else {
+        Ok(())
+    }
+}
+
 impl Error {
     fn breaker(&self) -> Option<&BreakerError> {
         match self {
@@ -40,11 +49,7 @@ fn name(f: &str) -> String {
 
 #[circuit_breaker(threshold = 3)]
 async fn threshold_3(fail: bool) -> Result<(), Error> {
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
@@ -78,11 +83,7 @@ async fn defaults_are_five_failures_and_ten_seconds() {
 
 #[circuit_breaker(failure_rate = 50, window = 10, min_calls = 4)]
 async fn rate(fail: bool) -> Result<(), Error> {
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
@@ -97,11 +98,7 @@ async fn failure_rate_window_and_min_calls() {
 
 #[circuit_breaker(failure_rate = 50, window = "10s", min_calls = 2)]
 async fn timed_window(fail: bool) -> Result<(), Error> {
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
@@ -131,11 +128,7 @@ async fn slow_call_counts_a_slow_success_as_a_failure() {
 
 #[circuit_breaker(threshold = 1, cool_off = "5s", max_cool_off = "20s")]
 async fn backoff(fail: bool) -> Result<(), Error> {
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
@@ -203,11 +196,7 @@ static PROBED: AtomicU32 = AtomicU32::new(0);
 async fn probed(fail: bool) -> Result<(), Error> {
     PROBED.fetch_add(1, SeqCst);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
@@ -334,11 +323,7 @@ fn record(t: &Transition) {
 
 #[circuit_breaker(threshold = 1, cool_off = "1s", on_state_change = record)]
 async fn hooked(fail: bool) -> Result<(), Error> {
-    if fail {
-        Err(Error::Down)
-    } else {
-        Ok(())
-    }
+    down_if(fail)
 }
 
 #[tokio::test(start_paused = true)]
