@@ -148,26 +148,13 @@ impl Breaker {
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         let shared = &*self.shared;
-        match shared.core.enter(&shared.clock) {
-            Entry::Fast(ticket) => {
-                return match catch_unwind(AssertUnwindSafe(call)) {
-                    Ok(Ok(value)) => {
-                        shared.core.succeed(ticket, &shared.clock);
-                        Ok(value)
-                    }
-                    other => settle(
-                        shared.permit(ticket),
-                        other.map_err(Stop::Panic),
-                        is_failure,
-                    ),
-                }
-            }
-            Entry::Refused(e) => return Err(CallError::Breaker(e)),
-            Entry::Slow => {}
+        if let Some(ticket) = shared.core.enter_closed() {
+            return shared.run_fast(ticket, is_failure, call);
         }
-        let permit = Permit::acquire(&shared.core, &shared.clock).map_err(CallError::Breaker)?;
-        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
-        settle(permit, result, is_failure)
+        if let Some(refused) = shared.core.refuse(&shared.clock) {
+            return Err(CallError::Breaker(refused));
+        }
+        shared.call_sync_slow(is_failure, call)
     }
 
     /// This breaker as the registry reports it.
@@ -181,6 +168,53 @@ impl Shared {
     #[cold]
     pub(crate) fn permit(&self, ticket: Ticket) -> Permit<'_, TokioClock> {
         Permit::from_ticket(&self.core, &self.clock, ticket)
+    }
+
+    /// A blocking call admitted on the fast path. A success is settled inline; anything
+    /// else out of line, so the inlined part stays small.
+    #[inline(always)]
+    fn run_fast<T, E>(
+        &self,
+        ticket: Ticket,
+        is_failure: impl FnOnce(&E) -> bool,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        match catch_unwind(AssertUnwindSafe(call)) {
+            Ok(Ok(value)) => {
+                self.core.succeed_here(ticket, &self.clock);
+                Ok(value)
+            }
+            other => self.settle_fast(ticket, other.map_err(Stop::Panic), is_failure),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_fast<T, E>(
+        &self,
+        ticket: Ticket,
+        result: Result<Result<T, E>, Stop>,
+        is_failure: impl FnOnce(&E) -> bool,
+    ) -> Result<T, CallError<E>> {
+        settle(self.permit(ticket), result, is_failure)
+    }
+
+    /// Every blocking call that is not closed on the fast path: out of line, so the closed
+    /// path's caller keeps a small frame.
+    #[inline(never)]
+    fn call_sync_slow<T, E>(
+        &self,
+        is_failure: impl FnOnce(&E) -> bool,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        match self.core.enter(&self.clock) {
+            Entry::Fast(ticket) => return self.run_fast(ticket, is_failure, call),
+            Entry::Refused(e) => return Err(CallError::Breaker(e)),
+            Entry::Slow => {}
+        }
+        let permit = Permit::acquire(&self.core, &self.clock).map_err(CallError::Breaker)?;
+        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
+        settle(permit, result, is_failure)
     }
 }
 

@@ -1,10 +1,12 @@
 //! The engine: admission, outcomes and transitions of one breaker.
 //!
 //! The state and its generation live in one atomic word ([`Word`]). A call on the closed
-//! path is lock-free and, with a simple policy, takes [`Core::enter`]: one load of the word,
-//! one count on the caller's stats stripe, and on success one more count and one load of the
-//! failure streak (written only while a streak runs); no clock read, no allocation, no write
-//! to a line another thread writes. The open path is one load of the word and one clock read.
+//! path is lock-free and, with a simple policy, takes [`Core::enter_closed`]: one load of the
+//! word, one count on the stats stripe the calling thread owns (a plain load and store, no
+//! locked instruction), and on success one more count and one load of the failure streak
+//! (written only while a streak runs); no clock read, no allocation, no write to a line
+//! another thread writes. The open path ([`Core::refuse`]) is one load of the word and one
+//! clock read.
 //!
 //! Transitions are rare, and they are serialised by one mutex: whoever changes the word
 //! holds it, re-checks the word under it (so of two racing callers exactly one acts), and
@@ -19,7 +21,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::{Hook, Policy},
     events::{self, Cause, Transition},
-    stats::{stripe, Count, Counters},
+    stats::{owned_stripe, stripe, Count, Counters, Slot},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::{Ring, Tally},
     BreakerError, State,
@@ -111,8 +113,6 @@ pub(crate) struct Admission {
     probe: Option<Probe>,
     /// When the call started, if `slow_call` needs it.
     started: Option<Nanos>,
-    /// The caller's stats stripe, looked up once per call.
-    stripe: usize,
     /// Whether it holds a bulkhead slot.
     bulkhead: bool,
 }
@@ -130,11 +130,14 @@ pub(crate) enum Entry {
 }
 
 /// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
+/// The stripe is the admitting thread's; only that thread may count on it
+/// ([`Core::succeed_here`]).
 /// Dropping it unreported is a cancellation, which on this path has nothing to give back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Ticket {
     generation: u64,
-    stripe: usize,
+    /// The admitting thread's stripe.
+    stripe: Slot,
 }
 
 impl Core {
@@ -172,12 +175,50 @@ impl Core {
         Word(self.word.load(Acquire))
     }
 
-    /// The fast paths, inlined into the call wrappers: a closed breaker with a simple policy
-    /// admits with one load and one striped count; an open one refuses with one load and one
-    /// clock read (forced open: no clock read). Everything else is [`Entry::Slow`]: take
-    /// [`admit`](Self::admit).
-    #[inline]
+    /// The closed fast path, inlined into the call wrappers: a closed breaker with a simple
+    /// policy, called from a thread that owns a stats stripe, admits with one load of the
+    /// word, one thread-local load and one plain count. `None`: take [`enter`](Self::enter).
+    #[inline(always)]
+    pub(crate) fn enter_closed(&self) -> Option<Ticket> {
+        let w = self.word();
+        if !(w.is(State::Closed) && self.simple) {
+            return None;
+        }
+        let stripe = owned_stripe()?;
+        self.counters.add_owned(stripe, Count::Admitted);
+        Some(Ticket {
+            generation: w.generation(),
+            stripe,
+        })
+    }
+
+    /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
+    /// of the word and one clock read; a forced-open one with no clock read. `None`: the
+    /// breaker is not refusing outright; take [`enter`](Self::enter).
+    #[inline(always)]
+    pub(crate) fn refuse(&self, clock: &impl Clock) -> Option<BreakerError> {
+        let w = self.word();
+        if w.is(State::Open) {
+            let now = clock.now();
+            let until = self.open_until.load(Acquire);
+            if now < until {
+                return Some(self.reject(Some(until - now)));
+            }
+        } else if w.is(State::ForcedOpen) {
+            return Some(self.reject(None));
+        }
+        None
+    }
+
+    /// Every entry: [`refuse`](Self::refuse), then a closed breaker with a simple policy
+    /// admits on the fast path, on this thread's stripe (this may be its first count, which
+    /// claims one; or a shared stripe, counted with `fetch_add`). Everything else is
+    /// [`Entry::Slow`]: take [`admit`](Self::admit).
+    #[inline(always)]
     pub(crate) fn enter(&self, clock: &impl Clock) -> Entry {
+        if let Some(refused) = self.refuse(clock) {
+            return Entry::Refused(refused);
+        }
         let w = self.word();
         if w.is(State::Closed) && self.simple {
             let stripe = stripe();
@@ -187,24 +228,33 @@ impl Core {
                 stripe,
             });
         }
-        if w.is(State::Open) {
-            let now = clock.now();
-            let until = self.open_until.load(Acquire);
-            if now < until {
-                return Entry::Refused(self.reject(Some(until - now)));
-            }
-        } else if w.is(State::ForcedOpen) {
-            return Entry::Refused(self.reject(None));
-        }
         Entry::Slow
     }
 
-    /// A success on the fast path: one striped count, and a load of the streak, written only
-    /// when a streak of failures was running.
+    /// A success on the fast path, on the thread that admitted the call (a blocking call):
+    /// one count on the stripe the ticket names (plain if this thread owns it), and a load
+    /// of the streak, written only when a streak of failures was running.
+    #[inline]
+    pub(crate) fn succeed_here(&self, ticket: Ticket, clock: &impl Clock) {
+        self.counters.add_at(ticket.stripe, Count::Success);
+        self.end_streak(ticket, clock);
+    }
+
+    /// A success on the fast path, on whichever thread the call's future ended up: counted
+    /// on this thread's stripe.
     #[inline]
     pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
-        self.counters.add_at(ticket.stripe, Count::Success);
-        if self.streak.load(Relaxed) != streak_tag(ticket.generation) {
+        match owned_stripe() {
+            Some(here) => self.counters.add_owned(here, Count::Success),
+            None => self.counters.add(Count::Success),
+        }
+        self.end_streak(ticket, clock);
+    }
+
+    #[inline(always)]
+    fn end_streak(&self, ticket: Ticket, clock: &impl Clock) {
+        // No failure counted in any generation: nothing to reset.
+        if self.streak.load(Relaxed) & STREAK_COUNT != 0 {
             self.finish_closed(ticket.generation, Outcome::Success, clock);
         }
     }
@@ -256,8 +306,7 @@ impl Core {
                 });
             }
         }
-        let stripe = stripe();
-        self.counters.add_at(stripe, Count::Admitted);
+        self.counters.add(Count::Admitted);
         let started = self
             .policy
             .slow_call
@@ -266,7 +315,6 @@ impl Core {
             generation,
             probe,
             started,
-            stripe,
             bulkhead: bulkhead.is_some(),
         })
     }
@@ -347,7 +395,9 @@ impl Core {
             Outcome::Neutral | Outcome::Cancelled => None,
         };
         if let Some(count) = count {
-            self.counters.add_at(admission.stripe, count);
+            // This thread's stripe: an async call may end on another thread than the one
+            // that admitted it, and only a stripe's owner may count on it with plain stores.
+            self.counters.add(count);
         }
         if admission.bulkhead {
             self.in_flight.fetch_sub(1, Release);
@@ -671,7 +721,6 @@ impl<'a, C: Clock> Permit<'a, C> {
             generation: ticket.generation,
             probe: None,
             started: None,
-            stripe: ticket.stripe,
             bulkhead: false,
         };
         Permit {
@@ -694,6 +743,9 @@ impl<'a, C: Clock> Permit<'a, C> {
 }
 
 impl<C: Clock> Drop for Permit<'_, C> {
+    // Out of line: keeps the drop glue of a call future (which holds a permit) small
+    // enough to inline where the call was on the fast path.
+    #[inline(never)]
     fn drop(&mut self) {
         if let Some(a) = self.admission.take() {
             self.core.finish(a, Outcome::Cancelled, self.clock);

@@ -129,3 +129,34 @@ async fn the_bulkhead_never_lets_more_than_max_concurrent_through() {
     assert_eq!(down.reached.load(SeqCst) + full, 200 * 50);
     assert_eq!(b.stats().rejected as usize, full);
 }
+
+/// More threads than a breaker has stripes of its own: the first threads count on stripes
+/// they own (plain stores), the rest on shared ones (`fetch_add`), and not a call is lost.
+#[test]
+fn more_threads_than_stripes_count_every_call_exactly_once() {
+    const THREADS: usize = 48;
+    const CALLS: u64 = 20_000;
+    let b = Breaker::new(
+        "concurrency::stripes",
+        Config::default().threshold(1_000_000),
+    );
+    let start = std::sync::Barrier::new(THREADS);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (b, start) = (&b, &start);
+            s.spawn(move || {
+                start.wait(); // all alive at once, so some must share a stripe
+                for i in 0..CALLS {
+                    let fail = (i + t as u64) % 10 == 0;
+                    let _ = b.call_sync(|| if fail { Err("down") } else { Ok(i) });
+                }
+            });
+        }
+    });
+    let stats = b.stats();
+    let total = THREADS as u64 * CALLS;
+    assert_eq!(stats.calls, total);
+    assert_eq!(stats.failures, total / 10);
+    assert_eq!(stats.successes, total - total / 10);
+    assert_eq!(stats.rejected, 0);
+}
