@@ -195,6 +195,13 @@ fn scaling(c: &mut Criterion) {
                 })
             })
         });
+        g.bench_function("private_work", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(base.private_work(x).is_ok());
+                })
+            })
+        });
         g.bench_function("atomic_add", |b| {
             b.iter_custom(|n| {
                 on_threads(threads, n, |_| {

@@ -18,6 +18,7 @@
 //! a no-op waker; the future is ready at once because its `tokio::sync::Mutex` is uncontended.
 
 use std::{
+    cell::Cell,
     future::Future,
     hint::black_box,
     io,
@@ -93,6 +94,18 @@ impl Baselines {
     #[inline(never)]
     pub fn bare(&self, x: u64) -> Result<u64, io::Error> {
         op(x)
+    }
+
+    /// The dependency, plus two plain increments of a counter only this thread writes:
+    /// thread-private work of the closed path's kind, which shares nothing between threads.
+    /// Its 2-thread ratio is what this machine gives work that shares nothing.
+    #[inline(never)]
+    pub fn private_work(&self, x: u64) -> Result<u64, io::Error> {
+        thread_local!(static COUNTS: [Cell<u64>; 2] = const { [Cell::new(0), Cell::new(0)] });
+        COUNTS.with(|c| c[0].set(c[0].get() + 1));
+        let r = op(x);
+        COUNTS.with(|c| c[1].set(c[1].get() + 1));
+        r
     }
 
     /// One `AtomicU64::fetch_add(1, Relaxed)` on a shared counter.

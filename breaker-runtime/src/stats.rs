@@ -8,7 +8,8 @@
 //! all a statistic needs. Handing a stripe to the next owner is a `Release` (exit) and
 //! `Acquire` (claim) on the bitmap of taken stripes, so the next owner continues from the
 //! last count stored. Threads beyond the owned stripes share a few more, counted with
-//! `fetch_add`, and take the permit path, which handles either kind.
+//! `fetch_add`. An outcome is always counted on the stripe of the thread where it happens,
+//! which for an async call that moved between workers is not the admitting thread's.
 
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 
@@ -187,8 +188,8 @@ impl Counters {
 }
 
 /// This thread's stripe if it owns one; `None` before its first count, or when it shares a
-/// stripe. The fast path of [`Core::enter`](crate::core::Core::enter): one thread-local load
-/// and one compare.
+/// stripe. The fast path of [`Core::enter_closed`](crate::core::Core::enter_closed): one
+/// thread-local load and one compare.
 #[cfg(not(breaker_loom))]
 #[inline(always)]
 pub(crate) fn owned_stripe() -> Option<Slot> {

@@ -3,8 +3,14 @@
 //!
 //! It reads the median of each benchmark from
 //! `target/criterion/<group>/<benchmark>/new/estimates.json`; nothing is estimated here.
+//! Given copies of that directory from several runs (`report DIR...`), each figure is the
+//! median over the runs: wall time on a shared machine moves from one run to the next.
 
-use std::{collections::BTreeMap, fs, path::Path};
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+};
 
 const IMPLS: [(&str, &str); 5] = [
     ("breaker", "breaker"),
@@ -46,6 +52,30 @@ impl Medians {
         Medians(m)
     }
 
+    /// Per benchmark, the median over several runs' medians (runs that lack it are skipped).
+    fn median_of(runs: &[Medians]) -> Medians {
+        let mut all: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+        for run in runs {
+            for (k, v) in &run.0 {
+                all.entry(k.clone()).or_default().push(*v);
+            }
+        }
+        Medians(
+            all.into_iter()
+                .map(|(k, mut v)| {
+                    v.sort_by(f64::total_cmp);
+                    let mid = v.len() / 2;
+                    let m = if v.len() % 2 == 1 {
+                        v[mid]
+                    } else {
+                        (v[mid - 1] + v[mid]) / 2.0
+                    };
+                    (k, m)
+                })
+                .collect(),
+        )
+    }
+
     fn get(&self, group: &str, bench: &str) -> Option<f64> {
         self.0.get(&(group.to_owned(), bench.to_owned())).copied()
     }
@@ -64,19 +94,34 @@ fn ratio(v: Option<f64>) -> String {
 }
 
 fn main() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion");
-    let m = Medians::load(&dir);
-    if m.0.is_empty() {
+    // No argument: the last run, in target/criterion. Arguments: several runs' copies of
+    // that directory, and each figure is the median over them.
+    let dirs: Vec<PathBuf> = match std::env::args_os()
+        .skip(1)
+        .map(PathBuf::from)
+        .collect::<Vec<_>>()
+    {
+        dirs if dirs.is_empty() => {
+            vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("target/criterion")]
+        }
+        dirs => dirs,
+    };
+    let runs: Vec<Medians> = dirs.iter().map(|d| Medians::load(d)).collect();
+    if let Some(empty) = runs.iter().position(|m| m.0.is_empty()) {
         eprintln!(
             "no estimates under {}: run `cargo bench --bench peers` first",
-            dir.display()
+            dirs[empty].display()
         );
         std::process::exit(1);
     }
+    let m = Medians::median_of(&runs);
     let base = |b: &str| m.get("baselines", b);
     let bare_async = base("bare_async");
 
-    println!("Medians of one `cargo bench --bench peers` run (criterion, wall time per call).\n");
+    match runs.len() {
+        1 => println!("Medians of one `cargo bench --bench peers` run (criterion, wall time per call).\n"),
+        n => println!("Per benchmark, the median over {n} `cargo bench --bench peers` runs of criterion's median (wall time per call).\n"),
+    }
     print!("| workload |");
     for (_, name) in IMPLS {
         print!(" {name} |");
@@ -133,10 +178,11 @@ fn main() {
         print!(" {} |", ratio(scaling(id)));
     }
     println!(
-        " atomic add: {}, mutex: {}, bare call: {} |",
+        " atomic add: {}, mutex: {}, bare call: {}, thread-private work: {} |",
         ratio(scaling("atomic_add")),
         ratio(scaling("mutex_lock")),
-        ratio(scaling("bare"))
+        ratio(scaling("bare")),
+        ratio(scaling("private_work"))
     );
     print!("| 1 thread, closed success (scaling group) |");
     for (id, _) in IMPLS {
@@ -152,7 +198,7 @@ fn main() {
     println!("\nBaselines: bare call {}, one relaxed atomic add {}, one clock read {}, one uncontended mutex {}, bare async fn {}.\n",
         ns(base("bare")), ns(base("atomic_add")), ns(base("clock_read")), ns(base("mutex_lock")), ns(bare_async));
 
-    println!("Ratios (same run):\n");
+    println!("Ratios (of the figures above, so within one run or of the same medians):\n");
     println!("| workload | breaker ÷ baseline | breaker (attribute) ÷ baseline | best peer | best peer ÷ breaker |");
     println!("|---|---:|---:|---|---:|");
     for (group, label, base_name, base_v) in rows {
