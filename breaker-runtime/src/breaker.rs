@@ -9,7 +9,7 @@ use std::{
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Entry, Outcome, Permit, Ticket},
+    core::{Core, Outcome, Permit, Ticket},
     future::CallFuture,
     registry::{self, Snapshot},
     BreakerError, CallError, Config, ConfigError, State, Stats,
@@ -207,10 +207,8 @@ impl Shared {
         is_failure: impl FnOnce(&E) -> bool,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        match self.core.enter(&self.clock) {
-            Entry::Fast(ticket) => return self.run_fast(ticket, is_failure, call),
-            Entry::Refused(e) => return Err(CallError::Breaker(e)),
-            Entry::Slow => {}
+        if let Some(ticket) = self.core.enter_claiming() {
+            return self.run_fast(ticket, is_failure, call);
         }
         let permit = Permit::acquire(&self.core, &self.clock).map_err(CallError::Breaker)?;
         let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);

@@ -119,16 +119,6 @@ pub(crate) struct Admission {
 
 use crate::state::Word;
 
-/// What [`Core::enter`] decided.
-pub(crate) enum Entry {
-    /// Admitted on the fast path.
-    Fast(Ticket),
-    /// Refused: the breaker is open.
-    Refused(BreakerError),
-    /// Neither fast path applies.
-    Slow,
-}
-
 /// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
 /// The stripe is the admitting thread's; only that thread may count on it
 /// ([`Core::succeed_here`]).
@@ -177,7 +167,7 @@ impl Core {
 
     /// The closed fast path, inlined into the call wrappers: a closed breaker with a simple
     /// policy, called from a thread that owns a stats stripe, admits with one load of the
-    /// word, one thread-local load and one plain count. `None`: take [`enter`](Self::enter).
+    /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
     pub(crate) fn enter_closed(&self) -> Option<Ticket> {
         let w = self.word();
@@ -194,7 +184,7 @@ impl Core {
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
     /// of the word and one clock read; a forced-open one with no clock read. `None`: the
-    /// breaker is not refusing outright; take [`enter`](Self::enter).
+    /// breaker is not refusing outright; try [`enter_claiming`](Self::enter_claiming).
     #[inline(always)]
     pub(crate) fn refuse(&self, clock: &impl Clock) -> Option<BreakerError> {
         let w = self.word();
@@ -210,25 +200,21 @@ impl Core {
         None
     }
 
-    /// Every entry: [`refuse`](Self::refuse), then a closed breaker with a simple policy
-    /// admits on the fast path, on this thread's stripe (this may be its first count, which
-    /// claims one; or a shared stripe, counted with `fetch_add`). Everything else is
-    /// [`Entry::Slow`]: take [`admit`](Self::admit).
-    #[inline(always)]
-    pub(crate) fn enter(&self, clock: &impl Clock) -> Entry {
-        if let Some(refused) = self.refuse(clock) {
-            return Entry::Refused(refused);
-        }
+    /// The closed fast path for a thread that owns no stripe yet (its first count claims
+    /// one) or shares one (counted with `fetch_add`): out of the inlined path, after
+    /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
+    /// not closed with a simple policy; take [`admit`](Self::admit).
+    pub(crate) fn enter_claiming(&self) -> Option<Ticket> {
         let w = self.word();
-        if w.is(State::Closed) && self.simple {
-            let stripe = stripe();
-            self.counters.add_at(stripe, Count::Admitted);
-            return Entry::Fast(Ticket {
-                generation: w.generation(),
-                stripe,
-            });
+        if !(w.is(State::Closed) && self.simple) {
+            return None;
         }
-        Entry::Slow
+        let stripe = stripe();
+        self.counters.add_at(stripe, Count::Admitted);
+        Some(Ticket {
+            generation: w.generation(),
+            stripe,
+        })
     }
 
     /// A success on the fast path, on the thread that admitted the call (a blocking call):

@@ -16,7 +16,7 @@ use tokio::time::Sleep;
 use crate::{
     breaker::{settle, Shared, Stop},
     clock::TokioClock,
-    core::{Entry, Permit, Ticket},
+    core::{Permit, Ticket},
     CallError,
 };
 
@@ -72,10 +72,9 @@ impl<'a, F, P> CallFuture<'a, F, P> {
 /// stage if admitted.
 #[inline(never)]
 fn admit_slow<'a>(shared: &'a Shared, stage: &mut Stage<'a>) -> Result<(), crate::BreakerError> {
-    *stage = match shared.core.enter(&shared.clock) {
-        Entry::Fast(ticket) => Stage::Fast(ticket),
-        Entry::Refused(e) => return Err(e),
-        Entry::Slow => Stage::Held(Permit::acquire(&shared.core, &shared.clock)?),
+    *stage = match shared.core.enter_claiming() {
+        Some(ticket) => Stage::Fast(ticket),
+        None => Stage::Held(Permit::acquire(&shared.core, &shared.clock)?),
     };
     Ok(())
 }

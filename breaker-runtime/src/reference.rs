@@ -9,7 +9,7 @@ use proptest::prelude::*;
 
 use crate::{
     clock::FakeClock,
-    core::{Core, Entry, Outcome, Permit, Ticket},
+    core::{Core, Outcome, Permit, Ticket},
     BreakerError, Config, State, Stats,
 };
 
@@ -371,11 +371,17 @@ proptest! {
             match op {
                 Op::Admit(fast) => {
                     let (expected, call) = model.admit(now);
-                    let entry = if fast { core.enter(&clock) } else { Entry::Slow };
-                    let real = match entry {
-                        Entry::Fast(ticket) => Ok(Held::Fast(ticket)),
-                        Entry::Refused(e) => Err(e),
-                        Entry::Slow => Permit::acquire(&core, &clock).map(Held::Permit),
+                    // The wrappers' order: closed fast path, refusal, claiming, permit.
+                    let real = if !fast {
+                        Permit::acquire(&core, &clock).map(Held::Permit)
+                    } else if let Some(ticket) = core.enter_closed() {
+                        Ok(Held::Fast(ticket))
+                    } else if let Some(refused) = core.refuse(&clock) {
+                        Err(refused)
+                    } else if let Some(ticket) = core.enter_claiming() {
+                        Ok(Held::Fast(ticket))
+                    } else {
+                        Permit::acquire(&core, &clock).map(Held::Permit)
                     };
                     prop_assert_eq!(admitted_as(&real), expected, "step {}", step);
                     if let (Ok(h), Some(c)) = (real, call) {
