@@ -170,16 +170,7 @@ impl Core {
     /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
     pub(crate) fn enter_closed(&self) -> Option<Ticket> {
-        let w = self.word();
-        if !(w.is(State::Closed) && self.simple) {
-            return None;
-        }
-        let stripe = owned_stripe()?;
-        self.counters.add_owned(stripe, Count::Admitted);
-        Some(Ticket {
-            generation: w.generation(),
-            stripe,
-        })
+        self.ticket(owned_stripe)
     }
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
@@ -205,11 +196,18 @@ impl Core {
     /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
     /// not closed with a simple policy; take [`admit`](Self::admit).
     pub(crate) fn enter_claiming(&self) -> Option<Ticket> {
+        self.ticket(|| Some(stripe()))
+    }
+
+    /// Admission on the fast path: closed with a simple policy, counted on the stripe that
+    /// `stripe` finds (looked up only then, so a refused call claims none).
+    #[inline(always)]
+    fn ticket(&self, stripe: impl FnOnce() -> Option<Slot>) -> Option<Ticket> {
         let w = self.word();
         if !(w.is(State::Closed) && self.simple) {
             return None;
         }
-        let stripe = stripe();
+        let stripe = stripe()?;
         self.counters.add_at(stripe, Count::Admitted);
         Some(Ticket {
             generation: w.generation(),
@@ -230,10 +228,9 @@ impl Core {
     /// on this thread's stripe.
     #[inline]
     pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
-        match owned_stripe() {
-            Some(here) => self.counters.add_owned(here, Count::Success),
-            None => self.counters.add(Count::Success),
-        }
+        // `owned_stripe` first: one load and compare when this thread owns one.
+        let here = owned_stripe().unwrap_or_else(stripe);
+        self.counters.add_at(here, Count::Success);
         self.end_streak(ticket, clock);
     }
 

@@ -111,18 +111,14 @@ impl Counters {
         self.add_at(stripe(), count);
     }
 
-    /// Adds to stripe `at` (from [`stripe`]), when the caller already knows it.
+    /// Adds to stripe `at` (from [`stripe`] or [`owned_stripe`]), when the caller already
+    /// knows it. Inlined after `owned_stripe`, the ownership check folds away.
     #[inline]
     pub(crate) fn add_at(&self, at: Slot, count: Count) {
         self.add_to(at, at.owned(), count);
     }
 
-    /// Adds to a stripe this thread owns (from [`owned_stripe`]): no ownership check.
-    #[inline]
-    pub(crate) fn add_owned(&self, at: Slot, count: Count) {
-        self.add_to(at, !cfg!(breaker_loom), count);
-    }
-
+    /// Adds to stripe `at`, with plain stores if `owned` (the caller is its only writer).
     #[inline(always)]
     fn add_to(&self, at: Slot, owned: bool, count: Count) {
         let s = &self.stripes[at.0 % STRIPES];
