@@ -32,6 +32,15 @@ async fn fail_n(b: &Breaker, dep: &Dependency, n: usize) {
     }
 }
 
+/// A breaker that opens on one failure, opened by one: where every open and half-open story
+/// here starts.
+async fn tripped(name: &str, cool_off: Duration) -> (Breaker, Dependency) {
+    let b = Breaker::new(name, Config::default().threshold(1).cool_off(cool_off));
+    let dep = Dependency::default();
+    fail_n(&b, &dep, 1).await;
+    (b, dep)
+}
+
 #[tokio::test(start_paused = true)]
 async fn closed_passes_calls_and_counts_them() {
     let b = Breaker::new("sem::closed", Config::default());
@@ -62,12 +71,7 @@ async fn consecutive_failures_open_and_a_success_resets_the_streak() {
 
 #[tokio::test(start_paused = true)]
 async fn open_fails_fast_without_polling_the_body() {
-    let b = Breaker::new(
-        "sem::open",
-        Config::default().threshold(1).cool_off(10 * SEC),
-    );
-    let dep = Dependency::default();
-    fail_n(&b, &dep, 1).await;
+    let (b, _) = tripped("sem::open", 10 * SEC).await;
     advance(4 * SEC).await;
     let polled = AtomicUsize::new(0);
     let e = open_error(
@@ -91,12 +95,7 @@ async fn open_fails_fast_without_polling_the_body() {
 
 #[tokio::test(start_paused = true)]
 async fn after_the_cool_off_one_probe_closes_it() {
-    let b = Breaker::new(
-        "sem::probe",
-        Config::default().threshold(1).cool_off(5 * SEC),
-    );
-    let dep = Dependency::default();
-    fail_n(&b, &dep, 1).await;
+    let (b, dep) = tripped("sem::probe", 5 * SEC).await;
     advance(5 * SEC - MS).await;
     assert_eq!(b.state(), State::Open);
     advance(MS).await;
@@ -112,12 +111,7 @@ async fn after_the_cool_off_one_probe_closes_it() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_probe_reopens_and_restarts_the_cool_off() {
-    let b = Breaker::new(
-        "sem::reopen",
-        Config::default().threshold(1).cool_off(5 * SEC),
-    );
-    let dep = Dependency::default();
-    fail_n(&b, &dep, 1).await;
+    let (b, dep) = tripped("sem::reopen", 5 * SEC).await;
     advance(5 * SEC).await;
     fail_n(&b, &dep, 1).await; // the probe fails
     assert_eq!(b.state(), State::Open);
@@ -384,10 +378,7 @@ async fn a_late_failure_from_an_older_generation_changes_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn a_dropped_probe_gives_its_slot_back_and_counts_for_nothing() {
-    let config = Config::default().threshold(1).cool_off(SEC);
-    let b = Breaker::new("sem::cancel", config);
-    let dep = Dependency::default();
-    fail_n(&b, &dep, 1).await;
+    let (b, dep) = tripped("sem::cancel", SEC).await;
     advance(SEC).await;
     {
         let probe = b.call(std::future::pending::<Result<(), &str>>());
