@@ -104,6 +104,8 @@ pub(crate) struct Core {
     /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
     /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
     simple: bool,
+    /// The fleet's gate and watcher (`fleet_hooks`).
+    fleet: fleet_hooks::Fleet,
 }
 
 /// What admission hands an admitted call; its outcome is reported against it.
@@ -118,6 +120,9 @@ pub(crate) struct Admission {
 }
 
 use crate::state::Word;
+
+#[path = "fleet_hooks.rs"]
+pub(crate) mod fleet_hooks;
 
 /// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
 /// The stripe is the admitting thread's; only that thread may count on it
@@ -156,6 +161,7 @@ impl Core {
             simple: policy.slow_call.is_none()
                 && policy.window.is_none()
                 && policy.max_concurrent.is_none(),
+            fleet: fleet_hooks::Fleet::default(),
             policy,
         }
     }
@@ -317,6 +323,9 @@ impl Core {
                     let until = self.open_until.load(Acquire);
                     if now < until {
                         break Err(Some(until - now));
+                    }
+                    if self.fleet.holds() {
+                        break Err(None); // the fleet's probe is another instance's
                     }
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
                     moved = true;
@@ -504,6 +513,7 @@ impl Core {
             *lease = None;
         }
         inner.probe_successes = 0;
+        self.fleet.spend_grant();
         match to {
             State::Open => {
                 let base = self.policy.cool_off_after(inner.reopenings);
@@ -567,6 +577,7 @@ impl Core {
             if let Some(hook) = &self.hook {
                 hook(t);
             }
+            self.fleet.notify(t);
         }));
         if let Err(panic) = delivered {
             let what = panic
@@ -594,7 +605,9 @@ impl Core {
         }
         let mut inner = lock(&self.inner);
         let w = self.word();
-        let moved = w.state() == State::Open && now >= self.open_until.load(Acquire);
+        let moved = w.state() == State::Open
+            && now >= self.open_until.load(Acquire)
+            && !self.fleet.holds();
         let state = if moved {
             self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
                 .state()

@@ -32,6 +32,8 @@ pub enum Cause {
     },
     /// `force_open`, `disable` or `reset` on a handle.
     Manual,
+    /// A transition caused by the fleet (`breaker::fleet`).
+    Fleet,
 }
 
 impl fmt::Display for Cause {
@@ -51,6 +53,7 @@ impl fmt::Display for Cause {
                 write!(f, "{successes} consecutive probes succeeded")
             }
             Cause::Manual => f.write_str("manual control"),
+            Cause::Fleet => f.write_str("the fleet"),
         }
     }
 }

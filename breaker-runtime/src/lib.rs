@@ -58,6 +58,9 @@ pub use crate::{
     stats::Stats,
 };
 
+#[doc(hidden)]
+pub use crate::core::fleet_hooks::WeakHandle;
+
 #[cfg(all(test, breaker_loom))]
 mod loom_tests;
 #[cfg(all(test, not(breaker_loom)))]
