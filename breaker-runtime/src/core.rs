@@ -605,9 +605,8 @@ impl Core {
         }
         let mut inner = lock(&self.inner);
         let w = self.word();
-        let moved = w.state() == State::Open
-            && now >= self.open_until.load(Acquire)
-            && !self.fleet.holds();
+        let moved =
+            w.state() == State::Open && now >= self.open_until.load(Acquire) && !self.fleet.holds();
         let state = if moved {
             self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
                 .state()

@@ -121,15 +121,12 @@ impl Handle {
     }
 
     /// While on, an open breaker whose cool-off ended stays open until
-    /// [`fleet_grant_probe`](Self::fleet_grant_probe). Off also drops a grant not yet used.
+    /// [`fleet_grant_probe`](Self::fleet_grant_probe). Either way, a grant not yet used is
+    /// dropped.
     #[doc(hidden)]
     pub fn fleet_gate(&self, on: bool) {
         let flags = &self.shared.core.fleet.flags;
-        if on {
-            flags.fetch_or(GATE, AcqRel);
-        } else {
-            flags.store(0, Release);
-        }
+        flags.store(if on { GATE } else { 0 }, Release);
     }
 
     /// Lets the next call after the cool-off become a probe, once.
