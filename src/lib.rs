@@ -41,6 +41,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fleet;
+
 pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::{
     registry, Breaker, BreakerError, CallError, CallFuture, Cause, Config, ConfigError, Handle,
