@@ -53,6 +53,9 @@ pub struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_concurrent: Option<u32>,
     pub(crate) on_state_change: Option<Hook>,
+    /// Bounds of a keyed breaker (see [`KeyedBreaker`](crate::KeyedBreaker)).
+    pub(crate) max_keys: Option<usize>,
+    pub(crate) idle: Option<Duration>,
     /// The first count given that does not fit a `u32` (negative, or too large).
     not_a_count: Option<&'static str>,
 }
@@ -74,6 +77,8 @@ impl Default for Config {
             timeout: None,
             max_concurrent: None,
             on_state_change: None,
+            max_keys: None,
+            idle: None,
             not_a_count: None,
         }
     }
@@ -87,6 +92,20 @@ impl Config {
             self.not_a_count.get_or_insert(field);
             0
         })
+    }
+
+    /// A keyed breaker holds at most this many breakers (default 10 000); see
+    /// [`KeyedBreaker`](crate::KeyedBreaker) for which one goes when a new key arrives.
+    pub fn max_keys(mut self, keys: usize) -> Self {
+        self.max_keys = Some(keys);
+        self
+    }
+
+    /// A keyed breaker drops a key's breaker that is indistinguishable from a fresh one and
+    /// has not been called for this long (default 10 minutes).
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle = Some(idle);
+        self
     }
 
     /// Consecutive failures that open the breaker (default 5; off when only
@@ -381,7 +400,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(field: &'static str, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(field: &'static str, reason: impl Into<String>) -> Self {
         Self {
             field,
             reason: reason.into(),

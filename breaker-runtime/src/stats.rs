@@ -16,7 +16,11 @@ use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 /// What a breaker has counted since its creation or its last `reset()`. Transitions do not
 /// clear these; outcomes that arrive from an older generation are counted here though they
 /// change no state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// `#[non_exhaustive]`: read the fields, start from [`Stats::default()`] to build one; more
+/// counts may follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Stats {
     /// Every call, rejected ones included (a call is counted when it is admitted or refused).
     pub calls: u64,
@@ -30,6 +34,11 @@ pub struct Stats {
     pub slow_calls: u64,
     /// Calls refused without reaching the dependency: open, half-open full, bulkhead full.
     pub rejected: u64,
+    /// Calls that ended with an error `is_failure` (or a classifier) judged neutral: the
+    /// caller's fault, counted neither as a success nor as a failure.
+    pub neutral: u64,
+    /// Calls whose future was dropped before they finished.
+    pub cancelled: u64,
 }
 
 /// One stripe: its own pair of cache lines (128 bytes, as adjacent-line prefetchers pair
@@ -43,6 +52,8 @@ struct Stripe {
     timeouts: AtomicU64,
     slow_calls: AtomicU64,
     rejected: AtomicU64,
+    neutral: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// Stripes a thread can own. While a thread owns stripe `i` it is the only writer of stripe
@@ -85,6 +96,8 @@ pub(crate) enum Count {
     Timeout,
     Slow,
     Rejected,
+    Neutral,
+    Cancelled,
 }
 
 /// Adds one: a plain load and store when this thread owns the stripe, else `fetch_add`.
@@ -127,6 +140,8 @@ impl Counters {
             Count::Success => bump(&s.successes, owned),
             Count::Failure => bump(&s.failures, owned),
             Count::Rejected => bump(&s.rejected, owned),
+            Count::Neutral => bump(&s.neutral, owned),
+            Count::Cancelled => bump(&s.cancelled, owned),
             Count::Timeout => {
                 bump(&s.failures, owned);
                 bump(&s.timeouts, owned);
@@ -149,6 +164,8 @@ impl Counters {
             timeouts: raw.timeouts.wrapping_sub(base.timeouts),
             slow_calls: raw.slow_calls.wrapping_sub(base.slow_calls),
             rejected: raw.rejected.wrapping_sub(base.rejected),
+            neutral: raw.neutral.wrapping_sub(base.neutral),
+            cancelled: raw.cancelled.wrapping_sub(base.cancelled),
         }
     }
 
@@ -164,6 +181,8 @@ impl Counters {
             t.failures = t.failures.wrapping_add(s.failures.load(Relaxed));
             t.timeouts = t.timeouts.wrapping_add(s.timeouts.load(Relaxed));
             t.slow_calls = t.slow_calls.wrapping_add(s.slow_calls.load(Relaxed));
+            t.neutral = t.neutral.wrapping_add(s.neutral.load(Relaxed));
+            t.cancelled = t.cancelled.wrapping_add(s.cancelled.load(Relaxed));
         }
         t
     }
