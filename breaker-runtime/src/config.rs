@@ -38,6 +38,12 @@ pub enum Window {
 /// let err = Breaker::try_new("docs::bad", Config::default().threshold(0)).unwrap_err();
 /// assert_eq!(err.field(), "threshold");
 /// ```
+///
+/// Counts are `u32`, so a negative one is a compile error, not a surprise at run time:
+///
+/// ```compile_fail,E0600
+/// let config = breaker_runtime::Config::default().threshold(-1);
+/// ```
 #[derive(Clone)]
 pub struct Config {
     pub(crate) threshold: Option<u32>,
