@@ -382,7 +382,7 @@ mod tests {
             .map(|_| {
                 let (done, tx) = (done.clone(), tx.clone());
                 std::thread::spawn(move || {
-                    tx.send(stripe()).unwrap();
+                    tx.send(here().slot()).unwrap();
                     done.wait();
                 })
             })
@@ -407,7 +407,7 @@ mod tests {
         // A blocking pool starts and ends threads all day: each gives its stripe back on
         // exit, so far more threads than there are stripes each own one in turn.
         for _ in 0..3 * OWNED {
-            let slot = std::thread::spawn(stripe).join().unwrap();
+            let slot = std::thread::spawn(|| here().slot()).join().unwrap();
             assert!(slot.owned(), "{slot:?} is shared");
         }
     }
@@ -455,17 +455,17 @@ mod tests {
     #[test]
     fn a_reset_is_a_new_base_and_counting_goes_on_from_it() {
         let c = Counters::new();
-        let me = stripe();
+        let me = here();
         for _ in 0..5 {
-            c.add_at(me, Count::Admitted);
-            c.add_at(me, Count::Success);
+            c.add_here(me, Count::Admitted);
+            c.add_here(me, Count::Success);
         }
-        c.add_at(Slot(OWNED), Count::Rejected); // a shared stripe
+        c.add_to(Slot(OWNED), false, Count::Rejected); // a shared stripe
         c.clear();
         assert_eq!(c.read(), Stats::default());
-        c.add_at(me, Count::Admitted);
-        c.add_at(me, Count::Timeout);
-        c.add_at(Slot(OWNED + 1), Count::Rejected);
+        c.add_here(me, Count::Admitted);
+        c.add_here(me, Count::Timeout);
+        c.add_to(Slot(OWNED + 1), false, Count::Rejected);
         let s = c.read();
         assert_eq!((s.calls, s.failures, s.timeouts, s.rejected), (2, 1, 1, 1));
         assert_eq!(s.successes, 0);
