@@ -42,10 +42,6 @@ use crate::{
 /// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
 const SHARDS: usize = 16;
 
-/// The default bound on a keyed breaker's keys.
-pub const DEFAULT_MAX_KEYS: usize = 10_000;
-/// The default idle time after which a fresh key's breaker may be dropped.
-pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -304,21 +300,13 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
 
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
-        config.validate()?;
-        let max_keys = config.max_keys.unwrap_or(DEFAULT_MAX_KEYS);
-        if max_keys == 0 {
-            return Err(ConfigError::new("max_keys", "must be at least 1 (got 0)"));
-        }
-        let idle = config.idle.unwrap_or(DEFAULT_IDLE);
-        if idle.is_zero() {
-            return Err(ConfigError::new("idle", "must not be zero"));
-        }
+        let policy = config.validate()?;
         Ok(KeyedBreaker {
             inner: Arc::new(Map {
                 name: name.as_ref().to_owned(),
                 config,
-                max_keys,
-                idle: to_nanos(idle),
+                max_keys: policy.max_keys,
+                idle: policy.idle,
                 hasher: std::hash::RandomState::new(),
                 shards: std::array::from_fn(|_| RwLock::new(HashTable::new())),
                 len: AtomicUsize::new(0),
