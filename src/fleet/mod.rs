@@ -64,6 +64,10 @@ struct Inner {
     tx: tokio::sync::mpsc::UnboundedSender<task::Command>,
     instance: String,
     next_member: AtomicU64,
+    /// Members by breaker identity, shared with the fleet's observer.
+    members: task::Members,
+    /// Held by every handle; the task ends once it is gone and no member lives.
+    _alive: Arc<()>,
 }
 
 /// How a fleet is set up: from [`Fleet::builder`].
@@ -126,23 +130,20 @@ impl Fleet {
     /// theirs reach it. The fleet keeps no strong reference to it. Joining twice is joining
     /// once. Never blocks and never touches Redis itself: the background task does.
     pub fn join(&self, breaker: &Breaker) {
-        let handle = breaker.handle();
-        let id = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
-        // Join first: the task then knows the member when its first transition arrives.
-        let _ = self.inner.tx.send(task::Command::Join {
-            member: id,
-            name: breaker.name().to_owned(),
-            weak: handle.fleet_downgrade(),
-        });
-        let tx = self.inner.tx.clone();
-        handle.fleet_watch(move |t| {
-            let _ = tx.send(task::Command::Transition {
-                member: id,
-                to: t.to,
-                cause: t.cause,
-                cool_off: t.cool_off,
-            });
-        });
+        let name = breaker.shared_name();
+        let key = task::identity(&name);
+        let member = {
+            let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+            if members.contains_key(&key) {
+                return; // joined already
+            }
+            let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
+            members.insert(key, member);
+            member
+        };
+        // From here the fleet's observer reports this breaker's transitions under `member`,
+        // after this `Join` in the task's queue.
+        let _ = self.inner.tx.send(task::Command::Join { member, name });
     }
 
     /// This instance's id in the fleet.
@@ -211,7 +212,8 @@ impl FleetBuilder {
             client,
             url: redact(&self.url),
         };
-        let tx = task::start(settings)
+        let alive = Arc::new(());
+        let (tx, members) = task::start(settings, Arc::downgrade(&alive))
             .await
             .map_err(|e| FleetError::Connect(format!("{}: {e}", redact(&self.url))))?;
         Ok(Fleet {
@@ -219,6 +221,8 @@ impl FleetBuilder {
                 tx,
                 instance,
                 next_member: AtomicU64::new(0),
+                members,
+                _alive: alive,
             }),
         })
     }

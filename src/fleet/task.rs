@@ -15,9 +15,14 @@
 //! | `Waiting` | open, gated | another instance holds the lease; `close` / `open` / a retry |
 //! | `Probing` | one member granted the probe | its probe reports (close or reopen), or the lease lapses |
 
-use std::{collections::HashMap, hash::BuildHasher, time::Duration};
+use std::{
+    collections::HashMap,
+    hash::BuildHasher,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
 
-use breaker_runtime::{Cause, Handle, State, WeakHandle};
+use breaker_runtime::{Cause, Handle, Name, Observer, State};
 use futures_util::StreamExt;
 use redis::{
     aio::{MultiplexedConnection, PubSubStream},
@@ -30,14 +35,23 @@ use tokio::{
 
 use super::protocol::{self, Keys, Kind, Message, CLOSED};
 
-/// What the fleet's handles and members tell the task.
+/// A fleet's members: breaker identity (see [`identity`]) to member id. Shared by the
+/// fleet's handles (`join` adds), its observer (reads) and its task (prunes the dead).
+pub(crate) type Members = Arc<Mutex<HashMap<usize, u64>>>;
+
+/// A breaker's identity: the address of its name. Every breaker allocates its own name,
+/// and [`Transition::name`](breaker_runtime::Transition) and [`Handle::name`] point into it;
+/// the task holds a clone of each member's name, so no other breaker can get that address
+/// while the member is on the list. The fleet keeps no breaker alive: it finds its members
+/// in the registry when it acts on them.
+pub(crate) fn identity(name: &str) -> usize {
+    name.as_ptr() as usize
+}
+
+/// What the fleet's handles and its observer tell the task.
 pub(crate) enum Command {
     /// A breaker joined.
-    Join {
-        member: u64,
-        name: String,
-        weak: WeakHandle,
-    },
+    Join { member: u64, name: Name },
     /// A member's transition (from its watcher).
     Transition {
         member: u64,
@@ -79,12 +93,33 @@ if redis.call('GET', KEYS[2]) == ARGV[3] then return {3, 0} end
 return {4, redis.call('PTTL', KEYS[2])}
 "#;
 
-/// Connects once and starts the task; the first connection's error is the caller's.
-pub(crate) async fn start(settings: Settings) -> Result<mpsc::UnboundedSender<Command>, String> {
+/// Connects once and starts the task; the first connection's error is the caller's. The
+/// task ends when `alive` is gone (every handle dropped) and no member lives.
+pub(crate) async fn start(
+    settings: Settings,
+    alive: Weak<()>,
+) -> Result<(mpsc::UnboundedSender<Command>, Members), String> {
     let link = Link::open(&settings).await?;
     let (tx, rx) = mpsc::unbounded_channel();
+    let members = Members::default();
+    let (seen, report) = (members.clone(), tx.clone());
+    // Every transition of every breaker passes here: one map lookup for the non-members.
+    let observer = breaker_runtime::observe(move |t| {
+        let member = lock(&seen).get(&identity(&t.name)).copied();
+        if let Some(member) = member {
+            let _ = report.send(Command::Transition {
+                member,
+                to: t.to,
+                cause: t.cause,
+                cool_off: t.cool_off,
+            });
+        }
+    });
     let now = Instant::now();
     let task = Task {
+        alive,
+        shared_members: members.clone(),
+        _observer: observer,
         rng: std::collections::hash_map::RandomState::new().hash_one(&settings.instance) | 1,
         s: settings,
         link: Some(link),
@@ -96,7 +131,20 @@ pub(crate) async fn start(settings: Settings) -> Result<mpsc::UnboundedSender<Co
         next_resync: now + RESYNC,
     };
     tokio::spawn(task.run(rx));
-    Ok(tx)
+    Ok((tx, members))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The live breakers of the process, by identity.
+fn live_breakers() -> HashMap<usize, Handle> {
+    crate::registry()
+        .handles()
+        .into_iter()
+        .map(|h| (identity(h.name()), h))
+        .collect()
 }
 
 /// The connections to Redis: commands, and the subscription to the fleet's channel.
@@ -140,7 +188,8 @@ enum Phase {
 
 struct Group {
     keys: Keys,
-    members: Vec<(u64, WeakHandle)>,
+    /// Member id and the breaker's name (its identity, kept while it is a member).
+    members: Vec<(u64, Name)>,
     phase: Phase,
     /// The last open period heard of, in ms: the lease follows it.
     open_ms: u64,
@@ -148,9 +197,10 @@ struct Group {
 
 impl Group {
     fn live(&self) -> impl Iterator<Item = (u64, Handle)> + '_ {
+        let mut breakers = live_breakers();
         self.members
             .iter()
-            .filter_map(|(id, w)| w.upgrade().map(|h| (*id, h)))
+            .filter_map(move |(id, name)| breakers.remove(&identity(name)).map(|h| (*id, h)))
     }
 
     /// The fleet opened for `ms`: every member opens for that long and waits for the probe.
@@ -184,6 +234,11 @@ impl Group {
 }
 
 struct Task {
+    /// Gone once every handle of the fleet is dropped.
+    alive: Weak<()>,
+    shared_members: Members,
+    /// Keeps the fleet's observer subscribed while the task runs.
+    _observer: Observer,
     s: Settings,
     link: Option<Link>,
     groups: HashMap<String, Group>,
@@ -227,6 +282,9 @@ impl Task {
                 },
                 () = sleep_until(next_tick) => {
                     self.tick().await;
+                    if self.alive.strong_count() == 0 && self.groups.is_empty() {
+                        return; // no handle and no member left
+                    }
                     next_tick = Instant::now() + TICK;
                 }
             }
@@ -235,7 +293,7 @@ impl Task {
 
     async fn command(&mut self, command: Command) {
         match command {
-            Command::Join { member, name, weak } => self.join(member, name, weak).await,
+            Command::Join { member, name } => self.join(member, name).await,
             Command::Transition {
                 member,
                 to,
@@ -249,23 +307,24 @@ impl Task {
         }
     }
 
-    async fn join(&mut self, member: u64, name: String, weak: WeakHandle) {
-        let Some(handle) = weak.upgrade() else {
-            return;
+    async fn join(&mut self, member: u64, name: Name) {
+        let Some(handle) = live_breakers().remove(&identity(&name)) else {
+            lock(&self.shared_members).remove(&identity(&name));
+            return; // gone already
         };
         let prefix = &self.s.prefix;
-        let group = self.groups.entry(name.clone()).or_insert_with(|| Group {
-            keys: Keys::new(prefix, &name),
-            members: Vec::new(),
-            phase: Phase::Idle,
-            open_ms: 0,
-        });
-        // Joined again: the watcher now reports under the new id.
-        group
-            .members
-            .retain(|(_, w)| w.upgrade().is_some_and(|other| !other.fleet_same(&handle)));
-        group.members.push((member, weak));
-        self.members.insert(member, name.clone());
+        let group = self
+            .groups
+            .entry(name.to_string())
+            .or_insert_with(|| Group {
+                keys: Keys::new(prefix, &name),
+                members: Vec::new(),
+                phase: Phase::Idle,
+                open_ms: 0,
+            });
+        group.members.push((member, name.clone()));
+        self.members.insert(member, name.to_string());
+        let name = name.to_string();
         // What the fleet is doing now, as far as this instance knows.
         match group.phase {
             Phase::Idle => {}
@@ -460,6 +519,10 @@ impl Task {
     async fn tick(&mut self) {
         let now = Instant::now();
         if self.link.is_none() {
+            if now >= self.next_resync {
+                self.prune();
+                self.next_resync = now + RESYNC;
+            }
             if now >= self.reconnect_at {
                 self.reconnect().await;
             }
@@ -580,11 +643,15 @@ impl Task {
 
     /// Forgets members whose breaker is gone, and names with no member left.
     fn prune(&mut self) {
+        let live = live_breakers();
         let members = &mut self.members;
+        let mut shared = lock(&self.shared_members);
         self.groups.retain(|_, g| {
-            g.members.retain(|(id, w)| {
-                let alive = w.upgrade().is_some();
+            g.members.retain(|(id, name)| {
+                let alive = live.contains_key(&identity(name));
                 if !alive {
+                    // Off the observer's list before the name (the identity) is let go.
+                    shared.remove(&identity(name));
                     members.remove(id);
                 }
                 alive
