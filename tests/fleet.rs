@@ -161,6 +161,10 @@ async fn recover(members: &[(Fleet, Breaker, Log)], probe_ms: u64) -> (u32, usiz
         callers.push(tokio::spawn(async move {
             let deadline = Instant::now() + WITHIN;
             while Instant::now() < deadline {
+                // As a dashboard or a health check would: reading the state past the
+                // cool-off must not let a second instance probe.
+                let _ = b.state();
+                let _ = breaker::registry().snapshot();
                 let call = b.call(async {
                     if !done.load(SeqCst) {
                         hits.fetch_add(1, SeqCst);
