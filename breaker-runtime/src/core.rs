@@ -722,7 +722,7 @@ impl Core {
         // A fleet's gate holds it open, as in `admit_half_open`.
         let moved = w.state() == State::Open
             && now >= self.open_until.load(Acquire)
-            && !(inner.gated && !inner.granted);
+            && (!inner.gated || inner.granted);
         let state = if moved {
             self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
                 .state()
