@@ -52,7 +52,7 @@ async fn instances(
 ) -> Vec<(Fleet, Breaker, Log)> {
     let mut all = Vec::new();
     for i in 0..n {
-        let f = fleet(server, &format!("i{i}"), quorum).await;
+        let f = fleet(server, &format!("{name}#{i}"), quorum).await;
         let (b, log) = member(name, cool_off_ms);
         f.join(&b);
         all.push((f, b, log));
@@ -127,7 +127,7 @@ async fn with_a_quorum_of_two_one_instance_does_not_trip_the_rest() {
     let members = instances(&server, "fleet::quorum", 3, 2, 1_500).await;
     trip(&members[0].1);
     wait_for("i0's trip key", WITHIN, || {
-        server.command(&["EXISTS", "{t:fleet::quorum}:trip:i0"]) == ":1"
+        server.command(&["EXISTS", "{t:fleet::quorum}:trip:fleet::quorum#0"]) == ":1"
     })
     .await;
     let watch_until = Instant::now() + Duration::from_millis(300);
@@ -286,7 +286,40 @@ async fn a_late_joiner_learns_that_the_fleet_is_open() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_waits_for_the_probe_of_another_instance() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::late_probe", 2, 1, 200).await;
+    trip(&members[0].1);
+    wait_for("i1 open", WITHIN, || members[1].1.state() == State::Open).await;
+    // No traffic: when the open period ends one instance takes the lease and waits for a
+    // call to probe with.
+    wait_for("the probe lease", WITHIN, || {
+        server.command(&["EXISTS", "{t:fleet::late_probe}:probe"]) == ":1"
+    })
+    .await;
+    let late_fleet = fleet(&server, "fleet::late_probe#late", 1).await;
+    let (late, _) = member("fleet::late_probe", 200);
+    late_fleet.join(&late);
+    wait_for("the late joiner held open", WITHIN, || {
+        late.state() == State::Open
+    })
+    .await;
+    let refused = late.call_sync(|| -> Result<(), ()> { panic!("not the fleet's probe") });
+    assert!(refused.unwrap_err().is_open());
+    // The lease holder's probe closes everyone, the late joiner too.
+    let deadline = Instant::now() + WITHIN;
+    while late.state() != State::Closed {
+        assert!(Instant::now() < deadline, "the late joiner stayed open");
+        for (_, b, _) in &members {
+            let _ = b.call_sync(|| Ok::<_, ()>(()));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_killed_mid_incident_leaves_local_breakers_then_resyncs() {
+    let warnings = warn_log::install();
     let mut server = RedisServer::start();
     let members = instances(&server, "fleet::outage", 3, 1, 400).await;
     trip(&members[0].1);
@@ -317,6 +350,15 @@ async fn redis_killed_mid_incident_leaves_local_breakers_then_resyncs() {
     }
     println!("{calls} calls while Redis was down, none failed because of it");
     server.restart();
+    wait_for("every instance reconnected", WITHIN, || {
+        warn_log::count(warnings, "fleet::outage#", "back") == 3
+    })
+    .await;
+    assert_eq!(
+        warn_log::count(warnings, "fleet::outage#", "unreachable"),
+        3,
+        "one WARN per instance for the outage, however many reconnects failed"
+    );
     // Another instance opened the fleet while this one could not hear it: the resync after
     // reconnecting finds it.
     assert_eq!(
@@ -502,4 +544,74 @@ async fn setup_errors_are_reported_without_the_password() {
     let url = format!("redis://:wrong@127.0.0.1:{}/", server.port);
     let e = Fleet::connect(url).await.unwrap_err();
     assert!(!e.to_string().contains("wrong"), "{e}");
+}
+
+/// The fleet's log lines, counted by instance and words, through a process-wide subscriber.
+mod warn_log {
+    use std::sync::{Mutex, OnceLock};
+
+    use tracing::{
+        field::{Field, Visit},
+        span, Event, Metadata, Subscriber,
+    };
+
+    type Lines = Mutex<Vec<(String, String)>>;
+
+    static LINES: OnceLock<&'static Lines> = OnceLock::new();
+
+    /// (instance, message) of every event with an `instance` field.
+    pub fn install() -> &'static Lines {
+        LINES.get_or_init(|| {
+            let lines: &'static Lines = Box::leak(Box::default());
+            let _ = tracing::subscriber::set_global_default(Collect(lines));
+            lines
+        })
+    }
+
+    pub fn count(lines: &Lines, instance_prefix: &str, words: &str) -> usize {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(i, m)| i.starts_with(instance_prefix) && m.contains(words))
+            .count()
+    }
+
+    struct Collect(&'static Lines);
+
+    #[derive(Default)]
+    struct Fields {
+        instance: Option<String>,
+        message: String,
+    }
+
+    impl Visit for Fields {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            match field.name() {
+                "instance" => self.instance = Some(format!("{value:?}")),
+                "message" => self.message = format!("{value:?}"),
+                _ => {}
+            }
+        }
+    }
+
+    impl Subscriber for Collect {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            m.target() == "breaker" && *m.level() <= tracing::Level::INFO
+        }
+        fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+            span::Id::from_u64(1)
+        }
+        fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+        fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields::default();
+            event.record(&mut f);
+            if let Some(instance) = f.instance {
+                self.0.lock().unwrap().push((instance, f.message));
+            }
+        }
+        fn enter(&self, _: &span::Id) {}
+        fn exit(&self, _: &span::Id) {}
+    }
 }

@@ -337,14 +337,27 @@ impl Task {
                 handle.fleet_gate(true);
             }
         }
-        // And as Redis knows it: a late joiner learns the open state now.
+        // And as Redis knows it: a late joiner learns the open state now, or that the open
+        // period is over and another instance is probing.
         if group.phase == Phase::Idle {
-            let key = group.keys.open.clone();
-            if let Some(pttl) = self.pttl(&key).await {
-                if pttl > 0 {
-                    if let Some(group) = self.groups.get_mut(&name) {
-                        group.apply_open(pttl as u64, None);
-                    }
+            let mut pipe = redis::pipe();
+            pipe.cmd("PTTL").arg(&group.keys.open);
+            pipe.cmd("GET").arg(&group.keys.probe);
+            let Some((pttl, prober)) = self.query::<(i64, Option<String>)>(&pipe).await else {
+                return;
+            };
+            let Some(group) = self.groups.get_mut(&name) else {
+                return;
+            };
+            if pttl > 0 {
+                group.apply_open(pttl as u64, None);
+            } else if prober.is_some_and(|p| p != CLOSED && p != self.s.instance) {
+                group.phase = Phase::Waiting {
+                    next: Instant::now() + TICK,
+                };
+                for (_, h) in group.live() {
+                    h.fleet_open(Duration::ZERO);
+                    h.fleet_gate(true);
                 }
             }
         }
@@ -658,12 +671,6 @@ impl Task {
             });
             !g.members.is_empty()
         });
-    }
-
-    async fn pttl(&mut self, key: &str) -> Option<i64> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("PTTL").arg(key);
-        self.query::<(i64,)>(&pipe).await.map(|(t,)| t)
     }
 
     /// One round trip; `None` (and the link dropped if it broke) on error.
