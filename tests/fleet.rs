@@ -434,6 +434,38 @@ async fn close_by_calls(b: &Breaker) {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_true_joins_the_installed_fleet() {
+    let warnings = warn_log::install();
+    let server = RedisServer::start();
+    // What `#[circuit_breaker(fleet = true)]` calls; nothing installed yet.
+    let (lonely, _) = member("fleet::installed", 1_000);
+    breaker::fleet::join_installed(&lonely);
+    let warned = warn_log::count(warnings, "fleet::installed", "no fleet installed");
+    assert_eq!(warned, 1);
+    let other = fleet(&server, "fleet::installed#other", 1).await;
+    let (elsewhere, _) = member("fleet::installed", 1_000);
+    other.join(&elsewhere);
+    breaker::fleet::install(fleet(&server, "fleet::installed#mine", 1).await);
+    let (joined, log) = member("fleet::installed", 1_000);
+    breaker::fleet::join_installed(&joined);
+    settle().await;
+    trip(&elsewhere);
+    wait_for("the joined breaker open", WITHIN, || {
+        joined.state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        log.lock().unwrap().last(),
+        Some(&(State::Open, Cause::Fleet))
+    );
+    assert_eq!(
+        lonely.state(),
+        State::Closed,
+        "joined before any fleet: local"
+    );
+}
+
 #[test]
 fn malformed_and_foreign_messages_change_nothing() {
     use proptest::{prelude::*, test_runner::TestRunner};
@@ -559,7 +591,7 @@ mod warn_log {
 
     static LINES: OnceLock<&'static Lines> = OnceLock::new();
 
-    /// (instance, message) of every event with an `instance` field.
+    /// (instance or breaker, message) of every event with such a field.
     pub fn install() -> &'static Lines {
         LINES.get_or_init(|| {
             let lines: &'static Lines = Box::leak(Box::default());
@@ -586,9 +618,16 @@ mod warn_log {
     }
 
     impl Visit for Fields {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            match field.name() {
+                "instance" | "breaker" => self.instance = Some(value.to_owned()),
+                "message" => self.message = value.to_owned(),
+                _ => {}
+            }
+        }
         fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
             match field.name() {
-                "instance" => self.instance = Some(format!("{value:?}")),
+                "instance" | "breaker" => self.instance = Some(format!("{value:?}")),
                 "message" => self.message = format!("{value:?}"),
                 _ => {}
             }

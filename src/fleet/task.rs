@@ -73,6 +73,8 @@ pub(crate) struct Settings {
 const TICK: Duration = Duration::from_millis(20);
 /// How often the fleet's open state is read back, making up for lost messages.
 const RESYNC: Duration = Duration::from_millis(500);
+/// How often members whose breaker is gone are forgotten (a walk over the registry).
+const PRUNE: Duration = Duration::from_secs(5);
 /// Connect and response timeout of every Redis round trip.
 const IO_TIMEOUT: Duration = Duration::from_secs(1);
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -129,6 +131,7 @@ pub(crate) async fn start(
         backoff: BACKOFF_MIN,
         reconnect_at: now,
         next_resync: now + RESYNC,
+        next_prune: now + PRUNE,
     };
     tokio::spawn(task.run(rx));
     Ok((tx, members))
@@ -249,6 +252,7 @@ struct Task {
     backoff: Duration,
     reconnect_at: Instant,
     next_resync: Instant,
+    next_prune: Instant,
     rng: u64,
 }
 
@@ -531,11 +535,11 @@ impl Task {
 
     async fn tick(&mut self) {
         let now = Instant::now();
+        if now >= self.next_prune {
+            self.prune();
+            self.next_prune = now + PRUNE;
+        }
         if self.link.is_none() {
-            if now >= self.next_resync {
-                self.prune();
-                self.next_resync = now + RESYNC;
-            }
             if now >= self.reconnect_at {
                 self.reconnect().await;
             }
@@ -621,7 +625,6 @@ impl Task {
     /// Reads back every name's open key: an opening or a reopening whose message was lost,
     /// or an open period cut short by a close we did not hear.
     async fn resync(&mut self) {
-        self.prune();
         let names: Vec<String> = self.groups.keys().cloned().collect();
         if names.is_empty() {
             return;
