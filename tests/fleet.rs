@@ -466,6 +466,18 @@ async fn fleet_true_joins_the_installed_fleet() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_keeps_no_breaker_alive() {
+    let server = RedisServer::start();
+    let f = fleet(&server, "fleet::dropped#0", 1).await;
+    let (b, _) = member("fleet::dropped", 1_000);
+    f.join(&b);
+    settle().await;
+    assert!(breaker::registry().get("fleet::dropped").is_some());
+    drop(b);
+    assert!(breaker::registry().get("fleet::dropped").is_none());
+}
+
 #[test]
 fn malformed_and_foreign_messages_change_nothing() {
     use proptest::{prelude::*, test_runner::TestRunner};
@@ -563,6 +575,13 @@ async fn setup_errors_are_reported_without_the_password() {
         .unwrap_err();
     assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
     assert!(!e.to_string().contains("hunter2"), "{e}");
+    // `rediss://`: TLS with feature `redis-tls`, an invalid URL without it.
+    let e = Fleet::connect("rediss://127.0.0.1:1/").await.unwrap_err();
+    if cfg!(feature = "redis-tls") {
+        assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
+    } else {
+        assert!(matches!(e, breaker::fleet::FleetError::Url(_)), "{e}");
+    }
     // A password in the URL is used: a server that requires one accepts it.
     let server = RedisServer::start();
     assert_eq!(
