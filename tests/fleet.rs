@@ -261,6 +261,26 @@ async fn a_failed_probe_reopens_every_instance_and_a_good_one_closes_them_all() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_message_is_made_up_by_the_resync() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::lost", 3, 1, 1_000).await;
+    // Another instance opened the fleet, and its message never arrived.
+    let set = server.command(&["SET", "{t:fleet::lost}:open", "gone", "PX", "3000"]);
+    assert_eq!(set, "+OK");
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    for (_, b, log) in &members {
+        assert_eq!(
+            log.lock().unwrap().last(),
+            Some(&(State::Open, Cause::Fleet))
+        );
+        assert!(b.retry_in().unwrap() > Duration::from_millis(1_000));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_joiner_learns_that_the_fleet_is_open() {
     let server = RedisServer::start();
     let members = instances(&server, "fleet::late", 2, 1, 3_000).await;
