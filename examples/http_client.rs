@@ -89,7 +89,9 @@ async fn main() {
     // Retries outside, the breaker inside: it sees every attempt, and its refusal ends the
     // retry loop at once (reqwest-retry treats a middleware error as fatal).
     let breakers = CircuitBreakerMiddleware::with_config(
-        Config::default().threshold(5).cool_off(Duration::from_secs(1)),
+        Config::default()
+            .threshold(5)
+            .cool_off(Duration::from_secs(1)),
     );
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryTransientMiddleware::new_with_policy(
@@ -130,7 +132,9 @@ async fn main() {
             for (name, addr) in hosts {
                 let at = started.elapsed().as_secs_f64();
                 match client.get(format!("http://{addr}/items")).send().await {
-                    Ok(answer) => println!("  [{at:>5.2}s] {name:<9} client got {}", answer.status()),
+                    Ok(answer) => {
+                        println!("  [{at:>5.2}s] {name:<9} client got {}", answer.status())
+                    }
                     // Behind reqwest-retry the refusal comes wrapped: `breaker_error` finds it.
                     Err(e) => match breaker_error(&e) {
                         Some(refused) => {
@@ -147,7 +151,8 @@ async fn main() {
         }
     };
     // The next round comes after a tick, or sooner when a breaker reopens sooner.
-    let pause = |soonest: Option<Duration>| tokio::time::sleep(soonest.map_or(tick, |s| s.min(tick)));
+    let pause =
+        |soonest: Option<Duration>| tokio::time::sleep(soonest.map_or(tick, |s| s.min(tick)));
 
     println!("== both services healthy");
     for _ in 0..2 {

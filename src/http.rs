@@ -41,18 +41,7 @@ use std::time::{Duration, SystemTime};
 
 use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
 
-// SHIM: until the runtime's `Verdict` lands on main (removed at the merge).
-pub use shim::Verdict;
-#[allow(missing_docs)]
-mod shim {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum Verdict {
-        Success,
-        Failure,
-        Neutral,
-        OpenFor(std::time::Duration),
-    }
-}
+use crate::Verdict;
 
 /// The longest wait [`retry_after`] reports: one day. A `Retry-After` of years is a
 /// misconfigured server, not a plan; the breaker clamps an `OpenFor` further anyway (to
@@ -169,8 +158,14 @@ mod tests {
     fn the_three_date_forms() {
         let at = |s| retry_after_at(&with(s), UNIX_EPOCH + Duration::from_secs(784_111_770));
         // RFC 9110's example date, 1994-11-06T08:49:37Z, seen 7 s before it.
-        assert_eq!(at("Sun, 06 Nov 1994 08:49:37 GMT"), Some(Duration::from_secs(7)));
-        assert_eq!(at("Sunday, 06-Nov-94 08:49:37 GMT"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            at("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            at("Sunday, 06-Nov-94 08:49:37 GMT"),
+            Some(Duration::from_secs(7))
+        );
         assert_eq!(at("Sun Nov  6 08:49:37 1994"), Some(Duration::from_secs(7)));
     }
 
@@ -196,7 +191,10 @@ mod tests {
     fn first_header_counts() {
         let mut headers = with("7");
         headers.append(RETRY_AFTER, HeaderValue::from_static("9"));
-        assert_eq!(retry_after_at(&headers, now()), Some(Duration::from_secs(7)));
+        assert_eq!(
+            retry_after_at(&headers, now()),
+            Some(Duration::from_secs(7))
+        );
     }
 
     proptest! {

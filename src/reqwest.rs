@@ -136,9 +136,8 @@ pub fn breaker_error(error: &reqwest_middleware::Error) -> Option<&BreakerError>
         return Some(refused);
     }
     match error.downcast_ref::<reqwest_retry::RetryError>()? {
-        reqwest_retry::RetryError::WithRetries { err, .. } | reqwest_retry::RetryError::Error(err) => {
-            breaker_error(err)
-        }
+        reqwest_retry::RetryError::WithRetries { err, .. }
+        | reqwest_retry::RetryError::Error(err) => breaker_error(err),
     }
 }
 

@@ -43,8 +43,10 @@
 //!   the layer and of the service share the breakers.
 
 use std::{
+    borrow::Borrow,
     fmt,
     future::Future,
+    hash::Hash,
     pin::Pin,
     task::{ready, Context, Poll},
 };
@@ -79,7 +81,10 @@ impl CircuitBreakerLayer {
 impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
     /// Each request goes through the breaker of its key, `key(&request)`: one breaker per
     /// host, tenant or shard, created on first use, bounded by the keyed breaker's
-    /// `max_keys` and `idle`.
+    /// `max_keys` and `idle`. `key` returns the key type itself (`K`, or anything `K` borrows
+    /// as, as with `HashMap::get`); on a hot path prefer keys that are cheap to make, such
+    /// as an `http::uri::Authority` (its clone shares the bytes) or an integer, over a
+    /// `String` built per request.
     ///
     /// ```
     /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
@@ -92,8 +97,9 @@ impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
     /// ```
     pub fn keyed<Req, Q>(keyed: KeyedBreaker<K>, key: F) -> Self
     where
+        K: BreakerKey + Borrow<Q>,
         F: Fn(&Req) -> Q,
-        Q: BreakerKey<Owned = K>,
+        Q: Hash + Eq + ToOwned<Owned = K>,
     {
         CircuitBreakerLayer {
             pick: Keyed { keyed, key },
@@ -236,9 +242,9 @@ pub struct Keyed<K, F> {
 
 impl<K, F, Req, Q> PickBreaker<Req> for Keyed<K, F>
 where
-    K: Send + Sync + 'static,
+    K: BreakerKey + Borrow<Q>,
     F: Fn(&Req) -> Q,
-    Q: BreakerKey<Owned = K>,
+    Q: Hash + Eq + ToOwned<Owned = K>,
 {
     #[inline]
     fn pick(&self, req: &Req) -> Breaker {

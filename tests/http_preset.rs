@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime};
 
 use breaker::{
     http::{classify, retry_after, verdict, MAX_RETRY_AFTER},
-    http::Verdict,
+    Verdict,
 };
 use http::{header::RETRY_AFTER, HeaderMap, HeaderValue, StatusCode};
 use proptest::prelude::*;

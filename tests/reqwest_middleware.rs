@@ -54,7 +54,10 @@ async fn one_sick_host_does_not_open_another_hosts_breaker() {
     for _ in 0..3 {
         let answer = client.get(sick.url("/a")).send().await.unwrap();
         assert_eq!(answer.status(), 500, "the answer still reaches the caller");
-        assert_eq!(client.get(well.url("/b")).send().await.unwrap().status(), 200);
+        assert_eq!(
+            client.get(well.url("/b")).send().await.unwrap().status(),
+            200
+        );
     }
     assert_eq!(breakers.breaker(&sick.host_port()).state(), State::Open);
     assert_eq!(breakers.breaker(&well.host_port()).state(), State::Closed);
@@ -63,7 +66,10 @@ async fn one_sick_host_does_not_open_another_hosts_breaker() {
     assert!(e.is_open());
     assert_eq!(e.name(), format!("reqwest[{}]", sick.host_port()));
     assert_eq!(sick.hits(), 3, "the refused request was not sent");
-    assert_eq!(client.get(well.url("/b")).send().await.unwrap().status(), 200);
+    assert_eq!(
+        client.get(well.url("/b")).send().await.unwrap().status(),
+        200
+    );
     assert_eq!(well.hits(), 4);
     assert_eq!(breakers.keyed().len(), 2);
 }
@@ -72,14 +78,23 @@ async fn one_sick_host_does_not_open_another_hosts_breaker() {
 async fn retry_after_keeps_the_client_away_as_long_as_the_server_asked() {
     let server = Server::start().await;
     let breakers = CircuitBreakerMiddleware::with_config(
-        Config::default().threshold(5).cool_off(Duration::from_secs(1)),
+        Config::default()
+            .threshold(5)
+            .cool_off(Duration::from_secs(1)),
     );
     let client = client(&breakers);
     let breaker = breakers.breaker(&server.host_port());
 
     server.answer(503, Some("120"));
-    assert_eq!(client.get(server.url("/")).send().await.unwrap().status(), 503);
-    assert_eq!(breaker.state(), State::Open, "one 503 with Retry-After opens it");
+    assert_eq!(
+        client.get(server.url("/")).send().await.unwrap().status(),
+        503
+    );
+    assert_eq!(
+        breaker.state(),
+        State::Open,
+        "one 503 with Retry-After opens it"
+    );
     // The header, not the 1 s cool-off, decides: at most 120 s, and far more than 1 s.
     let retry_in = breaker.retry_in().unwrap();
     assert!(retry_in <= Duration::from_secs(120), "{retry_in:?}");
@@ -129,7 +144,10 @@ async fn client_errors_are_neutral_and_dead_hosts_are_failures() {
     let client = client(&breakers);
     server.answer(404, None);
     for _ in 0..3 {
-        assert_eq!(client.get(server.url("/")).send().await.unwrap().status(), 404);
+        assert_eq!(
+            client.get(server.url("/")).send().await.unwrap().status(),
+            404
+        );
     }
     let breaker = breakers.breaker(&server.host_port());
     assert_eq!(breaker.state(), State::Closed);
@@ -169,7 +187,11 @@ async fn inside_the_retry_middleware_it_sees_every_attempt() {
 
     let e = wrapped_refusal(client.get(server.url("/")).send().await);
     assert!(e.is_open());
-    assert_eq!(server.hits(), 3, "three attempts failed, the fourth was refused, no more");
+    assert_eq!(
+        server.hits(),
+        3,
+        "three attempts failed, the fourth was refused, no more"
+    );
     // Already open: the first attempt is refused, and reqwest-retry does not retry it.
     let e = wrapped_refusal(client.get(server.url("/")).send().await);
     assert!(e.is_open());

@@ -87,8 +87,7 @@ const HANG: Ask = None;
 fn layered(
     breaker: &Breaker,
 ) -> (
-    impl Service<Ask, Response = Answer, Error = CallError<Infallible>, Future: Send + 'static>
-        + Clone,
+    impl Service<Ask, Response = Answer, Error = CallError<Infallible>, Future: Send + 'static> + Clone,
     Scripted,
 ) {
     let inner = Scripted::new();
@@ -130,14 +129,20 @@ async fn an_ok_503_is_a_failure_that_trips_and_still_reaches_the_caller() {
     let b = Breaker::new("tower::ok_503", Config::default().threshold(2));
     let (svc, inner) = layered(&b);
     for _ in 0..2 {
-        let answer = send(&svc, status(503)).await.expect("the 503 reaches the caller");
+        let answer = send(&svc, status(503))
+            .await
+            .expect("the 503 reaches the caller");
         assert_eq!(answer.status(), 503);
         assert_eq!(answer.body(), &"answer");
     }
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.stats().failures, 2);
     assert!(refused(send(&svc, ok()).await).is_open());
-    assert_eq!(inner.calls(), 2, "the open breaker did not call the service");
+    assert_eq!(
+        inner.calls(),
+        2,
+        "the open breaker did not call the service"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -154,7 +159,9 @@ async fn other_5xx_and_408_are_failures() {
 async fn a_4xx_is_neutral_and_a_neutral_probe_gives_its_slot_back() {
     let b = Breaker::new(
         "tower::neutral",
-        Config::default().threshold(1).cool_off(Duration::from_secs(1)),
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(1)),
     );
     let (svc, inner) = layered(&b);
     for _ in 0..3 {
@@ -180,12 +187,18 @@ async fn a_4xx_is_neutral_and_a_neutral_probe_gives_its_slot_back() {
 async fn a_503_with_retry_after_opens_for_exactly_that_long() {
     let b = Breaker::new(
         "tower::retry_after",
-        Config::default().threshold(5).cool_off(Duration::from_secs(5)),
+        Config::default()
+            .threshold(5)
+            .cool_off(Duration::from_secs(5)),
     );
     let (svc, inner) = layered(&b);
     let answer = send(&svc, with_retry_after(503, "30")).await.unwrap();
     assert_eq!(answer.status(), 503);
-    assert_eq!(b.state(), State::Open, "one OpenFor opens, whatever the threshold");
+    assert_eq!(
+        b.state(),
+        State::Open,
+        "one OpenFor opens, whatever the threshold"
+    );
     assert_eq!(b.retry_in(), Some(Duration::from_secs(30)));
 
     tokio::time::advance(Duration::from_secs(29)).await;
@@ -214,7 +227,11 @@ async fn a_429_opens_for_its_retry_after_or_the_cool_off() {
     let (svc, _) = layered(&b);
     assert_eq!(send(&svc, status(429)).await.unwrap().status(), 429);
     assert_eq!(b.state(), State::Open);
-    assert_eq!(b.retry_in(), Some(Duration::from_secs(10)), "zero is raised to the cool-off");
+    assert_eq!(
+        b.retry_in(),
+        Some(Duration::from_secs(10)),
+        "zero is raised to the cool-off"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -254,7 +271,10 @@ async fn rejection_comes_from_call_and_poll_ready_stays_ready() {
     b.handle().force_open();
     let (mut svc, inner) = layered(&b);
     let ready = std::future::poll_fn(|cx| svc.poll_ready(cx));
-    assert!(matches!(poll_once(&mut Box::pin(ready)), Poll::Ready(Ok(()))));
+    assert!(matches!(
+        poll_once(&mut Box::pin(ready)),
+        Poll::Ready(Ok(()))
+    ));
     let e = refused(svc.call(ok()).await);
     assert!(e.is_open());
     assert_eq!(e.name(), "tower::poll_ready");
@@ -266,16 +286,24 @@ async fn rejection_comes_from_call_and_poll_ready_stays_ready() {
 async fn a_dropped_probe_gives_back_its_slot() {
     let b = Breaker::new(
         "tower::dropped_probe",
-        Config::default().threshold(1).cool_off(Duration::from_secs(1)),
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(1)),
     );
     let (mut svc, _) = layered(&b);
     send(&svc, status(500)).await.unwrap();
     tokio::time::advance(Duration::from_secs(1)).await;
 
     let mut probe = Box::pin(svc.ready().await.unwrap().call(HANG));
-    assert!(poll_once(&mut probe).is_pending(), "admitted as the probe, and hanging");
+    assert!(
+        poll_once(&mut probe).is_pending(),
+        "admitted as the probe, and hanging"
+    );
     assert_eq!(b.state(), State::HalfOpen);
-    assert!(refused(send(&svc, ok()).await).is_open(), "the only slot is taken");
+    assert!(
+        refused(send(&svc, ok()).await).is_open(),
+        "the only slot is taken"
+    );
 
     drop(probe);
     send(&svc, ok()).await.expect("the slot came back");
@@ -323,12 +351,15 @@ async fn keyed_one_breaker_per_key() {
     let svc = ServiceBuilder::new()
         .layer(CircuitBreakerLayer::keyed(
             hosts.clone(),
-            |req: &(&'static str, Ask)| req.0, // a `&str`: no allocation per request
+            |req: &(&'static str, Ask)| req.0.to_owned(),
         ))
         .service(service_fn(|(_, ask): (&'static str, Ask)| {
             Scripted::new().oneshot(ask)
         }));
-    assert_eq!(send(&svc, ("sick", status(502))).await.unwrap().status(), 502);
+    assert_eq!(
+        send(&svc, ("sick", status(502))).await.unwrap().status(),
+        502
+    );
     assert!(refused(send(&svc, ("sick", ok())).await).is_open());
     assert_eq!(send(&svc, ("well", ok())).await.unwrap().status(), 200);
     assert_eq!(hosts.len(), 2);
@@ -352,7 +383,11 @@ async fn a_classifier_replaces_the_preset() {
     assert_eq!(b.state(), State::Closed);
     send(&svc, status(429)).await.unwrap();
     assert_eq!(b.state(), State::Open);
-    assert_eq!(b.retry_in(), Some(Duration::from_secs(10)), "the cool-off, not 600 s");
+    assert_eq!(
+        b.retry_in(),
+        Some(Duration::from_secs(10)),
+        "the cool-off, not 600 s"
+    );
 }
 
 // ---------------------------------------------------------------- not HTTP
@@ -398,7 +433,10 @@ async fn a_service_that_is_not_http_ok_is_success_err_is_failure() {
         .layer(grpc_ish());
     assert!(judged.clone().oneshot("unavailable").await.is_err());
     assert_eq!(b.state(), State::Closed, "judged neutral");
-    assert_eq!(judged.clone().oneshot("degraded").await.unwrap(), "degraded");
+    assert_eq!(
+        judged.clone().oneshot("degraded").await.unwrap(),
+        "degraded"
+    );
     assert_eq!(b.state(), State::Open);
 
     let b = Breaker::new("tower::grpc_errors_only", Config::default().threshold(1));
@@ -419,7 +457,9 @@ async fn service_builder_around_a_hyper_client_against_a_loopback_server() {
     let server = common::Server::start().await;
     let b = Breaker::new(
         "tower::hyper",
-        Config::default().threshold(2).cool_off(Duration::from_secs(1)),
+        Config::default()
+            .threshold(2)
+            .cool_off(Duration::from_secs(1)),
     );
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<axum::body::Bytes>>();
     let svc = ServiceBuilder::new()
@@ -434,7 +474,11 @@ async fn service_builder_around_a_hyper_client_against_a_loopback_server() {
     assert_eq!(svc.clone().oneshot(get()).await.unwrap().status(), 200);
     server.answer(503, None);
     for _ in 0..2 {
-        let answer = svc.clone().oneshot(get()).await.expect("a 503 is an answer");
+        let answer = svc
+            .clone()
+            .oneshot(get())
+            .await
+            .expect("a 503 is an answer");
         assert_eq!(answer.status(), 503);
     }
     assert_eq!(b.state(), State::Open);
@@ -461,4 +505,41 @@ async fn service_builder_around_a_hyper_client_against_a_loopback_server() {
         .unwrap();
     assert!(matches!(svc.oneshot(req).await, Err(CallError::Inner(_))));
     assert_eq!(dead.state(), State::Open);
+}
+
+#[tokio::test]
+async fn keyed_by_authority_around_a_hyper_client_one_breaker_per_host() {
+    use http::uri::Authority;
+    use http_body_util::Empty;
+    use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+
+    let (sick, well) = (common::Server::start().await, common::Server::start().await);
+    sick.answer(502, None);
+    let hosts = KeyedBreaker::<Authority>::new("tower::authority", Config::default().threshold(1));
+    let svc = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::keyed(
+            hosts.clone(),
+            |req: &http::Request<Empty<axum::body::Bytes>>| {
+                req.uri()
+                    .authority()
+                    .cloned()
+                    .unwrap_or_else(|| Authority::from_static("unknown"))
+            },
+        ))
+        .service(Client::builder(TokioExecutor::new()).build_http());
+    let get = |server: &common::Server| {
+        http::Request::get(server.url("/"))
+            .body(Empty::new())
+            .unwrap()
+    };
+
+    assert_eq!(svc.clone().oneshot(get(&sick)).await.unwrap().status(), 502);
+    assert!(refused(svc.clone().oneshot(get(&sick)).await).is_open());
+    for _ in 0..3 {
+        assert_eq!(svc.clone().oneshot(get(&well)).await.unwrap().status(), 200);
+    }
+    assert_eq!((sick.hits(), well.hits()), (1, 3));
+    assert_eq!(hosts.len(), 2);
+    let sick_key: Authority = sick.host_port().parse().unwrap();
+    assert_eq!(hosts.breaker(&sick_key).state(), State::Open);
 }

@@ -34,9 +34,7 @@ impl Server {
             answer: Mutex::new((200, None)),
             hits: AtomicUsize::new(0),
         });
-        let app = Router::new()
-            .fallback(answer)
-            .with_state(script.clone());
+        let app = Router::new().fallback(answer).with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
