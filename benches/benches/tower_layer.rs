@@ -9,7 +9,9 @@
 //! `call(x).await`, on a current-thread runtime (one `block_on` for the whole batch).
 //! Rows: `bare` (the service alone), `breaker` and `tower_resilience` closed (default
 //! policies, every call a success), `*_open` (forced open: every call refused in `call`'s
-//! future), and `breaker_http` (an `http::Response` judged by the HTTP preset).
+//! future), `breaker_http` (an `http::Response` judged by the HTTP preset), and, to show
+//! where the layer's time goes, `engine_owned` / `engine_owned_classified` (the runtime's
+//! owned call future alone, with a `Breaker` clone per call, no tower around it).
 
 use std::{
     convert::Infallible,
@@ -79,6 +81,34 @@ fn tower_layer(c: &mut Criterion) {
         .layer(inner());
     g.bench_function("tower_resilience", |b| {
         b.iter_custom(|n| requests(&rt, n, &mut theirs))
+    });
+
+    // Where the layer's time goes: the engine's owned call alone (one `Breaker` clone per
+    // call, as the layer makes), plain and classified, without tower around it.
+    g.bench_function("engine_owned", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for i in 0..n {
+                    black_box(breaker.clone().call_owned(op(black_box(i))).await.is_ok());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("engine_owned_classified", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = Instant::now();
+                for i in 0..n {
+                    let call = breaker
+                        .clone()
+                        .call_owned_classified(breaker::tower::errors_only, op(black_box(i)));
+                    black_box(call.await.is_ok());
+                }
+                start.elapsed()
+            })
+        })
     });
 
     let http_breaker = Breaker::new("bench::tower_http", Config::default().threshold(5));
