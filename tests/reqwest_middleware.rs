@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use breaker::{
     reqwest::{breaker_error, CircuitBreakerMiddleware},
@@ -103,6 +103,15 @@ async fn retry_after_keeps_the_client_away_as_long_as_the_server_asked() {
     assert!(e.retry_in().unwrap() <= retry_in);
     assert!(e.retry_in().unwrap() > Duration::from_secs(60));
     assert_eq!(server.hits(), 1);
+
+    // An HTTP-date works the same: two minutes from now.
+    let dated = Server::start().await;
+    let date = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(120));
+    dated.answer(503, Some(&date));
+    client.get(dated.url("/")).send().await.unwrap();
+    let retry_in = breakers.breaker(&dated.host_port()).retry_in().unwrap();
+    assert!(retry_in <= Duration::from_secs(120), "{retry_in:?}");
+    assert!(retry_in > Duration::from_secs(60), "{retry_in:?}");
 
     // A 429 without Retry-After opens for the cool-off (here 1 s), no more.
     let limited = Server::start().await;
