@@ -295,7 +295,9 @@ impl<Res: DefaultVerdict, Err> Classify<Res, Err> for DefaultClassify {
 /// standard library's plain types (`()`, integers, `String`, `Vec<T>`, `Box<T>`, `Option<T>`,
 /// …: `Ok` is a success, `Err` a failure). For a type of your own, either write
 /// `impl DefaultVerdict for MyReply {}` (the provided method judges `Ok`/`Err`), or judge it
-/// explicitly with `.classify(…)` (for example [`errors_only`]).
+/// explicitly with `.classify(…)` (for example [`errors_only`]). When this is missing, the
+/// compiler's complaint is often only that the layered service "doesn't satisfy `Service<_>`":
+/// this trait is the reason.
 #[diagnostic::on_unimplemented(
     message = "the circuit breaker layer does not know how to judge a `{Self}`",
     label = "no default verdict for this response type",
