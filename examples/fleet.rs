@@ -23,14 +23,6 @@
 //! Without `--redis` it starts `redis-server` itself on a free loopback port (Debian:
 //! `apt-get install -y redis-server`) and stops it at the end.
 
-#[cfg(not(feature = "redis"))]
-fn main() {
-    println!(
-        "the fleet example needs the `redis` feature: cargo run --example fleet --features redis"
-    );
-}
-
-#[cfg(feature = "redis")]
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -43,7 +35,6 @@ fn main() {
     }
 }
 
-#[cfg(feature = "redis")]
 mod story {
     use std::{
         io::{BufRead, BufReader, Write},
