@@ -583,13 +583,13 @@ async fn setup_errors_are_reported_without_the_password() {
         .connect()
         .await
         .unwrap_err();
-    assert!(matches!(e, breaker::fleet::FleetError::Option(_)), "{e}");
+    assert!(matches!(e, breaker::fleet::FleetError::Setting(_)), "{e}");
     let e = Fleet::builder("redis://127.0.0.1:1/")
         .instance("has space")
         .connect()
         .await
         .unwrap_err();
-    assert!(matches!(e, breaker::fleet::FleetError::Option(_)), "{e}");
+    assert!(matches!(e, breaker::fleet::FleetError::Setting(_)), "{e}");
     let e = Fleet::connect("redis://:hunter2@127.0.0.1:1/")
         .await
         .unwrap_err();

@@ -88,9 +88,9 @@ pub enum FleetError {
     /// The URL is not a Redis URL (`redis://`, `rediss://` with feature `redis-tls`,
     /// `unix://`).
     Url(String),
-    /// An option is invalid: the instance id or prefix (1 to 128 characters, no space, no
+    /// A setting is invalid: the instance id or prefix (1 to 128 characters, no space, no
     /// brace), or a quorum of 0.
-    Option(String),
+    Setting(String),
     /// The first connection failed (unreachable, refused, wrong password). Later outages
     /// are not errors: the breakers behave as local ones until Redis is back.
     Connect(String),
@@ -100,7 +100,7 @@ impl fmt::Display for FleetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FleetError::Url(why) => write!(f, "invalid Redis URL: {why}"),
-            FleetError::Option(why) => write!(f, "invalid fleet option: {why}"),
+            FleetError::Setting(why) => write!(f, "invalid fleet option: {why}"),
             FleetError::Connect(why) => write!(f, "cannot connect to Redis: {why}"),
         }
     }
@@ -189,18 +189,18 @@ impl FleetBuilder {
     pub async fn connect(self) -> Result<Fleet, FleetError> {
         let instance = self.instance.unwrap_or_else(default_instance);
         if !protocol::valid_id(&instance) {
-            return Err(FleetError::Option(format!(
+            return Err(FleetError::Setting(format!(
                 "instance id {instance:?}: 1 to 128 characters, no space, no brace"
             )));
         }
         if !protocol::valid_id(&self.prefix) {
-            return Err(FleetError::Option(format!(
+            return Err(FleetError::Setting(format!(
                 "prefix {:?}: 1 to 128 characters, no space, no brace",
                 self.prefix
             )));
         }
         if self.quorum == 0 {
-            return Err(FleetError::Option("quorum must be at least 1".to_owned()));
+            return Err(FleetError::Setting("quorum must be at least 1".to_owned()));
         }
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?;
