@@ -33,9 +33,24 @@
 //!   breaker that joins while the fleet is open learns it when it joins.
 //! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
 //!   its wall clock with another's. The keys of one breaker name share the hash tag
-//!   `{prefix:name}`, so Redis Cluster works (names must not contain `{` or `}`).
+//!   `{prefix:name}`, so in a Redis Cluster they live on one node and the probe lease can
+//!   be one script (names must not contain `{` or `}`). The client itself connects to one
+//!   node: a cluster client is not wired in yet.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
+//!
+//! # When things go wrong
+//!
+//! | what happens | what the breakers do |
+//! | --- | --- |
+//! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
+//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect the open state is read back |
+//! | a pub/sub message lost | the resync (every 500 ms) reads each name's open key and applies it |
+//! | the probing instance dies or gets no call | its lease (the open period, 1 s to 30 s) lapses and another instance takes it |
+//! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
+//! | an instance starts mid-incident | its members learn the open period (`PTTL`) or the pending probe when they join |
+//! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
+//! | a malformed or foreign message | ignored |
 
 use std::fmt;
 #[cfg(feature = "redis")]
