@@ -14,6 +14,7 @@ use crate::{
 
 /// One breaker, as [`Registry::snapshot`] reports it.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Snapshot {
     /// The breaker's name.
     pub name: String,
@@ -27,6 +28,13 @@ pub struct Snapshot {
     pub failure_rate: f64,
     /// How long it stays open; when half-open with every probe slot taken, until the
     /// earliest lease ends; `None` otherwise and when forced open.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "retry_in_ms",
+            with = "serde_with::As::<Option<serde_with::DurationMilliSeconds<u64>>>"
+        )
+    )]
     pub retry_in: Option<Duration>,
 }
 

@@ -17,6 +17,11 @@ use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 /// clear these; outcomes that arrive from an older generation are counted here though they
 /// change no state.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct Stats {
     /// Every call, rejected ones included (a call is counted when it is admitted or refused).
     pub calls: u64,
