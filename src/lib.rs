@@ -43,8 +43,9 @@
 
 pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::{
-    registry, Breaker, BreakerError, CallError, CallFuture, Cause, Config, ConfigError, Handle,
-    Registry, Snapshot, State, Stats, Transition, Window,
+    observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
+    ConfigError, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State, Stats,
+    Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]

@@ -218,8 +218,8 @@ pub fn outcomes(stats: &Stats) -> [u64; 7] {
         errors,
         stats.timeouts,
         stats.slow_calls,
-        0, // MERGE: stats.neutral
-        0, // MERGE: stats.cancelled
+        stats.neutral,
+        stats.cancelled,
         stats.rejected,
     ]
 }
@@ -276,5 +276,5 @@ fn watch_transitions() {
 
 /// The one place that names the runtime's transition feed.
 fn observe_forever(f: fn(&Transition)) {
-    let _ = f; // MERGE: crate::observe(f).forever();
+    crate::observe(f).forever();
 }

@@ -21,10 +21,10 @@ use crate::{
     clock::{Clock, Nanos},
     config::{Hook, Policy},
     events::{self, Cause, Transition},
-    stats::{owned_stripe, stripe, Count, Counters, Slot},
+    stats::{here, owned_here, Count, Counters, Here},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::{Ring, Tally},
-    BreakerError, State,
+    BreakerError, Name, State, Verdict,
 };
 
 /// How an admitted call ended.
@@ -42,11 +42,28 @@ pub(crate) enum Outcome {
     Neutral,
     /// The call's future was dropped before it finished: counts for nothing.
     Cancelled,
+    /// A classifier's [`Verdict::OpenFor`]: a failure that opens the breaker at once for
+    /// this long (before clamping).
+    OpenFor(Nanos),
 }
 
 impl Outcome {
     fn is_failure(self) -> bool {
-        matches!(self, Outcome::Failure | Outcome::Timeout | Outcome::Slow)
+        matches!(
+            self,
+            Outcome::Failure | Outcome::Timeout | Outcome::Slow | Outcome::OpenFor(_)
+        )
+    }
+}
+
+impl From<Verdict> for Outcome {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Success => Outcome::Success,
+            Verdict::Failure => Outcome::Failure,
+            Verdict::Neutral => Outcome::Neutral,
+            Verdict::OpenFor(d) => Outcome::OpenFor(crate::clock::to_nanos(d)),
+        }
     }
 }
 
@@ -74,8 +91,13 @@ struct Inner {
     reopenings: u32,
     next_ticket: u64,
     rng: u64,
+    /// Transitions not yet announced; bounded (see [`MAX_QUEUED`]).
     events: VecDeque<Transition>,
     dispatching: bool,
+    /// While a fleet holds the gate, an open breaker whose cool-off ended stays open until
+    /// the fleet grants a probe (see `fleet_gate`).
+    gated: bool,
+    granted: bool,
     /// `Stats` (successes, failures) when the breaker last closed: without a window, the
     /// failure rate a snapshot shows is the failed share of the calls since then.
     closed_at: (u64, u64),
@@ -85,12 +107,17 @@ struct Inner {
 /// a late outcome from an older generation never touches the current streak.
 const STREAK_COUNT: u64 = u32::MAX as u64;
 
+/// Transitions queued for announcement at most: a hook that keeps a breaker flapping from
+/// inside itself must not grow the queue without bound. Past it the oldest is dropped (and
+/// said so in the log); the state itself is always right.
+const MAX_QUEUED: usize = 1024;
+
 fn streak_tag(generation: u64) -> u64 {
     (generation & STREAK_COUNT) << 32
 }
 
-pub(crate) struct Core {
-    pub(crate) name: &'static str,
+pub struct Core {
+    pub(crate) name: Name,
     pub(crate) policy: Policy,
     hook: Option<Hook>,
     word: AtomicU64,
@@ -106,9 +133,18 @@ pub(crate) struct Core {
     simple: bool,
 }
 
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.name)
+            .field("state", &self.peek())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What admission hands an admitted call; its outcome is reported against it.
 #[derive(Debug)]
-pub(crate) struct Admission {
+pub struct Admission {
     generation: u64,
     probe: Option<Probe>,
     /// When the call started, if `slow_call` needs it.
@@ -119,21 +155,36 @@ pub(crate) struct Admission {
 
 use crate::state::Word;
 
-/// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
-/// The stripe is the admitting thread's; only that thread may count on it
-/// ([`Core::succeed_here`]).
+/// A call admitted on the fast path (closed, simple policy): its generation. `Send`, so an
+/// async call's future can keep it while it moves between threads.
 /// Dropping it unreported is a cancellation, which on this path has nothing to give back.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ticket {
+pub struct Ticket {
     generation: u64,
-    /// The admitting thread's stripe.
-    stripe: Slot,
+}
+
+/// A fast-path admission with the admitting thread's stripe: two words, kept in registers.
+/// `!Send` (through [`Here`]): only the admitting thread can count its outcome on that
+/// stripe ([`Core::succeed_here`]); a call that may move takes [`LocalTicket::ticket`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalTicket {
+    ticket: Ticket,
+    here: Here,
+}
+
+impl LocalTicket {
+    /// The ticket alone, for a call whose outcome may be reported on another thread.
+    #[inline(always)]
+    pub(crate) fn ticket(self) -> Ticket {
+        self.ticket
+    }
 }
 
 impl Core {
-    pub(crate) fn new(name: &'static str, policy: Policy, hook: Option<Hook>) -> Core {
+    pub(crate) fn new(name: Name, policy: Policy, hook: Option<Hook>) -> Core {
         let ring = policy.window.map(Ring::new);
         let probes = policy.probes as usize;
+        let rng = seed(&name);
         Core {
             name,
             hook,
@@ -148,9 +199,11 @@ impl Core {
                 probe_successes: 0,
                 reopenings: 0,
                 next_ticket: 1,
-                rng: seed(name),
+                rng,
                 events: VecDeque::with_capacity(4),
                 dispatching: false,
+                gated: false,
+                granted: false,
                 closed_at: (0, 0),
             }),
             simple: policy.slow_call.is_none()
@@ -169,8 +222,8 @@ impl Core {
     /// policy, called from a thread that owns a stats stripe, admits with one load of the
     /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
-    pub(crate) fn enter_closed(&self) -> Option<Ticket> {
-        self.ticket(owned_stripe)
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket> {
+        self.ticket(owned_here)
     }
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
@@ -195,23 +248,25 @@ impl Core {
     /// one) or shares one (counted with `fetch_add`): out of the inlined path, after
     /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
     /// not closed with a simple policy; take [`admit`](Self::admit).
-    pub(crate) fn enter_claiming(&self) -> Option<Ticket> {
-        self.ticket(|| Some(stripe()))
+    pub(crate) fn enter_claiming(&self) -> Option<LocalTicket> {
+        self.ticket(|| Some(here()))
     }
 
     /// Admission on the fast path: closed with a simple policy, counted on the stripe that
     /// `stripe` finds (looked up only then, so a refused call claims none).
     #[inline(always)]
-    fn ticket(&self, stripe: impl FnOnce() -> Option<Slot>) -> Option<Ticket> {
+    fn ticket(&self, stripe: impl FnOnce() -> Option<Here>) -> Option<LocalTicket> {
         let w = self.word();
         if !(w.is(State::Closed) && self.simple) {
             return None;
         }
-        let stripe = stripe()?;
-        self.counters.add_at(stripe, Count::Admitted);
-        Some(Ticket {
-            generation: w.generation(),
-            stripe,
+        let here = stripe()?;
+        self.counters.add_here(here, Count::Admitted);
+        Some(LocalTicket {
+            ticket: Ticket {
+                generation: w.generation(),
+            },
+            here,
         })
     }
 
@@ -219,9 +274,9 @@ impl Core {
     /// one count on the stripe the ticket names (plain if this thread owns it), and a load
     /// of the streak, written only when a streak of failures was running.
     #[inline]
-    pub(crate) fn succeed_here(&self, ticket: Ticket, clock: &impl Clock) {
-        self.counters.add_at(ticket.stripe, Count::Success);
-        self.end_streak(ticket, clock);
+    pub(crate) fn succeed_here(&self, admitted: LocalTicket, clock: &impl Clock) {
+        self.counters.add_here(admitted.here, Count::Success);
+        self.end_streak(admitted.ticket, clock);
     }
 
     /// A success on the fast path, on whichever thread the call's future ended up: counted
@@ -229,8 +284,8 @@ impl Core {
     #[inline]
     pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
         // `owned_stripe` first: one load and compare when this thread owns one.
-        let here = owned_stripe().unwrap_or_else(stripe);
-        self.counters.add_at(here, Count::Success);
+        let at = owned_here().unwrap_or_else(here);
+        self.counters.add_here(at, Count::Success);
         self.end_streak(ticket, clock);
     }
 
@@ -245,7 +300,7 @@ impl Core {
     #[inline]
     fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
         self.counters.add(Count::Rejected);
-        BreakerError::open(self.name, retry_in.map(Duration::from_nanos))
+        BreakerError::open(&self.name, retry_in.map(Duration::from_nanos))
     }
 
     /// Admits a call or refuses it. The caller must report the outcome with
@@ -277,14 +332,18 @@ impl Core {
             .max_concurrent
             .filter(|_| !w.is(State::Disabled));
         if let Some(max) = bulkhead {
-            if self.in_flight.fetch_add(1, Acquire) >= max {
-                self.in_flight.fetch_sub(1, Release);
+            // A compare-and-swap that never overshoots: `fetch_add` then undo would let two
+            // racing calls at the limit both see it exceeded and both be refused.
+            let taken = self
+                .in_flight
+                .fetch_update(Acquire, Relaxed, |n| (n < max).then_some(n + 1));
+            if taken.is_err() {
                 if let Some(p) = probe {
                     self.finish_probe(generation, p, Outcome::Cancelled, clock);
                 }
                 self.counters.add(Count::Rejected);
                 return Err(BreakerError::Full {
-                    name: self.name,
+                    name: self.name.clone(),
                     max_concurrent: max,
                 });
             }
@@ -317,6 +376,9 @@ impl Core {
                     let until = self.open_until.load(Acquire);
                     if now < until {
                         break Err(Some(until - now));
+                    }
+                    if inner.gated && !inner.granted {
+                        break Err(None); // another instance of the fleet probes
                     }
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
                     moved = true;
@@ -375,7 +437,9 @@ impl Core {
             Outcome::Failure => Some(Count::Failure),
             Outcome::Timeout => Some(Count::Timeout),
             Outcome::Slow => Some(Count::Slow),
-            Outcome::Neutral | Outcome::Cancelled => None,
+            Outcome::OpenFor(_) => Some(Count::Failure),
+            Outcome::Neutral => Some(Count::Neutral),
+            Outcome::Cancelled => Some(Count::Cancelled),
         };
         if let Some(count) = count {
             // This thread's stripe: an async call may end on another thread than the one
@@ -397,11 +461,20 @@ impl Core {
         if !failed && outcome != Outcome::Success {
             return; // neutral or cancelled: counts for nothing, resets nothing
         }
+        if let Outcome::OpenFor(open_for) = outcome {
+            let cause = Cause::Verdict {
+                open_for: Duration::from_nanos(open_for),
+            };
+            self.trip_for(generation, cause, Some(open_for), clock);
+            return;
+        }
         let tag = streak_tag(generation);
         if let Some(threshold) = self.policy.threshold {
             if failed {
+                // Saturating: while disabled, failures keep counting and nothing trips; a
+                // carry out of the count would land in the generation tag.
                 let bumped = self.streak.fetch_update(AcqRel, Acquire, |s| {
-                    (s & !STREAK_COUNT == tag).then_some(s + 1)
+                    (s & !STREAK_COUNT == tag && s & STREAK_COUNT != STREAK_COUNT).then_some(s + 1)
                 });
                 if let Ok(prev) = bumped {
                     let failures = (prev & STREAK_COUNT) as u32 + 1;
@@ -423,7 +496,11 @@ impl Core {
                 return; // a late outcome from an older state changes nothing
             }
             let now = if ring.needs_clock() { clock.now() } else { 0 };
-            let tally = ring.record(failed, now);
+            // The generation is checked again under the window's lock: a close between the
+            // check above and this record restarted the window for the next generation.
+            let Some(tally) = ring.record_in(generation, failed, now) else {
+                return;
+            };
             if tally.trips(self.policy.min_calls, percent) {
                 let cause = Cause::FailureRate {
                     rate: tally.rate(),
@@ -436,13 +513,18 @@ impl Core {
 
     /// Opens a closed breaker, if it is still in the generation that saw the failures.
     fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
+        self.trip_for(generation, cause, None, clock)
+    }
+
+    /// [`trip`](Self::trip), for `open_for` (clamped) instead of the cool-off when given.
+    fn trip_for(&self, generation: u64, cause: Cause, open_for: Option<Nanos>, clock: &impl Clock) {
         let mut inner = lock(&self.inner);
         let w = self.word();
         if w != Word::new(State::Closed, generation) {
             return;
         }
         inner.reopenings = 0;
-        self.transition(&mut inner, w, State::Open, cause, clock.now());
+        self.transition_for(&mut inner, w, State::Open, cause, clock.now(), open_for);
         drop(inner);
         self.dispatch();
     }
@@ -452,13 +534,18 @@ impl Core {
         let lease = &mut inner.leases[probe.slot];
         if lease.map(|l| l.ticket) == Some(probe.ticket) {
             *lease = None;
-        } else if outcome == Outcome::Cancelled || clock.now() > probe.until {
+        } else if outcome != Outcome::Timeout
+            && (outcome == Outcome::Cancelled || clock.now() > probe.until)
+        {
             // Its lease ended and another call took the slot: a late result changes nothing.
             return;
         }
-        // Else the slot was taken over at the very instant the lease ended, and this result
-        // is not late: a probe whose timeout is its lease reports at that instant, and must
-        // not lose that report to whichever task happens to run first.
+        // Else the slot was taken over at the very instant the lease ended, or the result is
+        // a timeout. A probe whose timeout is its lease reports when tokio's timer fires,
+        // which is at the next millisecond or later; a call arriving in between takes the
+        // slot over. Dropping the timeout then would leave a hanging dependency half-open
+        // forever under steady traffic, with the backoff never growing (review M3), so a
+        // timed-out probe always reopens the breaker of its generation.
         let w = self.word();
         if w != Word::new(State::HalfOpen, generation) {
             return;
@@ -480,6 +567,15 @@ impl Core {
                 self.transition(&mut inner, w, State::Open, Cause::ProbeFailed, clock.now());
                 true
             }
+            Outcome::OpenFor(open_for) => {
+                inner.reopenings = inner.reopenings.saturating_add(1);
+                let cause = Cause::Verdict {
+                    open_for: Duration::from_nanos(open_for),
+                };
+                let now = clock.now();
+                self.transition_for(&mut inner, w, State::Open, cause, now, Some(open_for));
+                true
+            }
             Outcome::Neutral | Outcome::Cancelled => false,
         };
         drop(inner);
@@ -498,20 +594,41 @@ impl Core {
         cause: Cause,
         now: Nanos,
     ) -> Word {
+        self.transition_for(inner, from, to, cause, now, None)
+    }
+
+    /// [`transition`](Self::transition); an opening lasts `open_for` (clamped to at least the
+    /// cool-off, at most `max_cool_off` or one hour) when given, without jitter: the
+    /// dependency named the time.
+    fn transition_for(
+        &self,
+        inner: &mut Inner,
+        from: Word,
+        to: State,
+        cause: Cause,
+        now: Nanos,
+        open_for: Option<Nanos>,
+    ) -> Word {
         let next = from.next(to);
         let mut cool_off = None;
         for lease in inner.leases.iter_mut() {
             *lease = None;
         }
         inner.probe_successes = 0;
+        inner.granted = false;
         match to {
             State::Open => {
-                let base = self.policy.cool_off_after(inner.reopenings);
-                let jitter = match self.policy.jitter {
-                    0 => 0,
-                    j => next_random(&mut inner.rng) % j.saturating_add(1),
+                let total = match open_for {
+                    Some(asked) => self.clamp_open_for(asked),
+                    None => {
+                        let base = self.policy.cool_off_after(inner.reopenings);
+                        let jitter = match self.policy.jitter {
+                            0 => 0,
+                            j => next_random(&mut inner.rng) % j.saturating_add(1),
+                        };
+                        base.saturating_add(jitter)
+                    }
                 };
-                let total = base.saturating_add(jitter);
                 cool_off = Some(Duration::from_nanos(total));
                 self.open_until.store(now.saturating_add(total), Release);
             }
@@ -519,7 +636,7 @@ impl Core {
                 inner.reopenings = 0;
                 self.streak.store(streak_tag(next.generation()), Release);
                 match &self.ring {
-                    Some(ring) => ring.clear(),
+                    Some(ring) => ring.restart(next.generation()),
                     None => {
                         let stats = self.counters.read();
                         inner.closed_at = (stats.successes, stats.failures);
@@ -529,9 +646,12 @@ impl Core {
             State::HalfOpen | State::ForcedOpen => {}
         }
         self.word.store(next.0, Release);
-        if from.state() != to {
+        if from.state() != to || open_for.is_some() {
+            if inner.events.len() >= MAX_QUEUED {
+                inner.events.pop_front();
+            }
             inner.events.push_back(Transition {
-                name: self.name,
+                name: self.name.clone(),
                 from: from.state(),
                 to,
                 generation: next.generation(),
@@ -550,14 +670,15 @@ impl Core {
             return;
         }
         inner.dispatching = true;
+        drop(inner);
+        // Whatever happens below (a subscriber that panics while logging the panic of a
+        // hook), the next transition finds a dispatcher again.
+        let _guard = Dispatching(self);
         loop {
-            let Some(t) = inner.events.pop_front() else {
-                inner.dispatching = false;
+            let Some(t) = lock(&self.inner).events.pop_front() else {
                 return;
             };
-            drop(inner);
             self.announce(&t);
-            inner = lock(&self.inner);
         }
     }
 
@@ -569,17 +690,21 @@ impl Core {
             }
         }));
         if let Err(panic) = delivered {
-            let what = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("a non-string panic");
-            tracing::error!(
-                target: "breaker",
-                breaker = self.name,
-                "on_state_change hook panicked: {what}; the breaker goes on"
-            );
+            // Logged under `catch_unwind` too: the subscriber may be what panicked.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a non-string panic");
+                tracing::error!(
+                    target: "breaker",
+                    breaker = self.name.as_str(),
+                    "on_state_change hook panicked: {what}; the breaker goes on"
+                );
+            }));
         }
+        events::notify_observers(t);
     }
 
     /// The state, moving an open breaker whose cool-off ended to half-open (one event).
@@ -661,8 +786,75 @@ impl Core {
         self.dispatch();
     }
 
+    /// How long an [`Outcome::OpenFor`] opens: at least the cool-off; at most `max_cool_off`
+    /// when set, else one hour (a `Retry-After` of a year must not park a breaker for good).
+    fn clamp_open_for(&self, asked: Nanos) -> Nanos {
+        const HOUR: Nanos = 3_600_000_000_000;
+        asked
+            .min(self.policy.max_cool_off.unwrap_or(HOUR))
+            .max(self.policy.cool_off)
+    }
+
+    /// Fleet: opens now for `open_for` (another instance opened), from closed or half-open.
+    /// Forced-open and disabled breakers are the operator's: left alone.
+    pub(crate) fn fleet_open(&self, open_for: Nanos, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        let now = clock.now();
+        let moved = match w.state() {
+            State::Closed | State::HalfOpen => true,
+            // Already open: stay open at least as long as the fleet says.
+            State::Open => {
+                let until = now.saturating_add(open_for);
+                if until > self.open_until.load(Acquire) {
+                    self.open_until.store(until, Release);
+                }
+                false
+            }
+            State::ForcedOpen | State::Disabled => false,
+        };
+        if moved {
+            self.transition(&mut inner, w, State::Open, Cause::Fleet, now);
+            // The fleet's time, not this instance's cool-off.
+            self.open_until.store(now.saturating_add(open_for), Release);
+            if let Some(last) = inner.events.back_mut() {
+                last.cool_off = Some(Duration::from_nanos(open_for));
+            }
+        }
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+
+    /// Fleet: closes an open or half-open breaker (the fleet's probe succeeded).
+    pub(crate) fn fleet_close(&self, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        let moved = matches!(w.state(), State::Open | State::HalfOpen);
+        if moved {
+            self.transition(&mut inner, w, State::Closed, Cause::Fleet, clock.now());
+        }
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+
+    /// Fleet: while `on`, an open breaker whose cool-off ended stays open until
+    /// [`fleet_grant_probe`](Self::fleet_grant_probe): one instance of the fleet probes.
+    pub(crate) fn fleet_gate(&self, on: bool) {
+        let mut inner = lock(&self.inner);
+        inner.gated = on;
+    }
+
+    /// Fleet: the next call after the cool-off may become a probe (this instance holds the
+    /// fleet's probe lease). Cleared by the next transition.
+    pub(crate) fn fleet_grant_probe(&self) {
+        lock(&self.inner).granted = true;
+    }
+
     /// The state as stored, without moving an open breaker to half-open.
-    #[cfg(test)]
     pub(crate) fn peek(&self) -> State {
         self.word().state()
     }
@@ -678,28 +870,98 @@ impl Core {
     pub(crate) fn probes_held(&self) -> usize {
         lock(&self.inner).leases.iter().flatten().count()
     }
+
+    /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
+    /// window, nothing in flight under the bulkhead or as a probe. A keyed breaker evicts
+    /// these first (governor's rule: only drop state a new breaker would have anyway).
+    pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
+        let w = self.word();
+        if !w.is(State::Closed) {
+            return false;
+        }
+        if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
+            return false;
+        }
+        match &self.ring {
+            Some(ring) => {
+                let now = if ring.needs_clock() { clock.now() } else { 0 };
+                ring.tally(now).failures == 0
+            }
+            None => true,
+        }
+    }
+}
+
+/// Clears `dispatching` when the dispatcher stops, by return or by unwinding.
+struct Dispatching<'a>(&'a Core);
+
+impl Drop for Dispatching<'_> {
+    fn drop(&mut self) {
+        let mut inner = lock(&self.0.inner);
+        inner.dispatching = false;
+        let more = !inner.events.is_empty();
+        drop(inner);
+        if more && !std::thread::panicking() {
+            // Queued between our last pop and the flag's reset: deliver them now.
+            self.0.dispatch();
+        }
+    }
+}
+
+/// What a [`Permit`] reports to: a core and its clock, borrowed or owned (an owned call
+/// future holds its breaker). Nominally public so the call future can name it in its bounds;
+/// its module is private.
+pub trait Engine {
+    /// The clock.
+    type Clock: Clock;
+    /// The engine.
+    fn core(&self) -> &Core;
+    /// Its clock.
+    fn clock(&self) -> &Self::Clock;
+}
+
+impl<C: Clock> Engine for (&Core, &C) {
+    type Clock = C;
+    #[inline(always)]
+    fn core(&self) -> &Core {
+        self.0
+    }
+    #[inline(always)]
+    fn clock(&self) -> &C {
+        self.1
+    }
 }
 
 /// An admitted call's right to report: reports `Cancelled` if dropped unreported, so a
 /// dropped future gives back its probe and bulkhead slots and records nothing.
-pub(crate) struct Permit<'a, C: Clock> {
-    core: &'a Core,
-    clock: &'a C,
+pub struct Permit<H: Engine> {
+    host: H,
     admission: Option<Admission>,
 }
 
-impl<'a, C: Clock> Permit<'a, C> {
+impl<'a, C: Clock> Permit<(&'a Core, &'a C)> {
+    #[cfg(test)]
     pub(crate) fn acquire(core: &'a Core, clock: &'a C) -> Result<Self, BreakerError> {
-        let admission = core.admit(clock)?;
+        Permit::acquire_in((core, clock))
+    }
+
+    /// The permit of a call admitted on the fast path, for the outcomes that are no success.
+    #[cfg(test)]
+    pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
+        Permit::from_ticket_in((core, clock), ticket)
+    }
+}
+
+impl<H: Engine> Permit<H> {
+    pub(crate) fn acquire_in(host: H) -> Result<Self, BreakerError> {
+        let admission = host.core().admit(host.clock())?;
         Ok(Permit {
-            core,
-            clock,
+            host,
             admission: Some(admission),
         })
     }
 
-    /// The permit of a call admitted on the fast path, for the outcomes that are no success.
-    pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
+    pub(crate) fn from_ticket_in(host: H, ticket: Ticket) -> Self {
         let admission = Admission {
             generation: ticket.generation,
             probe: None,
@@ -707,31 +969,32 @@ impl<'a, C: Clock> Permit<'a, C> {
             bulkhead: false,
         };
         Permit {
-            core,
-            clock,
+            host,
             admission: Some(admission),
         }
     }
 
     /// The breaker's name.
-    pub(crate) fn name(&self) -> &'static str {
-        self.core.name
+    pub(crate) fn name(&self) -> &Name {
+        &self.host.core().name
     }
 
     pub(crate) fn finish(mut self, outcome: Outcome) {
         if let Some(a) = self.admission.take() {
-            self.core.finish(a, outcome, self.clock);
+            self.host.core().finish(a, outcome, self.host.clock());
         }
     }
 }
 
-impl<C: Clock> Drop for Permit<'_, C> {
+impl<H: Engine> Drop for Permit<H> {
     // Out of line: keeps the drop glue of a call future (which holds a permit) small
     // enough to inline where the call was on the fast path.
     #[inline(never)]
     fn drop(&mut self) {
         if let Some(a) = self.admission.take() {
-            self.core.finish(a, Outcome::Cancelled, self.clock);
+            self.host
+                .core()
+                .finish(a, Outcome::Cancelled, self.host.clock());
         }
     }
 }
@@ -750,4 +1013,118 @@ fn next_random(state: &mut u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::{clock::FakeClock, Config};
+
+    const MS: u64 = 1_000_000;
+
+    fn core(config: Config) -> Core {
+        Core::new("core::tests".into(), config.validate().unwrap(), None)
+    }
+
+    /// Review M3: tokio fires a timeout at the next millisecond or later, after the probe's
+    /// lease (admission + timeout) ended; a call in that gap takes the slot over. The
+    /// probe's timeout must still reopen the breaker, or a hanging dependency under steady
+    /// traffic keeps it half-open for good and the backoff never grows.
+    #[test]
+    fn a_timed_out_probe_reopens_even_when_its_slot_was_taken_over() {
+        let c = core(
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_millis(10))
+                .max_cool_off(Duration::from_secs(1))
+                .timeout(Duration::from_millis(5)),
+        );
+        let clock = FakeClock::default();
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Failure);
+        assert_eq!(c.peek(), State::Open);
+        clock.0.set(10 * MS);
+        let hung = Permit::acquire(&c, &clock).expect("the probe");
+        assert_eq!(c.peek(), State::HalfOpen);
+        clock.0.set(15 * MS + 1); // the lease ended; the timer has not fired yet
+        let next = Permit::acquire(&c, &clock).expect("takes the expired slot over");
+        hung.finish(Outcome::Timeout); // the timer fires
+        assert_eq!(c.peek(), State::Open, "the timed-out probe reopened it");
+        // And the cool-off doubled (10 ms, then 20 ms).
+        assert_eq!(c.open_until.load(Acquire), 15 * MS + 1 + 20 * MS);
+        next.finish(Outcome::Success); // from the old generation: changes nothing
+        assert_eq!(c.peek(), State::Open);
+    }
+
+    /// A cancelled probe whose slot was taken over is late, and changes nothing.
+    #[test]
+    fn a_late_cancellation_changes_nothing() {
+        let c = core(
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_millis(10)),
+        );
+        let clock = FakeClock::default();
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Failure);
+        clock.0.set(10 * MS);
+        let hung = Permit::acquire(&c, &clock).unwrap();
+        clock.0.set(21 * MS); // lease = cool-off when there is no timeout
+        let next = Permit::acquire(&c, &clock).unwrap();
+        drop(hung);
+        assert_eq!(c.peek(), State::HalfOpen);
+        next.finish(Outcome::Success);
+        assert_eq!(c.peek(), State::Closed);
+    }
+
+    /// Review: while disabled, failures keep counting and nothing trips; the streak must
+    /// saturate rather than carry into the generation tag.
+    #[test]
+    fn the_failure_streak_saturates() {
+        let c = core(Config::default().threshold(3));
+        let clock = FakeClock::default();
+        c.set(State::Disabled, &clock);
+        let generation = c.word().generation();
+        c.streak
+            .store(streak_tag(generation) | (STREAK_COUNT - 1), Relaxed);
+        for _ in 0..3 {
+            c.finish_closed(generation, Outcome::Failure, &clock);
+        }
+        assert_eq!(
+            c.streak.load(Relaxed),
+            streak_tag(generation) | STREAK_COUNT
+        );
+        assert_eq!(c.peek(), State::Disabled);
+    }
+
+    /// Review: a subscriber that panics while the dispatcher logs a hook's panic left
+    /// `dispatching` set, so hooks fell silent for good. The flag is reset on unwind.
+    #[test]
+    fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
+        use std::sync::{
+            atomic::{AtomicUsize, Ordering::SeqCst},
+            Arc,
+        };
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let config = Config::default().on_state_change(move |_| {
+            seen.fetch_add(1, SeqCst);
+        });
+        let c = core(config.clone());
+        let c = Core {
+            hook: config.on_state_change.clone(),
+            ..c
+        };
+        let clock = FakeClock::default();
+        // Simulate a dispatcher that unwound: the guard must clear the flag.
+        {
+            let _guard = Dispatching(&c);
+            lock(&c.inner).dispatching = true;
+        }
+        assert!(!lock(&c.inner).dispatching);
+        c.set(State::ForcedOpen, &clock);
+        assert_eq!(calls.load(SeqCst), 1, "hooks still run");
+    }
 }

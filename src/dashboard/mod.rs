@@ -366,5 +366,5 @@ fn hub() -> &'static Hub {
 
 /// The one place that names the runtime's transition feed.
 fn observe_forever(f: fn(&Transition)) {
-    let _ = f; // MERGE: crate::observe(f).forever();
+    crate::observe(f).forever();
 }
