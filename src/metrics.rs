@@ -19,10 +19,13 @@
 //!   watches transitions from the first call of [`describe`], [`publish`] or
 //!   [`spawn_publisher`] on (whichever comes first); transitions before it are not counted.
 //! - **Calls** are copied from each breaker's [`Stats`](crate::Stats) by [`publish`] (every
-//!   live breaker, now) or by the task of [`spawn_publisher`] (every period): the call path
-//!   does no metrics work at all, so the counters move in steps, one per publish. A
-//!   `reset()` clears a breaker's `Stats`, not its counters: they stay monotonic, and go on
-//!   from there.
+//!   live breaker, now) or by the task of [`spawn_publisher`] (every period), as absolute
+//!   values: the call path does no metrics work at all, so the counters move in steps, one per
+//!   publish, and publishing twice changes nothing. A `reset()` clears a breaker's `Stats`,
+//!   not its counters: the next publish sees the counts go down and carries on from the
+//!   totals it had published, so the counters never go down. What was counted between the
+//!   last publish and the reset is not seen (nor, when the counts after the reset overtake the
+//!   old totals before the next publish, is the reset).
 //! - A breaker that is dropped or evicted is no longer published. The `metrics` facade cannot
 //!   delete a series, so its last values stay in the exporter until the exporter forgets idle
 //!   series: with Prometheus, set
@@ -153,17 +156,21 @@ pub fn publish() {
     for (name, snap) in live {
         let mut seen = inner.published.remove(&name).unwrap_or_default();
         let now = outcomes(&snap.stats);
-        // A count that went down means a reset (or a new breaker under the name): what it
-        // counted since is all new.
-        let reset = seen
+        // A count that went down means a reset (or a new breaker under the name): the series
+        // go on from where they were, so they never go down.
+        if seen
             .counts
             .iter()
             .zip(&now)
-            .any(|(before, now)| now < before);
-        for ((outcome, now), before) in OUTCOMES.iter().zip(now).zip(seen.counts) {
-            let delta = if reset { now } else { now - before };
+            .any(|(before, now)| now < before)
+        {
+            for (offset, before) in seen.offset.iter_mut().zip(seen.counts) {
+                *offset += before;
+            }
+        }
+        for ((outcome, now), offset) in OUTCOMES.iter().zip(now).zip(seen.offset) {
             counter!(CALLS_TOTAL, "breaker" => name.clone(), "outcome" => *outcome)
-                .increment(delta);
+                .absolute(now + offset);
         }
         seen.counts = now;
         // A transition the observer wrote after our snapshot is newer than the snapshot.
@@ -229,6 +236,8 @@ pub fn outcomes(stats: &Stats) -> [u64; 7] {
 struct Published {
     /// Its counts at the last publish, by outcome.
     counts: [u64; 7],
+    /// What its counts had reached before its resets, added to what they say now.
+    offset: [u64; 7],
     /// The observer's sequence number of its last transition (0: none seen).
     state_seq: u64,
 }
