@@ -723,6 +723,13 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
     assert_eq!(shown["rate"], "0.0%");
     assert_eq!(shown["retry"], "");
     assert_eq!(shown["timeline"], true);
+    assert_eq!(
+        browser
+            .eval("[dashboard.controls, document.querySelectorAll('#rows button').length]")
+            .await,
+        json!([false, 0]),
+        "router() draws no control buttons"
+    );
     browser
         .wait_for(
             "document.getElementById('live').textContent === 'live'",
@@ -881,4 +888,101 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
         .filter(|p| !["/", "/snapshot.json", "/events"].contains(&p.as_str()))
         .collect();
     assert!(unexpected.is_empty(), "unexpected requests: {unexpected:?}");
+}
+
+/// Clicks the `action` button in `name`'s row.
+fn click(name: &str, selector: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "(() => {{ for (const tr of document.querySelectorAll('#rows tr')) \
+           if (tr.querySelector('td.name').textContent === {name}) \
+             {{ tr.querySelector({selector:?}).click(); return true; }} \
+           return false; }})()"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_buttons_ask_for_confirmation_then_act() {
+    const NAME: &str = "dash_page::controlled";
+    let b = Breaker::new(NAME, slow_to_open(5));
+    succeed(&b).await;
+    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    browser.eval("dashboard.refresh()").await;
+    browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'closed'", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(browser.eval("dashboard.controls").await, json!(true));
+
+    // Force open, then think better of it: nothing happens.
+    assert_eq!(browser.eval(&click(NAME, "button.force_open")).await, true);
+    let asked = browser
+        .wait_for(
+            "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
+            "document.getElementById('confirm').outerHTML",
+        )
+        .await;
+    let asked = asked.as_str().unwrap();
+    assert!(
+        asked.contains(NAME) && asked.starts_with("Force open"),
+        "{asked}"
+    );
+    browser
+        .eval("document.getElementById('confirm-cancel').click()")
+        .await;
+    assert_eq!(
+        browser
+            .eval("document.getElementById('confirm').open")
+            .await,
+        false
+    );
+    browser.eval("dashboard.refresh()").await;
+    assert_eq!(b.state(), State::Closed);
+
+    // Force open, confirmed.
+    browser.eval(&click(NAME, "button.force_open")).await;
+    browser
+        .wait_for(
+            "document.getElementById('confirm').open",
+            "document.body.innerText",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('confirm-ok').click()")
+        .await;
+    browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(b.state(), State::ForcedOpen);
+
+    // Reset, confirmed: closed, counts cleared.
+    browser.eval(&click(NAME, "button.reset")).await;
+    browser
+        .wait_for(
+            "document.getElementById('confirm').open",
+            "document.body.innerText",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('confirm-ok').click()")
+        .await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'closed' && {r}.calls === '0' && {r}",
+                r = row(NAME)
+            ),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(shown["state"], "closed");
+    assert_eq!(b.state(), State::Closed);
+    browser.close().await;
 }

@@ -89,8 +89,9 @@
 //! # let _ = app;
 //! ```
 //!
-//! The page finds its routes relative to its own address, so any mount point works, with or
-//! without a trailing slash (`/ops/breakers` and `/ops/breakers/`).
+//! The page finds its routes relative to its own address, so any mount point works. Nested at
+//! `/ops/breakers`, the page is at `/ops/breakers` (axum's `nest` does not route
+//! `/ops/breakers/`); nested at `/ops/breakers/`, it is at `/ops/breakers/`.
 //!
 //! The control routes refuse cross-site requests (a `Sec-Fetch-Site` other than
 //! `same-origin`/`none`, or an `Origin` whose host is not the `Host`), so another site cannot
