@@ -9,7 +9,7 @@
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
 //!
 //! The outcomes are disjoint, so they add up to the calls (less those still in flight):
-//! `failure` is errors and panics only, that is [`Stats::failures`](crate::Stats) less
+//! `failure` is errors and panics only, that is [`Stats::failures`] less
 //! `timeouts` and `slow_calls`, which have their own outcomes.
 //!
 //! # Who writes what, and when
@@ -18,7 +18,7 @@
 //!   moment they happen, so an open shorter than the scrape interval is still seen. This module
 //!   watches transitions from the first call of [`describe`], [`publish`] or
 //!   [`spawn_publisher`] on (whichever comes first); transitions before it are not counted.
-//! - **Calls** are copied from each breaker's [`Stats`](crate::Stats) by [`publish`] (every
+//! - **Calls** are copied from each breaker's [`Stats`] by [`publish`] (every
 //!   live breaker, now) or by the task of [`spawn_publisher`] (every period), as absolute
 //!   values: the call path does no metrics work at all, so the counters move in steps, one per
 //!   publish, and publishing twice changes nothing. A `reset()` clears a breaker's `Stats`,

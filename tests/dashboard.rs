@@ -37,6 +37,11 @@ use tokio::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
+/// The registry is the process's, and a test that reads every breaker (`publish`,
+/// `/snapshot.json`) reads the others' with its own paused clock, which may have moved past
+/// their cool-offs. So these tests run one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 // ---- a server on a free loopback port ------------------------------------------------------
 
 /// Serves `app` on 127.0.0.1:0; every request's path is written down in `seen`.
@@ -124,6 +129,7 @@ fn slow_to_open(threshold: u32) -> Config {
 
 #[tokio::test(start_paused = true)]
 async fn the_read_only_router_has_no_control_routes() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let b = Breaker::new("dash_http::read_only", slow_to_open(1));
     succeed(&b).await;
     let (base, _) = serve(breaker::dashboard::router()).await;
@@ -148,6 +154,7 @@ async fn the_read_only_router_has_no_control_routes() {
 
 #[tokio::test(start_paused = true)]
 async fn the_control_routes_act_post_only_and_refuse_cross_site_requests() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let b = Breaker::new("dash_http::controls", slow_to_open(1));
     succeed(&b).await;
     let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
@@ -221,6 +228,7 @@ async fn the_control_routes_act_post_only_and_refuse_cross_site_requests() {
 /// The module docs' example, run: without the credentials nothing of the dashboard answers.
 #[tokio::test(start_paused = true)]
 async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
+    let _one = ONE_AT_A_TIME.lock().await;
     async fn operators_only(req: Request, next: Next) -> Response {
         let expected = HeaderValue::from_static("Basic b3BzOnNlY3JldA==");
         if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
@@ -273,6 +281,7 @@ async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
 
 #[tokio::test(start_paused = true)]
 async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let b = Breaker::new("dash_http::snapshot", slow_to_open(2));
     succeed(&b).await;
     fail(&b).await;
@@ -359,6 +368,7 @@ async fn read_events_forever(
 
 #[tokio::test(start_paused = true)]
 async fn events_stream_transitions_live_and_replay_what_a_reconnecting_client_missed() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let (base, _) = serve(breaker::dashboard::router()).await;
     let b = Breaker::new("dash_http::events", Config::default().threshold(1));
     let mine = |e: &[Value]| {
@@ -696,6 +706,7 @@ fn target_dir() -> PathBuf {
 
 #[tokio::test(start_paused = true)]
 async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
+    let _one = ONE_AT_A_TIME.lock().await;
     const NAME: &str = "dash_page::payments";
     const HOSTILE: &str =
         "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
@@ -903,6 +914,7 @@ fn click(name: &str, selector: &str) -> String {
 
 #[tokio::test(start_paused = true)]
 async fn the_control_buttons_ask_for_confirmation_then_act() {
+    let _one = ONE_AT_A_TIME.lock().await;
     const NAME: &str = "dash_page::controlled";
     let b = Breaker::new(NAME, slow_to_open(5));
     succeed(&b).await;

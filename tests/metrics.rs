@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use breaker::{Breaker, Config, State, Verdict};
+use breaker::{Breaker, Config, KeyedBreaker, State, Verdict};
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -114,6 +114,11 @@ impl Scrape {
     }
 }
 
+/// The registry is the process's, and a test that reads every breaker (`publish`,
+/// `/snapshot.json`) reads the others' with its own paused clock, which may have moved past
+/// their cool-offs. So these tests run one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Polls `fut` once and drops it: a call admitted, then cancelled.
 fn poll_once_and_drop<F: Future>(fut: F) {
     let mut fut = pin!(fut);
@@ -123,6 +128,7 @@ fn poll_once_and_drop<F: Future>(fut: F) {
 
 #[tokio::test(start_paused = true)]
 async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
+    let _one = ONE_AT_A_TIME.lock().await;
     const NAME: &str = "metrics::payments";
     let recorder = PrometheusBuilder::new().build_recorder();
     let prometheus = recorder.handle();
@@ -250,6 +256,10 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
         .map(|(f, t, n)| (f.to_owned(), t.to_owned(), n))
     );
 
+    let text = prometheus.render();
+    assert!(text.contains("# TYPE circuit_breaker_transitions_total counter\n"));
+    assert!(text.contains("# HELP circuit_breaker_transitions_total "));
+
     // A reset clears the breaker's Stats, not the counters: they go on from the totals
     // published before it.
     assert_eq!(b.stats().calls, 0);
@@ -301,6 +311,7 @@ impl Recorder for Touched {
 
 #[tokio::test(start_paused = true)]
 async fn calls_write_no_series_and_a_dropped_breaker_is_no_longer_published() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let touched = Touched::default();
     let _local = metrics::set_default_local_recorder(&touched);
     breaker::metrics::describe();
@@ -327,7 +338,42 @@ async fn calls_write_no_series_and_a_dropped_breaker_is_no_longer_published() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_evicted_key_is_no_longer_published() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let touched = Touched::default();
+    let _local = metrics::set_default_local_recorder(&touched);
+    let hooks: KeyedBreaker<String> =
+        KeyedBreaker::new("metrics::hooks", Config::default().max_keys(1));
+    hooks
+        .call("a.example", async { Ok::<_, &str>(()) })
+        .await
+        .unwrap();
+    breaker::metrics::publish();
+    assert!(touched
+        .take()
+        .iter()
+        .any(|n| n == "metrics::hooks[a.example]"));
+    // One key at most: the idle, healthy `a.example` makes room for `b.example`.
+    hooks
+        .call("b.example", async { Ok::<_, &str>(()) })
+        .await
+        .unwrap();
+    assert_eq!(hooks.len(), 1);
+    breaker::metrics::publish();
+    let names = touched.take();
+    assert!(
+        names.iter().any(|n| n == "metrics::hooks[b.example]"),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n == "metrics::hooks[a.example]"),
+        "{names:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn spawn_publisher_publishes_every_period() {
+    let _one = ONE_AT_A_TIME.lock().await;
     let recorder = PrometheusBuilder::new().build_recorder();
     let prometheus = recorder.handle();
     let _local = metrics::set_default_local_recorder(&recorder);

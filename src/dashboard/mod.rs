@@ -46,8 +46,9 @@
 //! The server keeps the last 500 transitions: a new connection receives them first (so the
 //! page's timeline starts with the past), and a reconnecting `EventSource` (which sends
 //! `Last-Event-ID`) receives only those it missed. Transitions are recorded from the first
-//! call of `router()` or `router_with_controls()` on. The stream sends nothing between
-//! transitions, and the dashboard runs no task and no timer of its own.
+//! call of `router()` or `router_with_controls()` on (make the router at start-up). The stream
+//! sends nothing between transitions, and the dashboard runs no task and no timer of its own;
+//! behind a proxy that closes idle connections, the page reconnects and misses nothing.
 //!
 //! # Mount it behind your own authentication
 //!
