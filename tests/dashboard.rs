@@ -877,11 +877,6 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
     browser
         .screenshot(&target_dir().join("dashboard.png"))
         .await;
-    if std::env::var_os("BREAKER_README_SCREENSHOT").is_some() {
-        browser
-            .screenshot(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/dashboard.png"))
-            .await;
-    }
 
     // The page asked nothing of any host but this server.
     let requests = browser.requests.lock().unwrap().clone();
