@@ -858,21 +858,89 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
         "the name ran as markup"
     );
 
-    // Many breakers: the filter narrows the list; open ones come first.
+    // Many breakers: at most 200 rows drawn, with a note; the filter narrows the list; the
+    // state chips filter by state; open ones come first, or any other order.
+    let many: Vec<Breaker> = (0..230)
+        .map(|i| Breaker::new(format!("dash_many::b{i:03}"), slow_to_open(1)))
+        .collect();
+    many[117].handle().force_open();
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            "document.querySelectorAll('#rows tr').length === 200 && \
+             !document.getElementById('more').hidden && \
+             [document.querySelector('#rows tr td.name').textContent, \
+              document.getElementById('more').textContent]",
+            "[document.querySelectorAll('#rows tr').length, document.getElementById('more').textContent]",
+        )
+        .await;
+    assert!(
+        shown[1].as_str().unwrap().starts_with("Showing 200 of "),
+        "{shown}"
+    );
+    let set_filter = |q: &str| {
+        format!(
+            "(() => {{ const f = document.getElementById('filter'); f.value = {q:?}; \
+               f.dispatchEvent(new Event('input')); \
+               return [...document.querySelectorAll('#rows td.name')].map((td) => td.textContent); }})()"
+        )
+    };
+    let names = browser.eval(&set_filter("dash_many::b07")).await;
+    assert_eq!(
+        names,
+        json!((70..80)
+            .map(|i| format!("dash_many::b{i:03}"))
+            .collect::<Vec<_>>())
+    );
+    assert_eq!(
+        browser.eval("document.getElementById('more').hidden").await,
+        true
+    );
+    let names = browser.eval(&set_filter("dash_many::")).await;
+    assert_eq!(names[0], "dash_many::b117", "open ones first: {names}");
+    assert_eq!(names.as_array().unwrap().len(), 200);
     browser
-        .eval("(() => { const f = document.getElementById('filter'); f.value = 'dash_page::pay'; f.dispatchEvent(new Event('input')); })()")
+        .eval("(() => { const s = document.getElementById('sort'); s.value = 'name'; s.dispatchEvent(new Event('change')); })()")
         .await;
     let names = browser
-        .eval("[...document.querySelectorAll('#rows td.name')].map((td) => td.textContent)")
+        .eval("[...document.querySelectorAll('#rows td.name')].slice(0, 3).map((td) => td.textContent)")
         .await;
-    assert_eq!(names, json!([NAME]));
+    assert_eq!(
+        names,
+        json!(["dash_many::b000", "dash_many::b001", "dash_many::b002"])
+    );
+    browser.eval(&set_filter("dash_page::pay")).await;
+    assert_eq!(
+        browser.eval(&set_filter("dash_page::pay")).await,
+        json!([NAME])
+    );
+    browser.eval(&set_filter("")).await;
+    let forced = browser
+        .eval(
+            "(() => { document.querySelector('#summary .chip[data-state=forced_open]').click(); \
+               return [...document.querySelectorAll('#rows tr')].map((tr) => tr.className); })()",
+        )
+        .await;
+    assert!(
+        forced.as_array().unwrap().len() >= 2
+            && forced
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c == "forced_open"),
+        "{forced}"
+    );
     browser
-        .eval("(() => { const f = document.getElementById('filter'); f.value = ''; f.dispatchEvent(new Event('input')); })()")
+        .eval("document.querySelector('#summary .chip[data-state=forced_open]').click()")
+        .await;
+    browser
+        .eval("(() => { const s = document.getElementById('sort'); s.value = 'state'; s.dispatchEvent(new Event('change')); })()")
         .await;
     let first = browser
         .eval("document.querySelector('#rows tr').className")
         .await;
     assert_ne!(first, "closed", "open ones first");
+    drop(many);
 
     browser
         .screenshot(&target_dir().join("dashboard.png"))
