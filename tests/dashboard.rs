@@ -978,12 +978,14 @@ fn click(name: &str, selector: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn the_control_buttons_ask_for_confirmation_then_act() {
     let _one = ONE_AT_A_TIME.lock().await;
-    const NAME: &str = "dash_page::controlled";
+    // Mounted under a prefix, and a name that must be percent-encoded in the control's path.
+    const NAME: &str = "dash_page::controlled[a/b c?]";
     let b = Breaker::new(NAME, slow_to_open(5));
     succeed(&b).await;
-    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    let app = Router::new().nest("/ops/breakers", breaker::dashboard::router_with_controls());
+    let (base, seen) = serve(app).await;
     let browser = Chromium::launch().await;
-    browser.open(&format!("{base}/")).await;
+    browser.open(&format!("{base}/ops/breakers")).await;
     browser.eval("dashboard.refresh()").await;
     browser
         .wait_for(
@@ -1060,4 +1062,20 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
     assert_eq!(shown["state"], "closed");
     assert_eq!(b.state(), State::Closed);
     browser.close().await;
+    let paths = seen.lock().unwrap().clone();
+    let posts: Vec<_> = paths
+        .iter()
+        .filter(|p| p.contains("/breakers/dash"))
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            "/ops/breakers/breakers/dash_page%3A%3Acontrolled%5Ba%2Fb%20c%3F%5D/force_open",
+            "/ops/breakers/breakers/dash_page%3A%3Acontrolled%5Ba%2Fb%20c%3F%5D/reset",
+        ]
+    );
+    assert!(
+        paths.iter().all(|p| p.starts_with("/ops/breakers")),
+        "{paths:?}"
+    );
 }
