@@ -50,8 +50,12 @@ pub use breaker_runtime::{
     Transition, Verdict, Window,
 };
 
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "tower")]
