@@ -194,7 +194,7 @@ async fn exactly_one_instance_probes_after_the_cool_off() {
     let server = RedisServer::start();
     let members = instances(&server, "fleet::probe", 5, 1, 250).await;
     let mut probers = Vec::new();
-    for round in 0..6 {
+    for round in 0..10 {
         trip(&members[round % 5].1);
         wait_for("every instance open", WITHIN, || {
             all_in(&members, State::Open)
