@@ -358,9 +358,10 @@ async fn redis_killed_mid_incident_leaves_local_breakers_then_resyncs() {
             "breakers stayed open without Redis"
         );
         for (_, b, _) in &members {
-            let started = Instant::now();
-            let r = b.call(async { Ok::<_, ()>(()) }).await;
-            assert!(started.elapsed() < Duration::from_millis(50));
+            let call = b.call(async { Ok::<_, ()>(()) });
+            let r = tokio::time::timeout(Duration::from_secs(1), call)
+                .await
+                .expect("a call waited on the dead Redis");
             if let Err(e) = r {
                 assert!(e.is_open(), "only the breaker's own refusal: {e:?}");
             }
