@@ -149,6 +149,39 @@ async fn with_a_quorum_of_two_one_instance_does_not_trip_the_rest() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_counts_only_openings_within_one_cool_off() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::stale", 3, 2, 300).await;
+    trip(&members[0].1);
+    let key = "{t:fleet::stale}:trip:fleet::stale#0";
+    wait_for("i0's trip key", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":1"
+    })
+    .await;
+    // Its cool-off passes: the signal expires with it.
+    wait_for("i0's trip key to expire", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":0"
+    })
+    .await;
+    trip(&members[1].1);
+    let key = "{t:fleet::stale}:trip:fleet::stale#1";
+    wait_for("i1's trip key", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":1"
+    })
+    .await;
+    let watch_until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < watch_until {
+        assert_eq!(
+            members[2].1.state(),
+            State::Closed,
+            "a stale opening counted"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.command(&["EXISTS", "{t:fleet::stale}:open"]), ":0");
+}
+
 /// One round: every instance calls its member in a loop until its member is closed again;
 /// the dependency counts the calls that reach it before the first one finished.
 async fn recover(members: &[(Fleet, Breaker, Log)], probe_ms: u64) -> (u32, usize) {
