@@ -85,7 +85,7 @@ pub mod __private {
     /// `Breaker::new` does.
     pub fn breaker(name: &'static str, shared: bool, config: Config) -> Breaker {
         if shared {
-            crate::registry().get_or_create(name, config)
+            Breaker::get_or_create(name, config)
         } else {
             Breaker::new(name, config)
         }

@@ -1,19 +1,19 @@
-//! The public breaker: one [`Core`] with its clock, and the call wrappers around it.
+//! The public breaker: one [`Core`](crate::core::Core) with its clock, and the call wrappers
+//! around it.
 
-use std::{
-    future::Future,
-    panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
-    sync::Arc,
-    time::Duration,
-};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
+    call::Host,
+    call::Shared,
     clock::TokioClock,
-    core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
-    future::{CallFuture, Host},
-    registry::{self, Snapshot},
+    core::{Core, Engine},
+    future::CallFuture,
+    handle::Handle,
+    registry,
+    snapshot::Snapshot,
     verdict::{Classify, Judge},
-    BreakerError, CallError, Config, ConfigError, Name, State, Stats, Verdict,
+    CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
 /// A circuit breaker. Cheap to clone (clones share one breaker); listed in
@@ -37,50 +37,6 @@ pub struct Breaker {
     pub(crate) shared: Arc<Shared>,
 }
 
-/// A breaker's parts, shared by its clones and handles. Nominally public (its module is
-/// private) so the call future can name it.
-pub struct Shared {
-    pub(crate) core: Core,
-    pub(crate) clock: TokioClock,
-    pub(crate) config: Config,
-    /// Its entry in the registry, removed when the last clone and handle are gone.
-    pub(crate) listed: std::sync::atomic::AtomicU64,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.core.fmt(f)
-    }
-}
-
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let id = *self.listed.get_mut();
-        if id != 0 {
-            registry::registry().unlist(id);
-        }
-    }
-}
-
-impl Engine for &Shared {
-    type Clock = TokioClock;
-    #[inline(always)]
-    fn core(&self) -> &Core {
-        &self.core
-    }
-    #[inline(always)]
-    fn clock(&self) -> &TokioClock {
-        &self.clock
-    }
-}
-
-impl Host for &Shared {
-    #[inline(always)]
-    fn shared(&self) -> &Shared {
-        self
-    }
-}
-
 impl Engine for Breaker {
     type Clock = TokioClock;
     #[inline(always)]
@@ -99,9 +55,6 @@ impl Host for Breaker {
         &self.shared
     }
 }
-
-/// A panic caught in user code, on its way back to the caller.
-type Panic = Box<dyn std::any::Any + Send + 'static>;
 
 impl Breaker {
     /// Creates a breaker and lists it in the registry.
@@ -124,7 +77,7 @@ impl Breaker {
     /// leaves the registry and its memory, name included, is freed.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
         let breaker = Breaker::unlisted(Name::from(name.as_ref()), config)?;
-        registry::registry().list(&breaker);
+        registry::registry().list(&breaker.shared);
         Ok(breaker)
     }
 
@@ -286,141 +239,59 @@ impl Breaker {
     }
 }
 
-impl Shared {
-    /// The permit of a fast-path call whose outcome is no success.
-    #[cold]
-    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<&Shared> {
-        Permit::from_ticket_in(self, ticket)
-    }
-
-    /// A blocking call admitted on the fast path. A success is settled inline; anything
-    /// else out of line, so the inlined part stays small.
-    #[inline(always)]
-    fn run_fast<T, E, J: Judge<T, E>>(
-        &self,
-        ticket: LocalTicket,
-        is_failure: J,
-        call: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, CallError<E>> {
-        match catch_unwind(AssertUnwindSafe(call)) {
-            // `is_failure` is never asked about an `Ok`; a classifier is.
-            Ok(Ok(value)) if J::OK_IS_SUCCESS => {
-                self.core.succeed_here(ticket, &self.clock);
-                Ok(value)
-            }
-            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn settle_fast<T, E>(
-        &self,
-        ticket: Ticket,
-        result: Result<Result<T, E>, Stop>,
-        is_failure: impl Judge<T, E>,
-    ) -> Result<T, CallError<E>> {
-        settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
-    }
-
-    /// Every blocking call that is not closed on the fast path: out of line, so the closed
-    /// path's caller keeps a small frame.
-    #[inline(never)]
-    fn call_sync_slow<T, E>(
-        &self,
-        is_failure: impl Judge<T, E>,
-        call: impl FnOnce() -> Result<T, E>,
-    ) -> Result<T, CallError<E>> {
-        if let Some(ticket) = self.core.enter_claiming() {
-            return self.run_fast(ticket, is_failure, call);
-        }
-        let permit = Permit::acquire_in(self).map_err(CallError::Breaker)?;
-        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
-        settle(permit, result, is_failure)
-    }
-}
-
-/// Why a call stopped without a result of its own.
-pub(crate) enum Stop {
-    /// It panicked (the payload, to resume unchanged).
-    Panic(Panic),
-    /// Its deadline passed.
-    Timeout(Duration),
-}
-
 /// The default `is_failure`: every error counts against the dependency.
 fn every_error<E>(_: &E) -> bool {
     true
 }
 
-/// Reports a finished call and hands its result to the caller; a panic, in the call or in
-/// the judge (`is_failure` or a classifier), is reported as a failure first and then resumed
-/// unchanged.
-pub(crate) fn settle<T, E, H: Engine>(
-    permit: Permit<H>,
-    result: Result<Result<T, E>, Stop>,
-    judge: impl Judge<T, E>,
-) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => settle_result(permit, result, judge),
-        Err(Stop::Timeout(after)) => {
-            let name = permit.name().clone();
-            permit.finish(Outcome::Timeout);
-            Err(CallError::Breaker(BreakerError::Timeout { name, after }))
+impl Breaker {
+    /// The breaker named `name`, created with `config` if there is no live one yet: how the
+    /// attribute's functions with an explicit `name` share one. A breaker that exists with
+    /// another policy, or another `on_state_change` hook, is kept, with one WARN naming it
+    /// (logged after the registry's lock is released).
+    ///
+    /// # Panics
+    ///
+    /// If it has to create the breaker and `config` is invalid, as [`Breaker::new`] does.
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn get_or_create(name: &str, config: Config) -> Breaker {
+        let found = registry::registry().find_or_list(name, || {
+            Breaker::unlisted(name.into(), config.clone()).map(|b| b.shared)
+        });
+        let (shared, existed) = match found {
+            Ok(found) => found,
+            Err(e) => panic!("{e}"),
+        };
+        let differs = if !existed {
+            None
+        } else if !shared.config.same_policy(&config) {
+            Some("configuration")
+        } else if !shared.config.same_hooks(&config) {
+            Some("`on_state_change` hook")
+        } else {
+            None
+        };
+        if let Some(what) = differs {
+            tracing::warn!(
+                target: "breaker",
+                breaker = name,
+                "circuit breaker `{name}` already exists; this function's {what} is not used, \
+                 the existing breaker is kept (give the functions different `name`s to \
+                 separate them)"
+            );
         }
-        Err(Stop::Panic(panic)) => {
-            permit.finish(Outcome::Failure);
-            resume_unwind(panic)
-        }
+        Breaker { shared }
     }
 }
 
-/// A result from the dependency: the judge decides what it counts as.
-#[inline(never)]
-fn settle_result<T, E, H: Engine>(
-    permit: Permit<H>,
-    result: Result<T, E>,
-    judge: impl Judge<T, E>,
-) -> Result<T, CallError<E>> {
-    judged(result, judge, |outcome| permit.finish(outcome))
-}
-
-/// Runs the judge (a panic in it is a failure, then resumed) and reports its verdict.
-#[inline(always)]
-fn judged<T, E>(
-    result: Result<T, E>,
-    judge: impl Judge<T, E>,
-    report: impl FnOnce(Outcome),
-) -> Result<T, CallError<E>> {
-    match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
-        Ok(verdict) => {
-            report(Outcome::from(verdict));
-            result.map_err(CallError::Inner)
+#[doc(hidden)]
+impl Handle {
+    /// The breaker behind this handle.
+    pub fn breaker(&self) -> Breaker {
+        Breaker {
+            shared: self.shared.clone(),
         }
-        Err(panic) => {
-            report(Outcome::Failure);
-            resume_unwind(panic)
-        }
-    }
-}
-
-/// A call admitted on the fast path that did not end in an `Ok` settled inline (an error,
-/// a timeout, a panic, or any result a classifier must judge). A success settles as the
-/// fast path's does, without a permit (for an owned future, a permit costs a
-/// reference-count round trip); anything else takes one from `permit`.
-pub(crate) fn settle_ticket<T, E, H: Engine>(
-    shared: &Shared,
-    ticket: Ticket,
-    result: Result<Result<T, E>, Stop>,
-    judge: impl Judge<T, E>,
-    permit: impl FnOnce() -> Permit<H>,
-) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => judged(result, judge, |outcome| match outcome {
-            Outcome::Success => shared.core.succeed(ticket, &shared.clock),
-            other => permit().finish(other),
-        }),
-        Err(stop) => settle(permit(), Err(stop), judge),
     }
 }
 
@@ -431,128 +302,6 @@ impl std::fmt::Debug for Breaker {
         f.debug_struct("Breaker")
             .field("name", &self.name())
             .field("state", &self.shared.core.peek())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Manual control and inspection of a breaker, from [`Breaker::handle`] or
-/// [`Registry::get`](crate::Registry::get).
-///
-/// ```
-/// use breaker_runtime::{registry, Breaker, Config, State};
-///
-/// let _b = Breaker::new("docs::handle", Config::default());
-/// let h = registry().get("docs::handle").unwrap();
-/// h.force_open();
-/// assert_eq!(h.state(), State::ForcedOpen);
-/// h.disable();
-/// assert_eq!(h.state(), State::Disabled);
-/// h.reset();
-/// assert_eq!(h.state(), State::Closed);
-/// ```
-#[derive(Clone)]
-pub struct Handle {
-    pub(crate) shared: Arc<Shared>,
-}
-
-impl Handle {
-    /// The breaker's name.
-    pub fn name(&self) -> &str {
-        &self.shared.core.name
-    }
-
-    /// The current state (see [`Breaker::state`]).
-    pub fn state(&self) -> State {
-        self.shared.core.state(&self.shared.clock)
-    }
-
-    /// Counts since creation or the last reset.
-    pub fn stats(&self) -> Stats {
-        self.shared.core.counters.read()
-    }
-
-    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
-    pub fn retry_in(&self) -> Option<Duration> {
-        self.shared.core.retry_in(&self.shared.clock)
-    }
-
-    /// Opens the breaker until [`reset`](Self::reset): every call fails fast.
-    pub fn force_open(&self) {
-        self.shared.core.set(State::ForcedOpen, &self.shared.clock);
-    }
-
-    /// Admits every call, still counting outcomes; the state no longer changes by itself.
-    pub fn disable(&self) {
-        self.shared.core.set(State::Disabled, &self.shared.clock);
-    }
-
-    /// Closes the breaker and clears its counts and [`Stats`].
-    pub fn reset(&self) {
-        self.shared.core.set(State::Closed, &self.shared.clock);
-    }
-
-    /// The breaker as the registry reports it. Reading the state moves an open breaker
-    /// whose cool-off ended to half-open, as [`state`](Self::state) does.
-    pub fn snapshot(&self) -> Snapshot {
-        let core = &self.shared.core;
-        let clock = &self.shared.clock;
-        Snapshot {
-            name: core.name.to_string(),
-            state: core.state(clock),
-            stats: core.counters.read(),
-            failure_rate: core.failure_rate(clock),
-            retry_in: core.retry_in(clock),
-        }
-    }
-}
-
-#[doc(hidden)]
-impl Handle {
-    /// Fleet: open now for `open_for` (cause [`Cause::Fleet`](crate::Cause::Fleet)).
-    pub fn fleet_open(&self, open_for: Duration) {
-        let nanos = crate::clock::to_nanos(open_for);
-        self.shared.core.fleet_open(nanos, &self.shared.clock);
-    }
-
-    /// Fleet: close if open or half-open (the fleet's probe succeeded).
-    pub fn fleet_close(&self) {
-        self.shared.core.fleet_close(&self.shared.clock);
-    }
-
-    /// Fleet: while on, an open breaker whose cool-off ended waits for
-    /// [`fleet_grant_probe`](Self::fleet_grant_probe) before it admits a probe.
-    pub fn fleet_gate(&self, on: bool) {
-        self.shared.core.fleet_gate(on);
-    }
-
-    /// Fleet: this instance holds the fleet's probe lease; the next call after the cool-off
-    /// may probe.
-    pub fn fleet_grant_probe(&self) {
-        self.shared.core.fleet_grant_probe();
-    }
-
-    /// The state as stored, without moving an open breaker to half-open.
-    pub fn peek_state(&self) -> State {
-        self.shared.core.peek()
-    }
-
-    /// Whether both handles reach the same breaker.
-    pub fn same_breaker(&self, other: &Handle) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
-    }
-
-    /// The breaker behind this handle.
-    pub fn breaker(&self) -> Breaker {
-        Breaker {
-            shared: self.shared.clone(),
-        }
-    }
-}
-
-impl std::fmt::Debug for Handle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Handle")
-            .field("name", &self.name())
             .finish_non_exhaustive()
     }
 }

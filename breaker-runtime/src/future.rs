@@ -14,21 +14,12 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 
 use crate::{
-    breaker::{settle, settle_ticket, Shared, Stop},
+    call::{settle, settle_ticket, Host, Shared, Stop},
     core::{Engine, Permit, Ticket},
     stats::Count,
     verdict::Judge,
     CallError,
 };
-
-/// What a call future holds its breaker by: borrowed (`&Shared`, from
-/// [`Breaker::call`](crate::Breaker::call): no reference-count traffic per call) or owned
-/// (a [`Breaker`](crate::Breaker), from [`Breaker::call_owned`](crate::Breaker::call_owned):
-/// a `'static` future to spawn). Implemented by the runtime only.
-pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
-    /// The breaker's parts.
-    fn shared(&self) -> &Shared;
-}
 
 /// Where a call stands. An explicit tag (rather than a niche in the permit) makes every
 /// check of the stage one compare.

@@ -23,14 +23,17 @@
 //! | `state` | [`State`] and the packed state-and-generation word |
 //! | `config` | [`Config`], its validation, [`ConfigError`] |
 //! | `core` | admission, outcomes, transitions: the lock-free engine |
-//! | `window` | the rings of atomic cells behind `failure_rate` |
+//! | `window` | the windows behind `failure_rate` (a ring of calls, or time buckets), each behind a small lock |
 //! | `stats` | [`Stats`] and the striped counters behind them |
-//! | `breaker` | [`Breaker`], [`Handle`]: the call wrappers, and how a call's end is reported |
+//! | `call` | what every call shares: a breaker's parts, the blocking call's plumbing, how a finished call is judged and reported |
+//! | `breaker` | [`Breaker`]: creation and the call wrappers |
+//! | `handle` | [`Handle`]: manual control, inspection, the fleet's hooks |
 //! | `verdict` | [`Verdict`]: how a finished call is judged (`is_failure` or a classifier) |
 //! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
-//! | `registry` | [`registry()`], [`Snapshot`] |
+//! | `registry` | [`registry()`]: the live breakers, by name |
+//! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
 //! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
@@ -38,15 +41,18 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod breaker;
+mod call;
 mod clock;
 mod config;
 mod core;
 mod error;
 mod events;
 mod future;
+mod handle;
 mod keyed;
 mod name;
 mod registry;
+mod snapshot;
 mod state;
 mod stats;
 mod sync;
@@ -54,14 +60,16 @@ mod verdict;
 mod window;
 
 pub use crate::{
-    breaker::{Breaker, Handle},
+    breaker::Breaker,
     config::{Config, ConfigError, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
+    handle::Handle,
     keyed::{BreakerKey, KeyedBreaker},
     name::Name,
-    registry::{registry, Registry, Snapshot},
+    registry::{registry, Registry},
+    snapshot::Snapshot,
     state::State,
     stats::Stats,
     verdict::{Classify, Judge, Verdict},
@@ -70,7 +78,11 @@ pub use crate::{
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]
 pub mod __internals {
-    pub use crate::{breaker::Shared, core::Engine, future::Host, keyed::KeyArg};
+    pub use crate::{
+        call::{Host, Shared},
+        core::Engine,
+        keyed::KeyArg,
+    };
 }
 
 #[cfg(all(test, breaker_loom))]

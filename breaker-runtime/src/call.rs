@@ -1,0 +1,206 @@
+//! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
+//! admission and end, and how a finished call is judged and reported ([`settle`]). The
+//! breaker, its handles, the call future and the registry all build on this module; it
+//! depends on none of them but the registry, which it lists itself in and leaves.
+
+use std::{
+    panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
+    time::Duration,
+};
+
+use crate::{
+    clock::TokioClock,
+    core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
+    registry,
+    verdict::Judge,
+    BreakerError, CallError, Config,
+};
+
+/// A breaker's parts, shared by its clones and handles. Nominally public (its module is
+/// private) so the call future can name it.
+pub struct Shared {
+    pub(crate) core: Core,
+    pub(crate) clock: TokioClock,
+    pub(crate) config: Config,
+    /// Its entry in the registry, removed when the last clone and handle are gone.
+    pub(crate) listed: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.core.fmt(f)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let id = *self.listed.get_mut();
+        if id != 0 {
+            registry::registry().unlist(id);
+        }
+    }
+}
+
+impl Engine for &Shared {
+    type Clock = TokioClock;
+    #[inline(always)]
+    fn core(&self) -> &Core {
+        &self.core
+    }
+    #[inline(always)]
+    fn clock(&self) -> &TokioClock {
+        &self.clock
+    }
+}
+
+impl Host for &Shared {
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        self
+    }
+}
+
+/// What a call future holds its breaker by: borrowed (`&Shared`, from
+/// [`Breaker::call`](crate::Breaker::call): no reference-count traffic per call) or owned
+/// (a [`Breaker`](crate::Breaker), from [`Breaker::call_owned`](crate::Breaker::call_owned):
+/// a `'static` future to spawn). Implemented by the runtime only.
+pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
+    /// The breaker's parts.
+    fn shared(&self) -> &Shared;
+}
+
+/// A panic caught in user code, on its way back to the caller.
+type Panic = Box<dyn std::any::Any + Send + 'static>;
+
+impl Shared {
+    /// The permit of a fast-path call whose outcome is no success.
+    #[cold]
+    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<&Shared> {
+        Permit::from_ticket_in(self, ticket)
+    }
+
+    /// A blocking call admitted on the fast path. A success is settled inline; anything
+    /// else out of line, so the inlined part stays small.
+    #[inline(always)]
+    pub(crate) fn run_fast<T, E, J: Judge<T, E>>(
+        &self,
+        ticket: LocalTicket,
+        is_failure: J,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        match catch_unwind(AssertUnwindSafe(call)) {
+            // `is_failure` is never asked about an `Ok`; a classifier is.
+            Ok(Ok(value)) if J::OK_IS_SUCCESS => {
+                self.core.succeed_here(ticket, &self.clock);
+                Ok(value)
+            }
+            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_fast<T, E>(
+        &self,
+        ticket: Ticket,
+        result: Result<Result<T, E>, Stop>,
+        is_failure: impl Judge<T, E>,
+    ) -> Result<T, CallError<E>> {
+        settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
+    }
+
+    /// Every blocking call that is not closed on the fast path: out of line, so the closed
+    /// path's caller keeps a small frame.
+    #[inline(never)]
+    pub(crate) fn call_sync_slow<T, E>(
+        &self,
+        is_failure: impl Judge<T, E>,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        if let Some(ticket) = self.core.enter_claiming() {
+            return self.run_fast(ticket, is_failure, call);
+        }
+        let permit = Permit::acquire_in(self).map_err(CallError::Breaker)?;
+        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
+        settle(permit, result, is_failure)
+    }
+}
+
+/// Why a call stopped without a result of its own.
+pub(crate) enum Stop {
+    /// It panicked (the payload, to resume unchanged).
+    Panic(Panic),
+    /// Its deadline passed.
+    Timeout(Duration),
+}
+
+/// Reports a finished call and hands its result to the caller; a panic, in the call or in
+/// the judge (`is_failure` or a classifier), is reported as a failure first and then resumed
+/// unchanged.
+pub(crate) fn settle<T, E, H: Engine>(
+    permit: Permit<H>,
+    result: Result<Result<T, E>, Stop>,
+    judge: impl Judge<T, E>,
+) -> Result<T, CallError<E>> {
+    match result {
+        Ok(result) => settle_result(permit, result, judge),
+        Err(Stop::Timeout(after)) => {
+            let name = permit.name().clone();
+            permit.finish(Outcome::Timeout);
+            Err(CallError::Breaker(BreakerError::Timeout { name, after }))
+        }
+        Err(Stop::Panic(panic)) => {
+            permit.finish(Outcome::Failure);
+            resume_unwind(panic)
+        }
+    }
+}
+
+/// A result from the dependency: the judge decides what it counts as.
+#[inline(never)]
+fn settle_result<T, E, H: Engine>(
+    permit: Permit<H>,
+    result: Result<T, E>,
+    judge: impl Judge<T, E>,
+) -> Result<T, CallError<E>> {
+    judged(result, judge, |outcome| permit.finish(outcome))
+}
+
+/// Runs the judge (a panic in it is a failure, then resumed) and reports its verdict.
+#[inline(always)]
+fn judged<T, E>(
+    result: Result<T, E>,
+    judge: impl Judge<T, E>,
+    report: impl FnOnce(Outcome),
+) -> Result<T, CallError<E>> {
+    match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
+        Ok(verdict) => {
+            report(Outcome::from(verdict));
+            result.map_err(CallError::Inner)
+        }
+        Err(panic) => {
+            report(Outcome::Failure);
+            resume_unwind(panic)
+        }
+    }
+}
+
+/// A call admitted on the fast path that did not end in an `Ok` settled inline (an error,
+/// a timeout, a panic, or any result a classifier must judge). A success settles as the
+/// fast path's does, without a permit (for an owned future, a permit costs a
+/// reference-count round trip); anything else takes one from `permit`.
+pub(crate) fn settle_ticket<T, E, H: Engine>(
+    shared: &Shared,
+    ticket: Ticket,
+    result: Result<Result<T, E>, Stop>,
+    judge: impl Judge<T, E>,
+    permit: impl FnOnce() -> Permit<H>,
+) -> Result<T, CallError<E>> {
+    match result {
+        Ok(result) => judged(result, judge, |outcome| match outcome {
+            Outcome::Success => shared.core.succeed(ticket, &shared.clock),
+            other => permit().finish(other),
+        }),
+        Err(stop) => settle(permit(), Err(stop), judge),
+    }
+}

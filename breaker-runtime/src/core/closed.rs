@@ -1,0 +1,181 @@
+//! The closed path: the fast admission a simple policy takes (one load of the word, one
+//! count on the caller's own stripe), the refusal of an open breaker (one load, one clock
+//! read), successes, the failure streak and the window, and tripping.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{
+    clock::{Clock, Nanos},
+    events::Cause,
+    stats::{here, owned_here, Count},
+    sync::lock,
+    BreakerError, State,
+};
+
+impl Core {
+    /// The closed fast path, inlined into the call wrappers: a closed breaker with a simple
+    /// policy, called from a thread that owns a stats stripe, admits with one load of the
+    /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
+    #[inline(always)]
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket> {
+        self.ticket(owned_here)
+    }
+
+    /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
+    /// of the word and one clock read; a forced-open one with no clock read. `None`: the
+    /// breaker is not refusing outright; try [`enter_claiming`](Self::enter_claiming).
+    #[inline(always)]
+    pub(crate) fn refuse(&self, clock: &impl Clock) -> Option<BreakerError> {
+        let w = self.word();
+        if w.is(State::Open) {
+            let now = clock.now();
+            let until = self.open_until.load(Acquire);
+            if now < until {
+                return Some(self.reject(Some(until - now)));
+            }
+        } else if w.is(State::ForcedOpen) {
+            return Some(self.reject(None));
+        }
+        None
+    }
+
+    /// The closed fast path for a thread that owns no stripe yet (its first count claims
+    /// one) or shares one (counted with `fetch_add`): out of the inlined path, after
+    /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
+    /// not closed with a simple policy; take [`admit`](Self::admit).
+    pub(crate) fn enter_claiming(&self) -> Option<LocalTicket> {
+        self.ticket(|| Some(here()))
+    }
+
+    /// Admission on the fast path: closed with a simple policy, counted on the stripe that
+    /// `stripe` finds (looked up only then, so a refused call claims none).
+    #[inline(always)]
+    pub(super) fn ticket(&self, stripe: impl FnOnce() -> Option<Here>) -> Option<LocalTicket> {
+        let w = self.word();
+        if !(w.is(State::Closed) && self.simple) {
+            return None;
+        }
+        let here = stripe()?;
+        self.counters.add_here(here, Count::Admitted);
+        Some(LocalTicket {
+            ticket: Ticket {
+                generation: w.generation(),
+            },
+            here,
+        })
+    }
+
+    /// A success on the fast path, on the thread that admitted the call (a blocking call):
+    /// one count on the stripe the ticket names (plain if this thread owns it), and a load
+    /// of the streak, written only when a streak of failures was running.
+    #[inline]
+    pub(crate) fn succeed_here(&self, admitted: LocalTicket, clock: &impl Clock) {
+        self.counters.add_here(admitted.here, Count::Success);
+        self.end_streak(admitted.ticket, clock);
+    }
+
+    /// A success on the fast path, on whichever thread the call's future ended up: counted
+    /// on this thread's stripe.
+    #[inline]
+    pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
+        // `owned_stripe` first: one load and compare when this thread owns one.
+        let at = owned_here().unwrap_or_else(here);
+        self.counters.add_here(at, Count::Success);
+        self.end_streak(ticket, clock);
+    }
+
+    #[inline(always)]
+    pub(super) fn end_streak(&self, ticket: Ticket, clock: &impl Clock) {
+        // No failure counted in any generation: nothing to reset.
+        if self.streak.load(Relaxed) & STREAK_COUNT != 0 {
+            self.finish_closed(ticket.generation, Outcome::Success, clock);
+        }
+    }
+
+    #[inline]
+    pub(super) fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
+        self.counters.add(Count::Rejected);
+        BreakerError::open(&self.name, retry_in.map(Duration::from_nanos))
+    }
+
+    #[inline(never)]
+    pub(super) fn finish_closed(&self, generation: u64, outcome: Outcome, clock: &impl Clock) {
+        let failed = outcome.is_failure();
+        if !failed && outcome != Outcome::Success {
+            return; // neutral or cancelled: counts for nothing, resets nothing
+        }
+        if let Outcome::OpenFor(open_for) = outcome {
+            let cause = Cause::Verdict {
+                open_for: Duration::from_nanos(open_for),
+            };
+            self.trip_for(generation, cause, Some(open_for), clock);
+            return;
+        }
+        let tag = streak_tag(generation);
+        if let Some(threshold) = self.policy.threshold {
+            if failed {
+                // Saturating: while disabled, failures keep counting and nothing trips; a
+                // carry out of the count would land in the generation tag.
+                let bumped = self.streak.fetch_update(AcqRel, Acquire, |s| {
+                    (s & !STREAK_COUNT == tag && s & STREAK_COUNT != STREAK_COUNT).then_some(s + 1)
+                });
+                if let Ok(prev) = bumped {
+                    let failures = (prev & STREAK_COUNT) as u32 + 1;
+                    if failures == threshold {
+                        // Once tripped, the window below sees the generation moved on.
+                        self.trip(generation, Cause::ConsecutiveFailures { failures }, clock);
+                    }
+                }
+            } else if self.streak.load(Relaxed) != tag {
+                // A streak is running in this generation (or the word moved on, and the
+                // update below finds the tag changed and leaves it alone).
+                let _ = self.streak.fetch_update(AcqRel, Relaxed, |s| {
+                    (s & !STREAK_COUNT == tag && s != tag).then_some(tag)
+                });
+            }
+        }
+        if let (Some(ring), Some(percent)) = (&self.ring, self.policy.failure_rate) {
+            if self.word().generation() != generation {
+                return; // a late outcome from an older state changes nothing
+            }
+            let now = if ring.needs_clock() { clock.now() } else { 0 };
+            // The generation is checked again under the window's lock: a close between the
+            // check above and this record restarted the window for the next generation.
+            let Some(tally) = ring.record_in(generation, failed, now) else {
+                return;
+            };
+            if tally.trips(self.policy.min_calls, percent) {
+                let cause = Cause::FailureRate {
+                    rate: tally.rate(),
+                    calls: tally.calls,
+                };
+                self.trip(generation, cause, clock);
+            }
+        }
+    }
+
+    /// Opens a closed breaker, if it is still in the generation that saw the failures.
+    pub(super) fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
+        self.trip_for(generation, cause, None, clock)
+    }
+
+    /// [`trip`](Self::trip), for `open_for` (clamped) instead of the cool-off when given.
+    pub(super) fn trip_for(
+        &self,
+        generation: u64,
+        cause: Cause,
+        open_for: Option<Nanos>,
+        clock: &impl Clock,
+    ) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        if w != Word::new(State::Closed, generation) {
+            return;
+        }
+        inner.reopenings = 0;
+        self.transition_for(&mut inner, w, State::Open, cause, clock.now(), open_for);
+        drop(inner);
+        self.dispatch();
+    }
+}

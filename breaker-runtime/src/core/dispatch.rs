@@ -1,0 +1,74 @@
+//! Announcing transitions: queued under the lock in the order they happen, delivered
+//! outside it by one dispatcher at a time (the `tracing` event, the hook, the observers),
+//! each under `catch_unwind`.
+
+use std::panic::AssertUnwindSafe;
+
+use super::*;
+use crate::{
+    events::{self, Transition},
+    sync::lock,
+};
+
+impl Core {
+    /// Announces queued transitions: one dispatcher at a time, in queue order, outside the
+    /// lock. A hook that calls back into the breaker only queues; the loop delivers it.
+    pub(super) fn dispatch(&self) {
+        let mut inner = lock(&self.inner);
+        if inner.dispatching {
+            return;
+        }
+        inner.dispatching = true;
+        drop(inner);
+        // Whatever happens below (a subscriber that panics while logging the panic of a
+        // hook), the next transition finds a dispatcher again.
+        let _guard = Dispatching(self);
+        loop {
+            let Some(t) = lock(&self.inner).events.pop_front() else {
+                return;
+            };
+            self.announce(&t);
+        }
+    }
+
+    pub(super) fn announce(&self, t: &Transition) {
+        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            events::log(t);
+            if let Some(hook) = &self.hook {
+                hook(t);
+            }
+        }));
+        if let Err(panic) = delivered {
+            // Logged under `catch_unwind` too: the subscriber may be what panicked.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a non-string panic");
+                tracing::error!(
+                    target: "breaker",
+                    breaker = self.name.as_str(),
+                    "on_state_change hook panicked: {what}; the breaker goes on"
+                );
+            }));
+        }
+        events::notify_observers(t);
+    }
+}
+
+/// Clears `dispatching` when the dispatcher stops, by return or by unwinding.
+pub(super) struct Dispatching<'a>(pub(super) &'a Core);
+
+impl Drop for Dispatching<'_> {
+    fn drop(&mut self) {
+        let mut inner = lock(&self.0.inner);
+        inner.dispatching = false;
+        let more = !inner.events.is_empty();
+        drop(inner);
+        if more && !std::thread::panicking() {
+            // Queued between our last pop and the flag's reset: deliver them now.
+            self.0.dispatch();
+        }
+    }
+}

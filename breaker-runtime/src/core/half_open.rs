@@ -1,0 +1,239 @@
+//! Admission beyond the fast path (the bulkhead, slow-call timing, half-open), probe slots
+//! and their leases, and how an admitted call's outcome is reported.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{
+    clock::{Clock, Nanos},
+    events::Cause,
+    stats::Count,
+    sync::lock,
+    BreakerError, State,
+};
+
+/// A held half-open slot: which one, the id of the lease that proves it is still ours, and
+/// when that lease ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Probe {
+    pub(super) slot: usize,
+    pub(super) lease: u64,
+    pub(super) until: Nanos,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Lease {
+    pub(super) id: u64,
+    pub(super) until: Nanos,
+}
+
+impl Core {
+    /// Admits a call or refuses it. The caller must report the outcome with
+    /// [`finish`](Self::finish) exactly once (a [`Permit`] does).
+    pub(crate) fn admit(&self, clock: &impl Clock) -> Result<Admission, BreakerError> {
+        let w = self.word();
+        let mut now = None;
+        let (generation, probe) = match w.state() {
+            State::Closed | State::Disabled => (w.generation(), None),
+            State::ForcedOpen => return Err(self.reject(None)),
+            State::Open => {
+                let t = clock.now();
+                let until = self.open_until.load(Acquire);
+                if t < until {
+                    return Err(self.reject(Some(until - t)));
+                }
+                now = Some(t);
+                self.admit_half_open(t)?
+            }
+            State::HalfOpen => {
+                let t = clock.now();
+                now = Some(t);
+                self.admit_half_open(t)?
+            }
+        };
+        // A disabled breaker admits every call, past the bulkhead too.
+        let bulkhead = self
+            .policy
+            .max_concurrent
+            .filter(|_| !w.is(State::Disabled));
+        if let Some(max) = bulkhead {
+            // A compare-and-swap that never overshoots: `fetch_add` then undo would let two
+            // racing calls at the limit both see it exceeded and both be refused.
+            let taken = self
+                .in_flight
+                .fetch_update(Acquire, Relaxed, |n| (n < max).then_some(n + 1));
+            if taken.is_err() {
+                if let Some(p) = probe {
+                    self.finish_probe(generation, p, Outcome::Cancelled, clock);
+                }
+                self.counters.add(Count::Rejected);
+                return Err(BreakerError::Full {
+                    name: self.name.clone(),
+                    max_concurrent: max,
+                });
+            }
+        }
+        self.counters.add(Count::Admitted);
+        let started = self
+            .policy
+            .slow_call
+            .map(|_| now.unwrap_or_else(|| clock.now()));
+        Ok(Admission {
+            generation,
+            probe,
+            started,
+            bulkhead: bulkhead.is_some(),
+        })
+    }
+
+    /// Admission when the word said open (cool-off over) or half-open: under the lock,
+    /// because it may start the half-open period and it hands out probe slots.
+    #[inline(never)]
+    pub(super) fn admit_half_open(&self, now: Nanos) -> Result<(u64, Option<Probe>), BreakerError> {
+        let mut inner = lock(&self.inner);
+        let mut w = self.word();
+        let mut moved = false;
+        let verdict = loop {
+            match w.state() {
+                State::Closed | State::Disabled => break Ok((w.generation(), None)),
+                State::ForcedOpen => break Err(None),
+                State::Open => {
+                    let until = self.open_until.load(Acquire);
+                    if now < until {
+                        break Err(Some(until - now));
+                    }
+                    if inner.fleet_holds_open() {
+                        break Err(None); // another instance of the fleet probes
+                    }
+                    w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
+                    moved = true;
+                }
+                State::HalfOpen => {
+                    break self
+                        .claim_slot(&mut inner, now)
+                        .map(|p| (w.generation(), Some(p)))
+                }
+            }
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+        verdict.map_err(|retry_in| self.reject(retry_in))
+    }
+
+    /// Takes a free probe slot, or one whose lease ended (its holder hung: it loses the
+    /// slot, and its late outcome will change nothing). Refused: the time until the
+    /// earliest lease ends.
+    pub(super) fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
+        let free = inner
+            .leases
+            .iter()
+            .position(|l| l.is_none_or(|l| l.until <= now));
+        let Some(slot) = free else {
+            let earliest = inner.leases.iter().flatten().map(|l| l.until).min();
+            return Err(earliest.map(|until| until.saturating_sub(now)));
+        };
+        let lease = inner.next_lease;
+        inner.next_lease += 1;
+        let until = now.saturating_add(self.policy.lease());
+        inner.leases[slot] = Some(Lease { id: lease, until });
+        Ok(Probe { slot, lease, until })
+    }
+
+    /// Reports how an admitted call ended.
+    pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
+        let outcome = match (admission.started, self.policy.slow_call) {
+            (Some(started), Some(slow))
+                if outcome != Outcome::Cancelled
+                    && outcome != Outcome::Timeout
+                    && clock.now().saturating_sub(started) >= slow =>
+            {
+                Outcome::Slow
+            }
+            _ => outcome,
+        };
+        let count = match outcome {
+            Outcome::Success => Some(Count::Success),
+            Outcome::Failure => Some(Count::Failure),
+            Outcome::Timeout => Some(Count::Timeout),
+            Outcome::Slow => Some(Count::Slow),
+            Outcome::OpenFor(_) => Some(Count::Failure),
+            Outcome::Neutral => Some(Count::Neutral),
+            Outcome::Cancelled => Some(Count::Cancelled),
+        };
+        if let Some(count) = count {
+            // This thread's stripe: an async call may end on another thread than the one
+            // that admitted it, and only a stripe's owner may count on it with plain stores.
+            self.counters.add(count);
+        }
+        if admission.bulkhead {
+            self.in_flight.fetch_sub(1, Release);
+        }
+        match admission.probe {
+            Some(p) => self.finish_probe(admission.generation, p, outcome, clock),
+            None => self.finish_closed(admission.generation, outcome, clock),
+        }
+    }
+
+    pub(super) fn finish_probe(
+        &self,
+        generation: u64,
+        probe: Probe,
+        outcome: Outcome,
+        clock: &impl Clock,
+    ) {
+        let mut inner = lock(&self.inner);
+        let lease = &mut inner.leases[probe.slot];
+        if lease.map(|l| l.id) == Some(probe.lease) {
+            *lease = None;
+        } else if outcome != Outcome::Timeout
+            && (outcome == Outcome::Cancelled || clock.now() > probe.until)
+        {
+            // Its lease ended and another call took the slot: a late result changes nothing.
+            return;
+        }
+        // Else the slot was taken over at the very instant the lease ended, or the result is
+        // a timeout. A probe whose timeout is its lease reports when tokio's timer fires,
+        // which is at the next millisecond or later; a call arriving in between takes the
+        // slot over. Dropping the timeout then would leave a hanging dependency half-open
+        // forever under steady traffic, with the backoff never growing (review M3), so a
+        // timed-out probe always reopens the breaker of its generation.
+        let w = self.word();
+        if w != Word::new(State::HalfOpen, generation) {
+            return;
+        }
+        let moved = match outcome {
+            Outcome::Success => {
+                inner.probe_successes += 1;
+                let successes = inner.probe_successes;
+                if successes >= self.policy.success_threshold {
+                    let cause = Cause::ProbesSucceeded { successes };
+                    self.transition(&mut inner, w, State::Closed, cause, 0);
+                    true
+                } else {
+                    false
+                }
+            }
+            Outcome::Failure | Outcome::Timeout | Outcome::Slow => {
+                inner.reopenings = inner.reopenings.saturating_add(1);
+                self.transition(&mut inner, w, State::Open, Cause::ProbeFailed, clock.now());
+                true
+            }
+            Outcome::OpenFor(open_for) => {
+                inner.reopenings = inner.reopenings.saturating_add(1);
+                let cause = Cause::Verdict {
+                    open_for: Duration::from_nanos(open_for),
+                };
+                let now = clock.now();
+                self.transition_for(&mut inner, w, State::Open, cause, now, Some(open_for));
+                true
+            }
+            Outcome::Neutral | Outcome::Cancelled => false,
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+}

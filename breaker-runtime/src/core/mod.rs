@@ -1,0 +1,283 @@
+//! The engine: admission, outcomes and transitions of one breaker.
+//!
+//! The state and its generation live in one atomic word ([`Word`]). A call on the closed
+//! path is lock-free and, with a simple policy, takes [`Core::enter_closed`]: one load of the
+//! word, one count on the stats stripe the calling thread owns (a plain load and store, no
+//! locked instruction), and on success one more count and one load of the failure streak
+//! (written only while a streak runs); no clock read, no allocation, no write to a line
+//! another thread writes. The open path ([`Core::refuse`]) is one load of the word and one
+//! clock read.
+//!
+//! Transitions are rare, and they are serialised by one mutex: whoever changes the word
+//! holds it, re-checks the word under it (so of two racing callers exactly one acts), and
+//! stores the new word last with `Release`, after the fields the new state needs
+//! (`open_until`, a cleared streak). Half-open admission and probe outcomes take the same
+//! lock, since they decide transitions. No user code runs under it: events are queued under
+//! the lock and announced after it is released, by one dispatcher at a time, in order.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | this one | [`Core`], its packed fields, what admission hands out ([`Ticket`], [`Admission`]) |
+//! | `closed` | the closed path: fast admission, refusal while open, successes, the failure streak, tripping |
+//! | `half_open` | full admission, probe slots and their leases, how a probe's outcome decides |
+//! | `transition` | moving the word, what each state needs on entry, reading the state, manual control |
+//! | `fleet` | the hooks a fleet drives: open, close, hold open, grant the probe |
+//! | `dispatch` | announcing queued transitions outside the lock, in order, one dispatcher at a time |
+//! | `permit` | [`Permit`]: an admitted call's duty to report, and what it reports to ([`Engine`]) |
+//! | `jitter` | the random extra on a cool-off |
+//!
+//! Words, one meaning each: a *ticket* is a fast-path admission; a probe *slot* is one of
+//! `probes` places in half-open, held under a *lease* (an id and an end); a *stripe* is a
+//! thread's share of the stats counters.
+
+use std::collections::VecDeque;
+
+use crate::{
+    clock::{Clock, Nanos},
+    config::{Hook, Policy},
+    events::Transition,
+    stats::{Counters, Here},
+    sync::{AtomicU32, AtomicU64, Mutex, Ordering::*},
+    window::Ring,
+    Name, State, Verdict,
+};
+
+mod closed;
+mod dispatch;
+mod fleet;
+mod half_open;
+mod jitter;
+mod permit;
+#[cfg(all(test, not(breaker_loom)))]
+mod tests;
+mod transition;
+
+pub use permit::{Engine, Permit};
+
+use half_open::{Lease, Probe};
+
+/// How an admitted call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// `Ok` in time.
+    Success,
+    /// An error that counts against the dependency, or a panic.
+    Failure,
+    /// The deadline passed.
+    Timeout,
+    /// Finished, but took at least `slow_call`.
+    Slow,
+    /// An error `is_failure` judged to be the caller's fault: counts for nothing.
+    Neutral,
+    /// The call's future was dropped before it finished: counts for nothing.
+    Cancelled,
+    /// A classifier's [`Verdict::OpenFor`]: a failure that opens the breaker at once for
+    /// this long (before clamping).
+    OpenFor(Nanos),
+}
+
+impl Outcome {
+    fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Outcome::Failure | Outcome::Timeout | Outcome::Slow | Outcome::OpenFor(_)
+        )
+    }
+}
+
+impl From<Verdict> for Outcome {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Success => Outcome::Success,
+            Verdict::Failure => Outcome::Failure,
+            Verdict::Neutral => Outcome::Neutral,
+            Verdict::OpenFor(d) => Outcome::OpenFor(crate::clock::to_nanos(d)),
+        }
+    }
+}
+
+/// What the lock guards: the rarely touched state of transitions and half-open.
+struct Inner {
+    /// One entry per probe slot; `None` is free, an expired lease may be taken over.
+    leases: Vec<Option<Lease>>,
+    probe_successes: u32,
+    /// Consecutive reopenings from half-open, which double the cool-off.
+    reopenings: u32,
+    /// The id of the next probe lease.
+    next_lease: u64,
+    rng: u64,
+    /// Transitions not yet announced; bounded (see [`MAX_QUEUED`]).
+    events: VecDeque<Transition>,
+    dispatching: bool,
+    /// While a fleet holds the gate, an open breaker whose cool-off ended stays open until
+    /// the fleet grants a probe (see `fleet_gate`).
+    gated: bool,
+    granted: bool,
+    /// `Stats` (successes, failures) when the breaker last closed: without a window, the
+    /// failure rate a snapshot shows is the failed share of the calls since then.
+    closed_at: (u64, u64),
+}
+
+impl Inner {
+    /// A fleet gates this breaker and has not granted this instance the probe.
+    fn fleet_holds_open(&self) -> bool {
+        self.gated && !self.granted
+    }
+}
+
+/// Consecutive failures, tagged with the (low 32 bits of the) generation they belong to, so
+/// a late outcome from an older generation never touches the current streak.
+const STREAK_COUNT: u64 = u32::MAX as u64;
+
+/// Transitions queued for announcement at most: a hook that keeps a breaker flapping from
+/// inside itself must not grow the queue without bound. Past it the oldest is dropped (and
+/// said so in the log); the state itself is always right.
+const MAX_QUEUED: usize = 1024;
+
+fn streak_tag(generation: u64) -> u64 {
+    (generation & STREAK_COUNT) << 32
+}
+
+pub struct Core {
+    pub(crate) name: Name,
+    pub(crate) policy: Policy,
+    hook: Option<Hook>,
+    word: AtomicU64,
+    /// When the cool-off ends; meaningful while the word says `Open`.
+    open_until: AtomicU64,
+    streak: AtomicU64,
+    ring: Option<Ring>,
+    in_flight: AtomicU32,
+    pub(crate) counters: Counters,
+    inner: Mutex<Inner>,
+    /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
+    /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
+    simple: bool,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.name)
+            .field("state", &self.peek())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What admission hands an admitted call; its outcome is reported against it.
+#[derive(Debug)]
+pub struct Admission {
+    generation: u64,
+    probe: Option<Probe>,
+    /// When the call started, if `slow_call` needs it.
+    started: Option<Nanos>,
+    /// Whether it holds a bulkhead slot.
+    bulkhead: bool,
+}
+
+use crate::state::Word;
+
+/// A call admitted on the fast path (closed, simple policy): its generation. `Send`, so an
+/// async call's future can keep it while it moves between threads.
+/// Dropping it unreported is a cancellation, which on this path has nothing to give back.
+#[derive(Debug, Clone, Copy)]
+pub struct Ticket {
+    generation: u64,
+}
+
+/// A fast-path admission with the admitting thread's stripe: two words, kept in registers.
+/// `!Send` (through [`Here`]): only the admitting thread can count its outcome on that
+/// stripe ([`Core::succeed_here`]); a call that may move takes [`LocalTicket::ticket`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalTicket {
+    ticket: Ticket,
+    here: Here,
+}
+
+impl LocalTicket {
+    /// The ticket alone, for a call whose outcome may be reported on another thread.
+    #[inline(always)]
+    pub(crate) fn ticket(self) -> Ticket {
+        self.ticket
+    }
+}
+
+impl Core {
+    pub(crate) fn new(name: Name, policy: Policy, hook: Option<Hook>) -> Core {
+        let ring = policy.window.map(Ring::new);
+        let probes = policy.probes as usize;
+        let rng = jitter::seed(&name);
+        Core {
+            name,
+            hook,
+            word: AtomicU64::new(Word::INITIAL.0),
+            open_until: AtomicU64::new(0),
+            streak: AtomicU64::new(streak_tag(0)),
+            ring,
+            in_flight: AtomicU32::new(0),
+            counters: Counters::new(),
+            inner: Mutex::new(Inner {
+                leases: vec![None; probes],
+                probe_successes: 0,
+                reopenings: 0,
+                next_lease: 1,
+                rng,
+                events: VecDeque::with_capacity(4),
+                dispatching: false,
+                gated: false,
+                granted: false,
+                closed_at: (0, 0),
+            }),
+            simple: policy.slow_call.is_none()
+                && policy.window.is_none()
+                && policy.max_concurrent.is_none(),
+            policy,
+        }
+    }
+
+    #[inline]
+    fn word(&self) -> Word {
+        Word(self.word.load(Acquire))
+    }
+
+    /// The state as stored, without moving an open breaker to half-open.
+    pub(crate) fn peek(&self) -> State {
+        self.word().state()
+    }
+
+    /// Calls in flight under the bulkhead (0 without one).
+    #[cfg(test)]
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Acquire)
+    }
+
+    /// Probe slots currently held.
+    #[cfg(test)]
+    pub(crate) fn probes_held(&self) -> usize {
+        crate::sync::lock(&self.inner)
+            .leases
+            .iter()
+            .flatten()
+            .count()
+    }
+
+    /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
+    /// window, nothing in flight under the bulkhead or as a probe. A keyed breaker evicts
+    /// these first (governor's rule: only drop state a new breaker would have anyway).
+    pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
+        let w = self.word();
+        if !w.is(State::Closed) {
+            return false;
+        }
+        if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
+            return false;
+        }
+        match &self.ring {
+            Some(ring) => {
+                let now = if ring.needs_clock() { clock.now() } else { 0 };
+                ring.tally(now).failures == 0
+            }
+            None => true,
+        }
+    }
+}

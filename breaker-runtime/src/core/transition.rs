@@ -1,0 +1,185 @@
+//! Transitions: moving the word and preparing what the new state needs, reading the state
+//! (which moves an open breaker whose cool-off ended), `retry_in`, the failure rate, and
+//! manual control.
+
+use std::time::Duration;
+
+use super::*;
+use crate::{
+    clock::{Clock, Nanos},
+    events::{Cause, Transition},
+    sync::lock,
+    window::Tally,
+    State,
+};
+
+impl Core {
+    /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
+    /// Must hold the lock, with `from` the word read under it.
+    pub(super) fn transition(
+        &self,
+        inner: &mut Inner,
+        from: Word,
+        to: State,
+        cause: Cause,
+        now: Nanos,
+    ) -> Word {
+        self.transition_for(inner, from, to, cause, now, None)
+    }
+
+    /// [`transition`](Self::transition); an opening lasts `open_for` (clamped to at least the
+    /// cool-off, at most `max_cool_off` or one hour) when given, without jitter: the
+    /// dependency named the time.
+    pub(super) fn transition_for(
+        &self,
+        inner: &mut Inner,
+        from: Word,
+        to: State,
+        cause: Cause,
+        now: Nanos,
+        open_for: Option<Nanos>,
+    ) -> Word {
+        let next = from.next(to);
+        let mut cool_off = None;
+        for lease in inner.leases.iter_mut() {
+            *lease = None;
+        }
+        inner.probe_successes = 0;
+        inner.granted = false;
+        match to {
+            State::Open => {
+                let total = match open_for {
+                    Some(asked) => self.clamp_open_for(asked),
+                    None => {
+                        let base = self.policy.cool_off_after(inner.reopenings);
+                        let jitter = match self.policy.jitter {
+                            0 => 0,
+                            j => jitter::next_random(&mut inner.rng) % j.saturating_add(1),
+                        };
+                        base.saturating_add(jitter)
+                    }
+                };
+                cool_off = Some(Duration::from_nanos(total));
+                self.open_until.store(now.saturating_add(total), Release);
+            }
+            State::Closed | State::Disabled => {
+                inner.reopenings = 0;
+                self.streak.store(streak_tag(next.generation()), Release);
+                match &self.ring {
+                    Some(ring) => ring.restart(next.generation()),
+                    None => {
+                        let stats = self.counters.read();
+                        inner.closed_at = (stats.successes, stats.failures);
+                    }
+                }
+            }
+            State::HalfOpen | State::ForcedOpen => {}
+        }
+        self.word.store(next.0, Release);
+        if from.state() != to || open_for.is_some() {
+            if inner.events.len() >= MAX_QUEUED {
+                inner.events.pop_front();
+            }
+            inner.events.push_back(Transition {
+                name: self.name.clone(),
+                from: from.state(),
+                to,
+                generation: next.generation(),
+                cause,
+                cool_off,
+            });
+        }
+        next
+    }
+
+    /// The state, moving an open breaker whose cool-off ended to half-open (one event).
+    pub(crate) fn state(&self, clock: &impl Clock) -> State {
+        let w = self.word();
+        if w.state() != State::Open {
+            return w.state();
+        }
+        let now = clock.now();
+        if now < self.open_until.load(Acquire) {
+            return State::Open;
+        }
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        // A fleet's gate holds it open, as in `admit_half_open`.
+        let moved = w.state() == State::Open
+            && now >= self.open_until.load(Acquire)
+            && !inner.fleet_holds_open();
+        let state = if moved {
+            self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
+                .state()
+        } else {
+            w.state()
+        };
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+        state
+    }
+
+    /// How long until a call is admitted: the cool-off left when open; the earliest lease's
+    /// end when half-open with every slot taken; `None` otherwise (and when forced open).
+    pub(crate) fn retry_in(&self, clock: &impl Clock) -> Option<Duration> {
+        let now = clock.now();
+        let left = match self.state(clock) {
+            State::Open => Some(self.open_until.load(Acquire).saturating_sub(now)),
+            State::HalfOpen => {
+                let inner = lock(&self.inner);
+                let mut leases = inner.leases.iter();
+                if leases.all(|l| l.is_some_and(|l| l.until > now)) {
+                    inner.leases.iter().flatten().map(|l| l.until - now).min()
+                } else {
+                    None
+                }
+            }
+            State::Closed | State::Disabled | State::ForcedOpen => None,
+        };
+        left.map(Duration::from_nanos)
+    }
+
+    /// The failed share of the current window in percent, 0 when empty. Without a window
+    /// (`failure_rate` not set), the calls since the breaker last closed serve as the window:
+    /// the counts it keeps anyway, so the closed path pays nothing for it.
+    pub(crate) fn failure_rate(&self, clock: &impl Clock) -> f64 {
+        let tally = match &self.ring {
+            Some(ring) => ring.tally(if ring.needs_clock() { clock.now() } else { 0 }),
+            None => {
+                let (successes, failures) = lock(&self.inner).closed_at;
+                let now = self.counters.read();
+                let failures = now.failures.saturating_sub(failures);
+                Tally {
+                    calls: now.successes.saturating_sub(successes) + failures,
+                    failures,
+                }
+            }
+        };
+        tally.rate()
+    }
+
+    /// Manual control: `force_open`, `disable` or `reset` (to `Closed`, counts cleared).
+    pub(crate) fn set(&self, to: State, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        if to == State::Closed {
+            self.counters.clear();
+        } else if w.state() == to {
+            return;
+        }
+        self.transition(&mut inner, w, to, Cause::Manual, clock.now());
+        drop(inner);
+        self.dispatch();
+    }
+
+    /// How long an [`Outcome::OpenFor`] opens: at least the cool-off; at most `max_cool_off`
+    /// when set, else one hour (a `Retry-After` of a year must not park a breaker for good).
+    pub(super) fn clamp_open_for(&self, asked: Nanos) -> Nanos {
+        const HOUR: Nanos = 3_600_000_000_000;
+        asked
+            .min(self.policy.max_cool_off.unwrap_or(HOUR))
+            .max(self.policy.cool_off)
+    }
+}
