@@ -123,7 +123,7 @@ async fn slow_call_counts_a_slow_success_as_a_failure() {
     assert_eq!(state(&name("slow")), State::Closed);
     assert_eq!(slow(Duration::from_secs(2)).await.unwrap(), 1); // the caller still gets it
     assert_eq!(state(&name("slow")), State::Open);
-    assert_eq!(registry().get(&name("slow")).unwrap().stats().slow_calls, 1);
+    assert_eq!(registry().get(name("slow")).unwrap().stats().slow_calls, 1);
 }
 
 #[circuit_breaker(threshold = 1, cool_off = "5s", max_cool_off = "20s")]
@@ -234,7 +234,7 @@ async fn timeout() {
     let e = err.breaker().unwrap();
     assert!(e.is_timeout());
     assert_eq!(
-        registry().get(&name("deadline")).unwrap().stats().timeouts,
+        registry().get(name("deadline")).unwrap().stats().timeouts,
         1
     );
 }

@@ -9,10 +9,11 @@ use std::{
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Outcome, Permit, Ticket},
-    future::CallFuture,
+    core::{Core, Engine, Outcome, Permit, Ticket},
+    future::{CallFuture, Host},
     registry::{self, Snapshot},
-    BreakerError, CallError, Config, ConfigError, State, Stats,
+    verdict::{Classify, Judge},
+    BreakerError, CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
 /// A circuit breaker. Cheap to clone (clones share one breaker); listed in
@@ -36,10 +37,67 @@ pub struct Breaker {
     pub(crate) shared: Arc<Shared>,
 }
 
-pub(crate) struct Shared {
+/// A breaker's parts, shared by its clones and handles. Nominally public (its module is
+/// private) so the call future can name it.
+pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
     pub(crate) config: Config,
+    /// Its entry in the registry, removed when the last clone and handle are gone.
+    pub(crate) listed: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.core.fmt(f)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let id = *self.listed.get_mut();
+        if id != 0 {
+            registry::registry().unlist(id);
+        }
+    }
+}
+
+impl Engine for &Shared {
+    type Clock = TokioClock;
+    #[inline(always)]
+    fn core(&self) -> &Core {
+        &self.core
+    }
+    #[inline(always)]
+    fn clock(&self) -> &TokioClock {
+        &self.clock
+    }
+}
+
+impl Host for &Shared {
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        self
+    }
+}
+
+impl Engine for Breaker {
+    type Clock = TokioClock;
+    #[inline(always)]
+    fn core(&self) -> &Core {
+        &self.shared.core
+    }
+    #[inline(always)]
+    fn clock(&self) -> &TokioClock {
+        &self.shared.clock
+    }
+}
+
+impl Host for Breaker {
+    #[inline(always)]
+    fn shared(&self) -> &Shared {
+        &self.shared
+    }
 }
 
 /// A panic caught in user code, on its way back to the caller.
@@ -62,16 +120,15 @@ impl Breaker {
 
     /// Creates a breaker and lists it in the registry, or says which field is invalid.
     ///
-    /// A breaker is meant to live as long as the program: it stays listed, and its name is
-    /// kept for the life of the process (interned once per distinct name), so that every
-    /// error it produces can carry it without allocating.
+    /// It stays listed while it lives: when its last clone and [`Handle`] are dropped it
+    /// leaves the registry and its memory, name included, is freed.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
-        let breaker = Breaker::unlisted(registry::intern(name.as_ref()), config)?;
+        let breaker = Breaker::unlisted(Name::from(name.as_ref()), config)?;
         registry::registry().list(&breaker);
         Ok(breaker)
     }
 
-    pub(crate) fn unlisted(name: &'static str, config: Config) -> Result<Breaker, ConfigError> {
+    pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let policy = config.validate()?;
         let core = Core::new(name, policy, config.on_state_change.clone());
         Ok(Breaker {
@@ -79,13 +136,19 @@ impl Breaker {
                 core,
                 clock: TokioClock::new(),
                 config,
+                listed: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }
 
     /// The breaker's name.
-    pub fn name(&self) -> &'static str {
-        self.shared.core.name
+    pub fn name(&self) -> &str {
+        &self.shared.core.name
+    }
+
+    /// The breaker's name, shared (a reference-count increment, no allocation).
+    pub fn shared_name(&self) -> Name {
+        self.shared.core.name.clone()
     }
 
     /// The current state. Reading it after the cool-off moves an open breaker to half-open.
@@ -119,7 +182,58 @@ impl Breaker {
     where
         F: Future<Output = Result<T, E>>,
     {
-        CallFuture::new(&self.shared, every_error::<E>, call)
+        CallFuture::new(&*self.shared, every_error::<E>, call)
+    }
+
+    /// Like [`call`](Self::call), but the future owns the breaker, so it is `'static` when
+    /// `call` is: for `tokio::spawn` and tower services. The caller clones explicitly, as
+    /// with tokio's `acquire_owned`: `tokio::spawn(breaker.clone().call_owned(fut))`.
+    /// [`call`](Self::call) keeps borrowing, with no reference-count traffic per call.
+    pub fn call_owned<F, T, E>(self, call: F) -> CallFuture<'static, F, fn(&E) -> bool, Breaker>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        CallFuture::new(self, every_error::<E>, call)
+    }
+
+    /// Like [`call`](Self::call), with `classify` judging every finished call, `Ok` values
+    /// included (see [`Verdict`]). What the caller receives does not change: an `Ok` judged
+    /// a failure is still returned as it is. A panic in `classify` counts as a failure and
+    /// unwinds into the caller, as one in `is_failure` does.
+    pub fn call_classified<F, T, E, C>(
+        &self,
+        classify: C,
+        call: F,
+    ) -> CallFuture<'_, F, Classify<C>>
+    where
+        F: Future<Output = Result<T, E>>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        CallFuture::new(&*self.shared, Classify(classify), call)
+    }
+
+    /// [`call_owned`](Self::call_owned) with a classifier (see
+    /// [`call_classified`](Self::call_classified)).
+    pub fn call_owned_classified<F, T, E, C>(
+        self,
+        classify: C,
+        call: F,
+    ) -> CallFuture<'static, F, Classify<C>, Breaker>
+    where
+        F: Future<Output = Result<T, E>>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        CallFuture::new(self, Classify(classify), call)
+    }
+
+    /// Like [`call_sync`](Self::call_sync), with `classify` judging every finished call.
+    #[inline]
+    pub fn call_sync_classified<T, E>(
+        &self,
+        classify: impl FnOnce(&Result<T, E>) -> Verdict,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        self.call_sync_judged(Classify(classify), call)
     }
 
     /// Like [`call`](Self::call), with `is_failure` deciding which errors count against the
@@ -129,7 +243,7 @@ impl Breaker {
         F: Future<Output = Result<T, E>>,
         P: FnOnce(&E) -> bool,
     {
-        CallFuture::new(&self.shared, is_failure, call)
+        CallFuture::new(&*self.shared, is_failure, call)
     }
 
     /// Runs one blocking call through the breaker; every `Err` counts as a failure. Works
@@ -144,7 +258,16 @@ impl Breaker {
     #[inline]
     pub fn call_sync_with<T, E>(
         &self,
-        is_failure: impl FnOnce(&E) -> bool,
+        is_failure: impl Judge<T, E>,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
+        self.call_sync_judged(is_failure, call)
+    }
+
+    #[inline(always)]
+    fn call_sync_judged<T, E>(
+        &self,
+        is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         let shared = &*self.shared;
@@ -166,21 +289,22 @@ impl Breaker {
 impl Shared {
     /// The permit of a fast-path call whose outcome is no success.
     #[cold]
-    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<'_, TokioClock> {
-        Permit::from_ticket(&self.core, &self.clock, ticket)
+    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<&Shared> {
+        Permit::from_ticket_in(self, ticket)
     }
 
     /// A blocking call admitted on the fast path. A success is settled inline; anything
     /// else out of line, so the inlined part stays small.
     #[inline(always)]
-    fn run_fast<T, E>(
+    fn run_fast<T, E, J: Judge<T, E>>(
         &self,
         ticket: Ticket,
-        is_failure: impl FnOnce(&E) -> bool,
+        is_failure: J,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         match catch_unwind(AssertUnwindSafe(call)) {
-            Ok(Ok(value)) => {
+            // `is_failure` is never asked about an `Ok`; a classifier is.
+            Ok(Ok(value)) if J::OK_IS_SUCCESS => {
                 self.core.succeed_here(ticket, &self.clock);
                 Ok(value)
             }
@@ -194,7 +318,7 @@ impl Shared {
         &self,
         ticket: Ticket,
         result: Result<Result<T, E>, Stop>,
-        is_failure: impl FnOnce(&E) -> bool,
+        is_failure: impl Judge<T, E>,
     ) -> Result<T, CallError<E>> {
         settle(self.permit(ticket), result, is_failure)
     }
@@ -204,13 +328,13 @@ impl Shared {
     #[inline(never)]
     fn call_sync_slow<T, E>(
         &self,
-        is_failure: impl FnOnce(&E) -> bool,
+        is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         if let Some(ticket) = self.core.enter_claiming() {
             return self.run_fast(ticket, is_failure, call);
         }
-        let permit = Permit::acquire(&self.core, &self.clock).map_err(CallError::Breaker)?;
+        let permit = Permit::acquire_in(self).map_err(CallError::Breaker)?;
         let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
         settle(permit, result, is_failure)
     }
@@ -230,20 +354,17 @@ fn every_error<E>(_: &E) -> bool {
 }
 
 /// Reports a finished call and hands its result to the caller; a panic, in the call or in
-/// `is_failure`, is reported as a failure first and then resumed unchanged.
-pub(crate) fn settle<T, E>(
-    permit: Permit<'_, TokioClock>,
+/// the judge (`is_failure` or a classifier), is reported as a failure first and then resumed
+/// unchanged.
+pub(crate) fn settle<T, E, H: Engine>(
+    permit: Permit<H>,
     result: Result<Result<T, E>, Stop>,
-    is_failure: impl FnOnce(&E) -> bool,
+    judge: impl Judge<T, E>,
 ) -> Result<T, CallError<E>> {
     match result {
-        Ok(Ok(value)) => {
-            permit.finish(Outcome::Success);
-            Ok(value)
-        }
-        Ok(Err(e)) => settle_error(permit, e, is_failure),
+        Ok(result) => settle_result(permit, result, judge),
         Err(Stop::Timeout(after)) => {
-            let name = permit.name();
+            let name = permit.name().clone();
             permit.finish(Outcome::Timeout);
             Err(CallError::Breaker(BreakerError::Timeout { name, after }))
         }
@@ -254,21 +375,17 @@ pub(crate) fn settle<T, E>(
     }
 }
 
-/// An `Err` from the dependency: `is_failure` decides whether it counts.
+/// A result from the dependency: the judge decides what it counts as.
 #[inline(never)]
-fn settle_error<T, E>(
-    permit: Permit<'_, TokioClock>,
-    e: E,
-    is_failure: impl FnOnce(&E) -> bool,
+fn settle_result<T, E, H: Engine>(
+    permit: Permit<H>,
+    result: Result<T, E>,
+    judge: impl Judge<T, E>,
 ) -> Result<T, CallError<E>> {
-    match catch_unwind(AssertUnwindSafe(|| is_failure(&e))) {
-        Ok(counts) => {
-            permit.finish(if counts {
-                Outcome::Failure
-            } else {
-                Outcome::Neutral
-            });
-            Err(CallError::Inner(e))
+    match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
+        Ok(verdict) => {
+            permit.finish(Outcome::from(verdict));
+            result.map_err(CallError::Inner)
         }
         Err(panic) => {
             permit.finish(Outcome::Failure);
@@ -279,9 +396,11 @@ fn settle_error<T, E>(
 
 impl std::fmt::Debug for Breaker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The state as stored: formatting must not move an open breaker to half-open (which
+        // would emit an event and run hooks from a log line).
         f.debug_struct("Breaker")
             .field("name", &self.name())
-            .field("state", &self.state())
+            .field("state", &self.shared.core.peek())
             .finish_non_exhaustive()
     }
 }
@@ -308,8 +427,8 @@ pub struct Handle {
 
 impl Handle {
     /// The breaker's name.
-    pub fn name(&self) -> &'static str {
-        self.shared.core.name
+    pub fn name(&self) -> &str {
+        &self.shared.core.name
     }
 
     /// The current state (see [`Breaker::state`]).
@@ -342,16 +461,60 @@ impl Handle {
         self.shared.core.set(State::Closed, &self.shared.clock);
     }
 
-    /// The breaker as the registry reports it.
+    /// The breaker as the registry reports it. Reading the state moves an open breaker
+    /// whose cool-off ended to half-open, as [`state`](Self::state) does.
     pub fn snapshot(&self) -> Snapshot {
         let core = &self.shared.core;
         let clock = &self.shared.clock;
         Snapshot {
-            name: core.name.to_owned(),
+            name: core.name.to_string(),
             state: core.state(clock),
             stats: core.counters.read(),
             failure_rate: core.failure_rate(clock),
             retry_in: core.retry_in(clock),
+        }
+    }
+}
+
+#[doc(hidden)]
+impl Handle {
+    /// Fleet: open now for `open_for` (cause [`Cause::Fleet`](crate::Cause::Fleet)).
+    pub fn fleet_open(&self, open_for: Duration) {
+        let nanos = crate::clock::to_nanos(open_for);
+        self.shared.core.fleet_open(nanos, &self.shared.clock);
+    }
+
+    /// Fleet: close if open or half-open (the fleet's probe succeeded).
+    pub fn fleet_close(&self) {
+        self.shared.core.fleet_close(&self.shared.clock);
+    }
+
+    /// Fleet: while on, an open breaker whose cool-off ended waits for
+    /// [`fleet_grant_probe`](Self::fleet_grant_probe) before it admits a probe.
+    pub fn fleet_gate(&self, on: bool) {
+        self.shared.core.fleet_gate(on);
+    }
+
+    /// Fleet: this instance holds the fleet's probe lease; the next call after the cool-off
+    /// may probe.
+    pub fn fleet_grant_probe(&self) {
+        self.shared.core.fleet_grant_probe();
+    }
+
+    /// The state as stored, without moving an open breaker to half-open.
+    pub fn peek_state(&self) -> State {
+        self.shared.core.peek()
+    }
+
+    /// Whether both handles reach the same breaker.
+    pub fn same_breaker(&self, other: &Handle) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    /// The breaker behind this handle.
+    pub fn breaker(&self) -> Breaker {
+        Breaker {
+            shared: self.shared.clone(),
         }
     }
 }

@@ -12,13 +12,14 @@ use tokio::time::Instant;
 pub(crate) type Nanos = u64;
 
 /// A source of time for the engine.
-pub(crate) trait Clock {
+pub trait Clock {
+    /// Now, in nanoseconds since the breaker's creation.
     fn now(&self) -> Nanos;
 }
 
 /// `tokio::time::Instant`, measured from the breaker's creation.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct TokioClock {
+pub struct TokioClock {
     base: Instant,
 }
 

@@ -38,6 +38,12 @@ pub enum Window {
 /// let err = Breaker::try_new("docs::bad", Config::default().threshold(0)).unwrap_err();
 /// assert_eq!(err.field(), "threshold");
 /// ```
+///
+/// Counts are `u32`, so a negative one is a compile error, not a surprise at run time:
+///
+/// ```compile_fail,E0600
+/// let config = breaker_runtime::Config::default().threshold(-1);
+/// ```
 #[derive(Clone)]
 pub struct Config {
     pub(crate) threshold: Option<u32>,
@@ -53,8 +59,8 @@ pub struct Config {
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_concurrent: Option<u32>,
     pub(crate) on_state_change: Option<Hook>,
-    /// The first count given that does not fit a `u32` (negative, or too large).
-    not_a_count: Option<&'static str>,
+    pub(crate) max_keys: usize,
+    pub(crate) idle: Duration,
 }
 
 impl Default for Config {
@@ -74,35 +80,45 @@ impl Default for Config {
             timeout: None,
             max_concurrent: None,
             on_state_change: None,
-            not_a_count: None,
+            max_keys: Config::DEFAULT_MAX_KEYS,
+            idle: Config::DEFAULT_IDLE,
         }
     }
 }
 
 impl Config {
-    /// A count from any integer type; one that does not fit a `u32` is remembered and
-    /// reported by validation, so the builder never panics.
-    fn count(&mut self, field: &'static str, n: impl TryInto<u32>) -> u32 {
-        n.try_into().unwrap_or_else(|_| {
-            self.not_a_count.get_or_insert(field);
-            0
-        })
-    }
+    /// The most [`probes`](Self::probes) a breaker accepts. Each probe slot is a lease that
+    /// half-open admission scans under the breaker's lock, and the table is allocated up
+    /// front, so an unbounded count is an allocation of the user's choosing (`u32::MAX`
+    /// would ask for about 100 GB). Half-open exists to let *a few* calls test a recovering
+    /// dependency; a thousand at once is already a full load on it, not a probe.
+    pub const MAX_PROBES: u32 = 1_000;
+    /// The largest count window, [`window_calls`](Self::window_calls). The window keeps one
+    /// byte per call, allocated when the breaker is created, so this bounds it at 100 KB
+    /// per breaker (4 GB for `4_000_000_000`). A hundred thousand calls is ten seconds of
+    /// traffic at 10 000 calls a second; to judge a longer stretch, use
+    /// [`window_duration`](Self::window_duration), whose memory does not grow with traffic.
+    pub const MAX_WINDOW_CALLS: u32 = 100_000;
+    /// The default of [`max_keys`](Self::max_keys).
+    pub const DEFAULT_MAX_KEYS: usize = 10_000;
+    /// The default of [`idle`](Self::idle): ten minutes.
+    pub const DEFAULT_IDLE: Duration = Duration::from_secs(600);
 
     /// Consecutive failures that open the breaker (default 5; off when only
     /// [`failure_rate`](Self::failure_rate) is set).
-    pub fn threshold(mut self, failures: impl TryInto<u32>) -> Self {
-        self.threshold = Some(self.count("threshold", failures));
+    pub fn threshold(mut self, failures: u32) -> Self {
+        self.threshold = Some(failures);
         self
     }
     /// Open when this percentage (1..=100) of the calls in the window failed.
-    pub fn failure_rate(mut self, percent: impl TryInto<u32>) -> Self {
-        self.failure_rate = Some(self.count("failure_rate", percent));
+    pub fn failure_rate(mut self, percent: u32) -> Self {
+        self.failure_rate = Some(percent);
         self
     }
-    /// Judge the failure rate over the last `calls` calls (default 100).
-    pub fn window_calls(mut self, calls: impl TryInto<u32>) -> Self {
-        self.window = Some(Window::Calls(self.count("window_calls", calls)));
+    /// Judge the failure rate over the last `calls` calls (default 100, at most
+    /// [`MAX_WINDOW_CALLS`](Self::MAX_WINDOW_CALLS)).
+    pub fn window_calls(mut self, calls: u32) -> Self {
+        self.window = Some(Window::Calls(calls));
         self
     }
     /// Judge the failure rate over the calls of the last `window`.
@@ -112,8 +128,8 @@ impl Config {
     }
     /// Calls the window must hold before the rate is judged (default 10, at most the
     /// window's size).
-    pub fn min_calls(mut self, calls: impl TryInto<u32>) -> Self {
-        self.min_calls = Some(self.count("min_calls", calls));
+    pub fn min_calls(mut self, calls: u32) -> Self {
+        self.min_calls = Some(calls);
         self
     }
     /// A call that takes at least this long counts as a failure; its result still goes to
@@ -137,14 +153,15 @@ impl Config {
         self.jitter = Some(jitter);
         self
     }
-    /// Calls admitted at once while half-open (default 1).
-    pub fn probes(mut self, probes: impl TryInto<u32>) -> Self {
-        self.probes = self.count("probes", probes);
+    /// Calls admitted at once while half-open (default 1, at most
+    /// [`MAX_PROBES`](Self::MAX_PROBES)).
+    pub fn probes(mut self, probes: u32) -> Self {
+        self.probes = probes;
         self
     }
     /// Consecutive successful probes that close the breaker (default: `probes`).
-    pub fn success_threshold(mut self, successes: impl TryInto<u32>) -> Self {
-        self.success_threshold = Some(self.count("success_threshold", successes));
+    pub fn success_threshold(mut self, successes: u32) -> Self {
+        self.success_threshold = Some(successes);
         self
     }
     /// Deadline of one call; a timeout is a failure and yields
@@ -156,8 +173,8 @@ impl Config {
     }
     /// Bulkhead: at most this many calls in flight; more fail fast with
     /// [`BreakerError::Full`](crate::BreakerError::Full).
-    pub fn max_concurrent(mut self, calls: impl TryInto<u32>) -> Self {
-        self.max_concurrent = Some(self.count("max_concurrent", calls));
+    pub fn max_concurrent(mut self, calls: u32) -> Self {
+        self.max_concurrent = Some(calls);
         self
     }
     /// Called on every transition, after the `tracing` event, outside the breaker's lock and
@@ -166,12 +183,38 @@ impl Config {
         self.on_state_change = Some(Arc::new(hook));
         self
     }
+    /// A keyed breaker keeps at most this many keys' breakers (default
+    /// [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS)); a plain breaker ignores it.
+    pub fn max_keys(mut self, keys: usize) -> Self {
+        self.max_keys = keys;
+        self
+    }
+    /// A keyed breaker drops a key's breaker that was idle this long and is as good as a
+    /// fresh one (default [`DEFAULT_IDLE`](Self::DEFAULT_IDLE), ten minutes); a plain
+    /// breaker ignores it.
+    pub fn idle(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
+    }
 
     /// Whether two configurations describe the same policy once defaults are resolved
-    /// (`Config::default()` and `Config::default().threshold(5)` do); hooks are not compared.
+    /// (`Config::default()` and `Config::default().threshold(5)` do); hooks are not compared
+    /// (see [`same_hooks`](Self::same_hooks)).
     pub fn same_policy(&self, other: &Config) -> bool {
         match (self.validate(), other.validate()) {
             (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    /// Whether both have no `on_state_change` hook, or the very same one (one `Arc`). Two
+    /// closures are never the same hook, even with the same code: a second definition that
+    /// shares a breaker through its name has its own hook, which that breaker never calls,
+    /// so the registry warns when this is `false`.
+    pub(crate) fn same_hooks(&self, other: &Config) -> bool {
+        match (&self.on_state_change, &other.on_state_change) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -190,15 +233,19 @@ impl Config {
                 _ => Ok(()),
             }
         }
-        if let Some(field) = self.not_a_count {
-            return Err(ConfigError::new(
-                field,
-                "must be a whole number from 1 to 4294967295",
-            ));
+        fn at_most(field: &'static str, value: u32, max: u32) -> Result<(), ConfigError> {
+            if value > max {
+                return Err(ConfigError::new(
+                    field,
+                    format!("must be at most {max} (got {value})"),
+                ));
+            }
+            Ok(())
         }
         at_least_one("threshold", self.threshold)?;
         at_least_one("min_calls", self.min_calls)?;
         at_least_one("probes", Some(self.probes))?;
+        at_most("probes", self.probes, Config::MAX_PROBES)?;
         at_least_one("success_threshold", self.success_threshold)?;
         at_least_one("max_concurrent", self.max_concurrent)?;
         not_zero("slow_call", self.slow_call)?;
@@ -206,6 +253,10 @@ impl Config {
         not_zero("max_cool_off", self.max_cool_off)?;
         not_zero("jitter", self.jitter)?;
         not_zero("timeout", self.timeout)?;
+        not_zero("idle", Some(self.idle))?;
+        if self.max_keys == 0 {
+            return Err(ConfigError::new("max_keys", "must be at least 1 (got 0)"));
+        }
         if let Some(rate) = self.failure_rate {
             if !(1..=100).contains(&rate) {
                 return Err(ConfigError::new(
@@ -221,6 +272,7 @@ impl Config {
                     "must be at least 1 (got 0)",
                 ))
             }
+            Some(Window::Calls(n)) => at_most("window_calls", n, Config::MAX_WINDOW_CALLS)?,
             Some(Window::Duration(d)) if d.is_zero() => {
                 return Err(ConfigError::new("window_duration", "must not be zero"))
             }
@@ -287,6 +339,8 @@ impl Config {
             success_threshold: self.success_threshold.unwrap_or(self.probes),
             timeout: self.timeout,
             max_concurrent: self.max_concurrent,
+            max_keys: self.max_keys,
+            idle: to_nanos(self.idle),
         })
     }
 }
@@ -294,12 +348,7 @@ impl Config {
 /// Equal when every setting is, and both have the same hook (or none).
 impl PartialEq for Config {
     fn eq(&self, other: &Config) -> bool {
-        let hooks = match (&self.on_state_change, &other.on_state_change) {
-            (None, None) => true,
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        hooks
+        self.same_hooks(other)
             && self.threshold == other.threshold
             && self.failure_rate == other.failure_rate
             && self.window == other.window
@@ -312,7 +361,8 @@ impl PartialEq for Config {
             && self.success_threshold == other.success_threshold
             && self.timeout == other.timeout
             && self.max_concurrent == other.max_concurrent
-            && self.not_a_count == other.not_a_count
+            && self.max_keys == other.max_keys
+            && self.idle == other.idle
     }
 }
 
@@ -332,6 +382,8 @@ impl fmt::Debug for Config {
             .field("timeout", &self.timeout)
             .field("max_concurrent", &self.max_concurrent)
             .field("on_state_change", &self.on_state_change.is_some())
+            .field("max_keys", &self.max_keys)
+            .field("idle", &self.idle)
             .finish()
     }
 }
@@ -352,6 +404,9 @@ pub(crate) struct Policy {
     pub(crate) success_threshold: u32,
     pub(crate) timeout: Option<Duration>,
     pub(crate) max_concurrent: Option<u32>,
+    /// Bounds of a keyed breaker (unused by a plain one).
+    pub(crate) max_keys: usize,
+    pub(crate) idle: u64,
 }
 
 impl Policy {
@@ -381,7 +436,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(field: &'static str, reason: impl Into<String>) -> Self {
+    pub(crate) fn new(field: &'static str, reason: impl Into<String>) -> Self {
         Self {
             field,
             reason: reason.into(),
@@ -452,23 +507,48 @@ mod tests {
         assert_eq!(field_of(c().success_threshold(0)), "success_threshold");
         assert_eq!(field_of(c().timeout(d0)), "timeout");
         assert_eq!(field_of(c().max_concurrent(0)), "max_concurrent");
-        assert_eq!(field_of(c().threshold(-1)), "threshold");
-        assert_eq!(field_of(c().probes(5_000_000_000u64)), "probes");
+        assert_eq!(field_of(c().max_keys(0)), "max_keys");
+        assert_eq!(field_of(c().idle(d0)), "idle");
+    }
+
+    /// The caps: the limit itself is accepted, one more is refused with a reason that
+    /// names the limit; `u32::MAX` (which would have allocated ~100 GB) is refused before
+    /// anything is allocated.
+    #[test]
+    fn probes_and_the_count_window_are_capped() {
+        let c = Config::default;
+        assert!(c().probes(Config::MAX_PROBES).validate().is_ok());
+        let err = c().probes(Config::MAX_PROBES + 1).validate().unwrap_err();
+        assert_eq!(err.field(), "probes");
+        assert_eq!(err.reason(), "must be at most 1000 (got 1001)");
+        assert_eq!(field_of(c().probes(u32::MAX)), "probes");
+
+        let rate = || c().failure_rate(50);
+        let max = Config::MAX_WINDOW_CALLS;
+        assert!(rate().window_calls(max).validate().is_ok());
+        let err = rate().window_calls(max + 1).validate().unwrap_err();
+        assert_eq!(err.field(), "window_calls");
+        assert_eq!(err.reason(), "must be at most 100000 (got 100001)");
+        assert_eq!(field_of(rate().window_calls(4_000_000_000)), "window_calls");
+        // A breaker is never built from a refused config: no allocation happened.
+        let refused = crate::Breaker::try_new("config::huge_probes", c().probes(u32::MAX));
+        assert_eq!(refused.unwrap_err().field(), "probes");
     }
 
     #[test]
-    fn counts_take_any_integer_type() {
-        let n: usize = 3;
+    fn keyed_bounds_default_and_are_kept() {
+        let p = Config::default().validate().unwrap();
+        assert_eq!(p.max_keys, 10_000);
+        assert_eq!(p.idle, 600_000_000_000, "ten minutes");
         let p = Config::default()
-            .threshold(n)
-            .probes(2u8)
+            .max_keys(3)
+            .idle(Duration::from_secs(1))
             .validate()
             .unwrap();
-        assert_eq!((p.threshold, p.probes), (Some(3), 2));
-        assert_eq!(
-            Config::default().threshold(n),
-            Config::default().threshold(3)
-        );
+        assert_eq!((p.max_keys, p.idle), (3, 1_000_000_000));
+        assert!(!Config::default()
+            .max_keys(3)
+            .same_policy(&Config::default()));
     }
 
     #[test]
@@ -530,5 +610,20 @@ mod tests {
         assert!(a.same_policy(&b));
         assert!(!a.same_policy(&Config::default()));
         assert!(Config::default().same_policy(&Config::default().threshold(5)));
+    }
+
+    /// What the registry needs to warn that a second definition's hook is dropped: the
+    /// policies agree, the hooks do not.
+    #[test]
+    fn same_hooks_tells_a_second_hook_apart() {
+        let first = Config::default().on_state_change(|_| {});
+        let second = Config::default().on_state_change(|_| {});
+        assert!(first.same_policy(&second));
+        assert!(!first.same_hooks(&second), "two closures, two hooks");
+        assert!(!first.same_hooks(&Config::default()), "a hook and none");
+        assert!(!Config::default().same_hooks(&first), "none and a hook");
+        assert!(Config::default().same_hooks(&Config::default().threshold(3)));
+        let clone = first.clone();
+        assert!(first.same_hooks(&clone), "a clone shares its hook");
     }
 }

@@ -24,7 +24,7 @@ use crate::{
     stats::{owned_stripe, stripe, Count, Counters, Slot},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::{Ring, Tally},
-    BreakerError, State,
+    BreakerError, Name, State, Verdict,
 };
 
 /// How an admitted call ended.
@@ -42,11 +42,28 @@ pub(crate) enum Outcome {
     Neutral,
     /// The call's future was dropped before it finished: counts for nothing.
     Cancelled,
+    /// A classifier's [`Verdict::OpenFor`]: a failure that opens the breaker at once for
+    /// this long (before clamping).
+    OpenFor(Nanos),
 }
 
 impl Outcome {
     fn is_failure(self) -> bool {
-        matches!(self, Outcome::Failure | Outcome::Timeout | Outcome::Slow)
+        matches!(
+            self,
+            Outcome::Failure | Outcome::Timeout | Outcome::Slow | Outcome::OpenFor(_)
+        )
+    }
+}
+
+impl From<Verdict> for Outcome {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Success => Outcome::Success,
+            Verdict::Failure => Outcome::Failure,
+            Verdict::Neutral => Outcome::Neutral,
+            Verdict::OpenFor(d) => Outcome::OpenFor(crate::clock::to_nanos(d)),
+        }
     }
 }
 
@@ -74,8 +91,13 @@ struct Inner {
     reopenings: u32,
     next_ticket: u64,
     rng: u64,
+    /// Transitions not yet announced; bounded (see [`MAX_QUEUED`]).
     events: VecDeque<Transition>,
     dispatching: bool,
+    /// While a fleet holds the gate, an open breaker whose cool-off ended stays open until
+    /// the fleet grants a probe (see `fleet_gate`).
+    gated: bool,
+    granted: bool,
     /// `Stats` (successes, failures) when the breaker last closed: without a window, the
     /// failure rate a snapshot shows is the failed share of the calls since then.
     closed_at: (u64, u64),
@@ -85,12 +107,17 @@ struct Inner {
 /// a late outcome from an older generation never touches the current streak.
 const STREAK_COUNT: u64 = u32::MAX as u64;
 
+/// Transitions queued for announcement at most: a hook that keeps a breaker flapping from
+/// inside itself must not grow the queue without bound. Past it the oldest is dropped (and
+/// said so in the log); the state itself is always right.
+const MAX_QUEUED: usize = 1024;
+
 fn streak_tag(generation: u64) -> u64 {
     (generation & STREAK_COUNT) << 32
 }
 
-pub(crate) struct Core {
-    pub(crate) name: &'static str,
+pub struct Core {
+    pub(crate) name: Name,
     pub(crate) policy: Policy,
     hook: Option<Hook>,
     word: AtomicU64,
@@ -106,9 +133,18 @@ pub(crate) struct Core {
     simple: bool,
 }
 
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("name", &self.name)
+            .field("state", &self.peek())
+            .finish_non_exhaustive()
+    }
+}
+
 /// What admission hands an admitted call; its outcome is reported against it.
 #[derive(Debug)]
-pub(crate) struct Admission {
+pub struct Admission {
     generation: u64,
     probe: Option<Probe>,
     /// When the call started, if `slow_call` needs it.
@@ -124,16 +160,17 @@ use crate::state::Word;
 /// ([`Core::succeed_here`]).
 /// Dropping it unreported is a cancellation, which on this path has nothing to give back.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Ticket {
+pub struct Ticket {
     generation: u64,
     /// The admitting thread's stripe.
     stripe: Slot,
 }
 
 impl Core {
-    pub(crate) fn new(name: &'static str, policy: Policy, hook: Option<Hook>) -> Core {
+    pub(crate) fn new(name: Name, policy: Policy, hook: Option<Hook>) -> Core {
         let ring = policy.window.map(Ring::new);
         let probes = policy.probes as usize;
+        let rng = seed(&name);
         Core {
             name,
             hook,
@@ -148,9 +185,11 @@ impl Core {
                 probe_successes: 0,
                 reopenings: 0,
                 next_ticket: 1,
-                rng: seed(name),
+                rng,
                 events: VecDeque::with_capacity(4),
                 dispatching: false,
+                gated: false,
+                granted: false,
                 closed_at: (0, 0),
             }),
             simple: policy.slow_call.is_none()
@@ -245,7 +284,7 @@ impl Core {
     #[inline]
     fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
         self.counters.add(Count::Rejected);
-        BreakerError::open(self.name, retry_in.map(Duration::from_nanos))
+        BreakerError::open(&self.name, retry_in.map(Duration::from_nanos))
     }
 
     /// Admits a call or refuses it. The caller must report the outcome with
@@ -277,14 +316,18 @@ impl Core {
             .max_concurrent
             .filter(|_| !w.is(State::Disabled));
         if let Some(max) = bulkhead {
-            if self.in_flight.fetch_add(1, Acquire) >= max {
-                self.in_flight.fetch_sub(1, Release);
+            // A compare-and-swap that never overshoots: `fetch_add` then undo would let two
+            // racing calls at the limit both see it exceeded and both be refused.
+            let taken = self
+                .in_flight
+                .fetch_update(Acquire, Relaxed, |n| (n < max).then_some(n + 1));
+            if taken.is_err() {
                 if let Some(p) = probe {
                     self.finish_probe(generation, p, Outcome::Cancelled, clock);
                 }
                 self.counters.add(Count::Rejected);
                 return Err(BreakerError::Full {
-                    name: self.name,
+                    name: self.name.clone(),
                     max_concurrent: max,
                 });
             }
@@ -317,6 +360,9 @@ impl Core {
                     let until = self.open_until.load(Acquire);
                     if now < until {
                         break Err(Some(until - now));
+                    }
+                    if inner.gated && !inner.granted {
+                        break Err(None); // another instance of the fleet probes
                     }
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
                     moved = true;
@@ -375,7 +421,9 @@ impl Core {
             Outcome::Failure => Some(Count::Failure),
             Outcome::Timeout => Some(Count::Timeout),
             Outcome::Slow => Some(Count::Slow),
-            Outcome::Neutral | Outcome::Cancelled => None,
+            Outcome::OpenFor(_) => Some(Count::Failure),
+            Outcome::Neutral => Some(Count::Neutral),
+            Outcome::Cancelled => Some(Count::Cancelled),
         };
         if let Some(count) = count {
             // This thread's stripe: an async call may end on another thread than the one
@@ -397,11 +445,20 @@ impl Core {
         if !failed && outcome != Outcome::Success {
             return; // neutral or cancelled: counts for nothing, resets nothing
         }
+        if let Outcome::OpenFor(open_for) = outcome {
+            let cause = Cause::Verdict {
+                open_for: Duration::from_nanos(open_for),
+            };
+            self.trip_for(generation, cause, Some(open_for), clock);
+            return;
+        }
         let tag = streak_tag(generation);
         if let Some(threshold) = self.policy.threshold {
             if failed {
+                // Saturating: while disabled, failures keep counting and nothing trips; a
+                // carry out of the count would land in the generation tag.
                 let bumped = self.streak.fetch_update(AcqRel, Acquire, |s| {
-                    (s & !STREAK_COUNT == tag).then_some(s + 1)
+                    (s & !STREAK_COUNT == tag && s & STREAK_COUNT != STREAK_COUNT).then_some(s + 1)
                 });
                 if let Ok(prev) = bumped {
                     let failures = (prev & STREAK_COUNT) as u32 + 1;
@@ -436,13 +493,18 @@ impl Core {
 
     /// Opens a closed breaker, if it is still in the generation that saw the failures.
     fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
+        self.trip_for(generation, cause, None, clock)
+    }
+
+    /// [`trip`](Self::trip), for `open_for` (clamped) instead of the cool-off when given.
+    fn trip_for(&self, generation: u64, cause: Cause, open_for: Option<Nanos>, clock: &impl Clock) {
         let mut inner = lock(&self.inner);
         let w = self.word();
         if w != Word::new(State::Closed, generation) {
             return;
         }
         inner.reopenings = 0;
-        self.transition(&mut inner, w, State::Open, cause, clock.now());
+        self.transition_for(&mut inner, w, State::Open, cause, clock.now(), open_for);
         drop(inner);
         self.dispatch();
     }
@@ -452,13 +514,18 @@ impl Core {
         let lease = &mut inner.leases[probe.slot];
         if lease.map(|l| l.ticket) == Some(probe.ticket) {
             *lease = None;
-        } else if outcome == Outcome::Cancelled || clock.now() > probe.until {
+        } else if outcome != Outcome::Timeout
+            && (outcome == Outcome::Cancelled || clock.now() > probe.until)
+        {
             // Its lease ended and another call took the slot: a late result changes nothing.
             return;
         }
-        // Else the slot was taken over at the very instant the lease ended, and this result
-        // is not late: a probe whose timeout is its lease reports at that instant, and must
-        // not lose that report to whichever task happens to run first.
+        // Else the slot was taken over at the very instant the lease ended, or the result is
+        // a timeout. A probe whose timeout is its lease reports when tokio's timer fires,
+        // which is at the next millisecond or later; a call arriving in between takes the
+        // slot over. Dropping the timeout then would leave a hanging dependency half-open
+        // forever under steady traffic, with the backoff never growing (review M3), so a
+        // timed-out probe always reopens the breaker of its generation.
         let w = self.word();
         if w != Word::new(State::HalfOpen, generation) {
             return;
@@ -480,6 +547,15 @@ impl Core {
                 self.transition(&mut inner, w, State::Open, Cause::ProbeFailed, clock.now());
                 true
             }
+            Outcome::OpenFor(open_for) => {
+                inner.reopenings = inner.reopenings.saturating_add(1);
+                let cause = Cause::Verdict {
+                    open_for: Duration::from_nanos(open_for),
+                };
+                let now = clock.now();
+                self.transition_for(&mut inner, w, State::Open, cause, now, Some(open_for));
+                true
+            }
             Outcome::Neutral | Outcome::Cancelled => false,
         };
         drop(inner);
@@ -498,20 +574,41 @@ impl Core {
         cause: Cause,
         now: Nanos,
     ) -> Word {
+        self.transition_for(inner, from, to, cause, now, None)
+    }
+
+    /// [`transition`](Self::transition); an opening lasts `open_for` (clamped to at least the
+    /// cool-off, at most `max_cool_off` or one hour) when given, without jitter: the
+    /// dependency named the time.
+    fn transition_for(
+        &self,
+        inner: &mut Inner,
+        from: Word,
+        to: State,
+        cause: Cause,
+        now: Nanos,
+        open_for: Option<Nanos>,
+    ) -> Word {
         let next = from.next(to);
         let mut cool_off = None;
         for lease in inner.leases.iter_mut() {
             *lease = None;
         }
         inner.probe_successes = 0;
+        inner.granted = false;
         match to {
             State::Open => {
-                let base = self.policy.cool_off_after(inner.reopenings);
-                let jitter = match self.policy.jitter {
-                    0 => 0,
-                    j => next_random(&mut inner.rng) % j.saturating_add(1),
+                let total = match open_for {
+                    Some(asked) => self.clamp_open_for(asked),
+                    None => {
+                        let base = self.policy.cool_off_after(inner.reopenings);
+                        let jitter = match self.policy.jitter {
+                            0 => 0,
+                            j => next_random(&mut inner.rng) % j.saturating_add(1),
+                        };
+                        base.saturating_add(jitter)
+                    }
                 };
-                let total = base.saturating_add(jitter);
                 cool_off = Some(Duration::from_nanos(total));
                 self.open_until.store(now.saturating_add(total), Release);
             }
@@ -529,9 +626,12 @@ impl Core {
             State::HalfOpen | State::ForcedOpen => {}
         }
         self.word.store(next.0, Release);
-        if from.state() != to {
+        if from.state() != to || open_for.is_some() {
+            if inner.events.len() >= MAX_QUEUED {
+                inner.events.pop_front();
+            }
             inner.events.push_back(Transition {
-                name: self.name,
+                name: self.name.clone(),
                 from: from.state(),
                 to,
                 generation: next.generation(),
@@ -550,14 +650,15 @@ impl Core {
             return;
         }
         inner.dispatching = true;
+        drop(inner);
+        // Whatever happens below (a subscriber that panics while logging the panic of a
+        // hook), the next transition finds a dispatcher again.
+        let _guard = Dispatching(self);
         loop {
-            let Some(t) = inner.events.pop_front() else {
-                inner.dispatching = false;
+            let Some(t) = lock(&self.inner).events.pop_front() else {
                 return;
             };
-            drop(inner);
             self.announce(&t);
-            inner = lock(&self.inner);
         }
     }
 
@@ -569,17 +670,21 @@ impl Core {
             }
         }));
         if let Err(panic) = delivered {
-            let what = panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("a non-string panic");
-            tracing::error!(
-                target: "breaker",
-                breaker = self.name,
-                "on_state_change hook panicked: {what}; the breaker goes on"
-            );
+            // Logged under `catch_unwind` too: the subscriber may be what panicked.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("a non-string panic");
+                tracing::error!(
+                    target: "breaker",
+                    breaker = self.name.as_str(),
+                    "on_state_change hook panicked: {what}; the breaker goes on"
+                );
+            }));
         }
+        events::notify_observers(t);
     }
 
     /// The state, moving an open breaker whose cool-off ended to half-open (one event).
@@ -661,8 +766,75 @@ impl Core {
         self.dispatch();
     }
 
+    /// How long an [`Outcome::OpenFor`] opens: at least the cool-off; at most `max_cool_off`
+    /// when set, else one hour (a `Retry-After` of a year must not park a breaker for good).
+    fn clamp_open_for(&self, asked: Nanos) -> Nanos {
+        const HOUR: Nanos = 3_600_000_000_000;
+        asked
+            .min(self.policy.max_cool_off.unwrap_or(HOUR))
+            .max(self.policy.cool_off)
+    }
+
+    /// Fleet: opens now for `open_for` (another instance opened), from closed or half-open.
+    /// Forced-open and disabled breakers are the operator's: left alone.
+    pub(crate) fn fleet_open(&self, open_for: Nanos, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        let now = clock.now();
+        let moved = match w.state() {
+            State::Closed | State::HalfOpen => true,
+            // Already open: stay open at least as long as the fleet says.
+            State::Open => {
+                let until = now.saturating_add(open_for);
+                if until > self.open_until.load(Acquire) {
+                    self.open_until.store(until, Release);
+                }
+                false
+            }
+            State::ForcedOpen | State::Disabled => false,
+        };
+        if moved {
+            self.transition(&mut inner, w, State::Open, Cause::Fleet, now);
+            // The fleet's time, not this instance's cool-off.
+            self.open_until.store(now.saturating_add(open_for), Release);
+            if let Some(last) = inner.events.back_mut() {
+                last.cool_off = Some(Duration::from_nanos(open_for));
+            }
+        }
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+
+    /// Fleet: closes an open or half-open breaker (the fleet's probe succeeded).
+    pub(crate) fn fleet_close(&self, clock: &impl Clock) {
+        let mut inner = lock(&self.inner);
+        let w = self.word();
+        let moved = matches!(w.state(), State::Open | State::HalfOpen);
+        if moved {
+            self.transition(&mut inner, w, State::Closed, Cause::Fleet, clock.now());
+        }
+        drop(inner);
+        if moved {
+            self.dispatch();
+        }
+    }
+
+    /// Fleet: while `on`, an open breaker whose cool-off ended stays open until
+    /// [`fleet_grant_probe`](Self::fleet_grant_probe): one instance of the fleet probes.
+    pub(crate) fn fleet_gate(&self, on: bool) {
+        let mut inner = lock(&self.inner);
+        inner.gated = on;
+    }
+
+    /// Fleet: the next call after the cool-off may become a probe (this instance holds the
+    /// fleet's probe lease). Cleared by the next transition.
+    pub(crate) fn fleet_grant_probe(&self) {
+        lock(&self.inner).granted = true;
+    }
+
     /// The state as stored, without moving an open breaker to half-open.
-    #[cfg(test)]
     pub(crate) fn peek(&self) -> State {
         self.word().state()
     }
@@ -678,28 +850,98 @@ impl Core {
     pub(crate) fn probes_held(&self) -> usize {
         lock(&self.inner).leases.iter().flatten().count()
     }
+
+    /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
+    /// window, nothing in flight under the bulkhead or as a probe. A keyed breaker evicts
+    /// these first (governor's rule: only drop state a new breaker would have anyway).
+    pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
+        let w = self.word();
+        if !w.is(State::Closed) {
+            return false;
+        }
+        if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
+            return false;
+        }
+        match &self.ring {
+            Some(ring) => {
+                let now = if ring.needs_clock() { clock.now() } else { 0 };
+                ring.tally(now).failures == 0
+            }
+            None => true,
+        }
+    }
+}
+
+/// Clears `dispatching` when the dispatcher stops, by return or by unwinding.
+struct Dispatching<'a>(&'a Core);
+
+impl Drop for Dispatching<'_> {
+    fn drop(&mut self) {
+        let mut inner = lock(&self.0.inner);
+        inner.dispatching = false;
+        let more = !inner.events.is_empty();
+        drop(inner);
+        if more && !std::thread::panicking() {
+            // Queued between our last pop and the flag's reset: deliver them now.
+            self.0.dispatch();
+        }
+    }
+}
+
+/// What a [`Permit`] reports to: a core and its clock, borrowed or owned (an owned call
+/// future holds its breaker). Nominally public so the call future can name it in its bounds;
+/// its module is private.
+pub trait Engine {
+    /// The clock.
+    type Clock: Clock;
+    /// The engine.
+    fn core(&self) -> &Core;
+    /// Its clock.
+    fn clock(&self) -> &Self::Clock;
+}
+
+impl<C: Clock> Engine for (&Core, &C) {
+    type Clock = C;
+    #[inline(always)]
+    fn core(&self) -> &Core {
+        self.0
+    }
+    #[inline(always)]
+    fn clock(&self) -> &C {
+        self.1
+    }
 }
 
 /// An admitted call's right to report: reports `Cancelled` if dropped unreported, so a
 /// dropped future gives back its probe and bulkhead slots and records nothing.
-pub(crate) struct Permit<'a, C: Clock> {
-    core: &'a Core,
-    clock: &'a C,
+pub struct Permit<H: Engine> {
+    host: H,
     admission: Option<Admission>,
 }
 
-impl<'a, C: Clock> Permit<'a, C> {
+impl<'a, C: Clock> Permit<(&'a Core, &'a C)> {
+    #[cfg(test)]
     pub(crate) fn acquire(core: &'a Core, clock: &'a C) -> Result<Self, BreakerError> {
-        let admission = core.admit(clock)?;
+        Permit::acquire_in((core, clock))
+    }
+
+    /// The permit of a call admitted on the fast path, for the outcomes that are no success.
+    #[cfg(test)]
+    pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
+        Permit::from_ticket_in((core, clock), ticket)
+    }
+}
+
+impl<H: Engine> Permit<H> {
+    pub(crate) fn acquire_in(host: H) -> Result<Self, BreakerError> {
+        let admission = host.core().admit(host.clock())?;
         Ok(Permit {
-            core,
-            clock,
+            host,
             admission: Some(admission),
         })
     }
 
-    /// The permit of a call admitted on the fast path, for the outcomes that are no success.
-    pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
+    pub(crate) fn from_ticket_in(host: H, ticket: Ticket) -> Self {
         let admission = Admission {
             generation: ticket.generation,
             probe: None,
@@ -707,31 +949,32 @@ impl<'a, C: Clock> Permit<'a, C> {
             bulkhead: false,
         };
         Permit {
-            core,
-            clock,
+            host,
             admission: Some(admission),
         }
     }
 
     /// The breaker's name.
-    pub(crate) fn name(&self) -> &'static str {
-        self.core.name
+    pub(crate) fn name(&self) -> &Name {
+        &self.host.core().name
     }
 
     pub(crate) fn finish(mut self, outcome: Outcome) {
         if let Some(a) = self.admission.take() {
-            self.core.finish(a, outcome, self.clock);
+            self.host.core().finish(a, outcome, self.host.clock());
         }
     }
 }
 
-impl<C: Clock> Drop for Permit<'_, C> {
+impl<H: Engine> Drop for Permit<H> {
     // Out of line: keeps the drop glue of a call future (which holds a permit) small
     // enough to inline where the call was on the fast path.
     #[inline(never)]
     fn drop(&mut self) {
         if let Some(a) = self.admission.take() {
-            self.core.finish(a, Outcome::Cancelled, self.clock);
+            self.host
+                .core()
+                .finish(a, Outcome::Cancelled, self.host.clock());
         }
     }
 }

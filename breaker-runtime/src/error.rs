@@ -2,9 +2,12 @@
 
 use std::{fmt, time::Duration};
 
+use crate::Name;
+
 /// A failure produced by the breaker itself, not by the dependency.
 ///
-/// Building one allocates nothing: it holds the breaker's `&'static` name and plain numbers.
+/// Building one allocates nothing: it holds the breaker's [`Name`] (a shared, reference-counted
+/// string) and plain numbers.
 /// A retry loop around a breaker-protected call should treat [`is_open`](Self::is_open) as
 /// final and wait [`retry_in`](Self::retry_in) at least.
 ///
@@ -29,33 +32,36 @@ pub enum BreakerError {
     /// The breaker is open (or half-open with every probe slot taken): the call was not made.
     Open {
         /// The breaker's name.
-        name: &'static str,
+        name: Name,
         /// How long until a call may be admitted again; `None` when forced open.
         retry_in: Option<Duration>,
     },
     /// The call did not finish within the configured `timeout`; it was dropped.
     Timeout {
         /// The breaker's name.
-        name: &'static str,
+        name: Name,
         /// The configured deadline.
         after: Duration,
     },
     /// The bulkhead is full: `max_concurrent` calls are already in flight.
     Full {
         /// The breaker's name.
-        name: &'static str,
+        name: Name,
         /// The configured limit.
         max_concurrent: u32,
     },
 }
 
 impl BreakerError {
-    pub(crate) fn open(name: &'static str, retry_in: Option<Duration>) -> Self {
-        BreakerError::Open { name, retry_in }
+    pub(crate) fn open(name: &Name, retry_in: Option<Duration>) -> Self {
+        BreakerError::Open {
+            name: name.clone(),
+            retry_in,
+        }
     }
 
     /// The name of the breaker that produced this error.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             BreakerError::Open { name, .. }
             | BreakerError::Timeout { name, .. }
@@ -164,12 +170,28 @@ pub enum CallError<E> {
 }
 
 impl<E> CallError<E> {
-    /// The dependency's error, if that is what this is.
-    pub fn into_inner(self) -> Option<E> {
+    /// The dependency's error, if that is what this is; `None` for the breaker's own.
+    pub fn into_dependency_error(self) -> Option<E> {
         match self {
             CallError::Inner(e) => Some(e),
             CallError::Breaker(_) => None,
         }
+    }
+
+    /// The breaker's error, if that is what this is; `None` for the dependency's own.
+    pub fn into_breaker(self) -> Option<BreakerError> {
+        match self {
+            CallError::Breaker(e) => Some(e),
+            CallError::Inner(_) => None,
+        }
+    }
+
+    /// The old name of [`into_dependency_error`](Self::into_dependency_error).
+    #[deprecated(
+        note = "renamed `into_dependency_error`: it returns `None` for the breaker's errors"
+    )]
+    pub fn into_inner(self) -> Option<E> {
+        self.into_dependency_error()
     }
 
     /// The breaker's error, if that is what this is.
@@ -183,6 +205,16 @@ impl<E> CallError<E> {
     /// Whether the breaker was open (the dependency was not called).
     pub fn is_open(&self) -> bool {
         self.breaker_error().is_some_and(BreakerError::is_open)
+    }
+
+    /// Whether the breaker cut the call at its deadline.
+    pub fn is_timeout(&self) -> bool {
+        self.breaker_error().is_some_and(BreakerError::is_timeout)
+    }
+
+    /// Whether the bulkhead was full (the dependency was not called).
+    pub fn is_full(&self) -> bool {
+        self.breaker_error().is_some_and(BreakerError::is_full)
     }
 
     /// Converts into `E`, for an error type that can hold a [`BreakerError`].
@@ -212,11 +244,13 @@ impl<E: fmt::Display> fmt::Display for CallError<E> {
     }
 }
 
+/// Transparent: `Display` prints the wrapped error's own message, so `source` is that error's
+/// source (not the error itself, which a reporter walking the chain would print twice).
 impl<E: std::error::Error + 'static> std::error::Error for CallError<E> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            CallError::Breaker(e) => Some(e),
-            CallError::Inner(e) => Some(e),
+            CallError::Breaker(e) => e.source(),
+            CallError::Inner(e) => e.source(),
         }
     }
 }
@@ -227,15 +261,15 @@ mod tests {
 
     #[test]
     fn display_names_the_breaker_and_when_to_retry() {
-        let open = BreakerError::open("shop::get_tax", Some(Duration::from_millis(4200)));
+        let open = BreakerError::open(&"shop::get_tax".into(), Some(Duration::from_millis(4200)));
         assert_eq!(
             open.to_string(),
             "circuit breaker `shop::get_tax` is open; retry in 4.2s"
         );
-        let forced = BreakerError::open("shop::get_tax", None);
+        let forced = BreakerError::open(&"shop::get_tax".into(), None);
         assert!(forced.to_string().contains("forced open"));
         let timeout = BreakerError::Timeout {
-            name: "shop::get_tax",
+            name: "shop::get_tax".into(),
             after: Duration::from_millis(600),
         };
         assert_eq!(
@@ -248,12 +282,12 @@ mod tests {
     #[test]
     fn io_errors_keep_the_kind() {
         let t: std::io::Error = BreakerError::Timeout {
-            name: "x",
+            name: "x".into(),
             after: Duration::from_secs(1),
         }
         .into();
         assert_eq!(t.kind(), std::io::ErrorKind::TimedOut);
-        let o: std::io::Error = BreakerError::open("x", None).into();
+        let o: std::io::Error = BreakerError::open(&"x".into(), None).into();
         assert_eq!(o.kind(), std::io::ErrorKind::Other);
     }
 
@@ -261,5 +295,22 @@ mod tests {
     fn breaker_error_is_send_sync_static() {
         fn check<T: std::error::Error + Send + Sync + Clone + 'static>() {}
         check::<BreakerError>();
+        fn send_sync<T: std::error::Error + Send + Sync + 'static>() {}
+        send_sync::<CallError<std::io::Error>>();
+    }
+
+    #[test]
+    fn call_error_is_transparent() {
+        use std::error::Error;
+        let e: CallError<std::io::Error> = CallError::Inner(std::io::Error::other("boom"));
+        assert_eq!(e.to_string(), "boom");
+        assert!(
+            e.source().is_none(),
+            "the message is not repeated down the chain"
+        );
+        let b: CallError<std::io::Error> =
+            CallError::Breaker(BreakerError::open(&"x".into(), None));
+        assert!(b.source().is_none());
+        assert!(b.is_open() && !b.is_timeout() && !b.is_full());
     }
 }

@@ -1,9 +1,14 @@
 //! Transitions and how they are announced: one `tracing` event each (target `breaker`;
 //! opening at WARN, the rest at INFO), then the `on_state_change` hook.
 
-use std::fmt;
+use std::{
+    fmt,
+    panic::{catch_unwind, AssertUnwindSafe},
+    sync::{Arc, RwLock},
+    time::Duration,
+};
 
-use crate::State;
+use crate::{Name, State};
 
 /// What made a transition happen: the figures an operator wants in the log line.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -32,6 +37,14 @@ pub enum Cause {
     },
     /// `force_open`, `disable` or `reset` on a handle.
     Manual,
+    /// A classifier judged a call [`Verdict::OpenFor`](crate::Verdict::OpenFor) (a 429 or a
+    /// 503 with `Retry-After`, say): open at once, for this long (before clamping).
+    Verdict {
+        /// What the verdict asked for.
+        open_for: Duration,
+    },
+    /// Another instance of the fleet opened, probed or closed this breaker's twin.
+    Fleet,
 }
 
 impl fmt::Display for Cause {
@@ -51,6 +64,14 @@ impl fmt::Display for Cause {
                 write!(f, "{successes} consecutive probes succeeded")
             }
             Cause::Manual => f.write_str("manual control"),
+            Cause::Verdict { open_for } => {
+                write!(
+                    f,
+                    "the dependency asked for {}",
+                    crate::error::Human(*open_for)
+                )
+            }
+            Cause::Fleet => f.write_str("the fleet"),
         }
     }
 }
@@ -73,8 +94,8 @@ impl fmt::Display for Cause {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Transition {
-    /// The breaker's name.
-    pub name: &'static str,
+    /// The breaker's name (`{name}[{key}]` for a keyed breaker's).
+    pub name: Name,
     /// The state left.
     pub from: State,
     /// The state entered.
@@ -93,7 +114,7 @@ pub(crate) fn log(t: &Transition) {
     if t.to == State::Open || t.to == State::ForcedOpen {
         tracing::warn!(
             target: "breaker",
-            breaker = t.name,
+            breaker = t.name.as_str(),
             from = t.from.as_str(),
             to = t.to.as_str(),
             cause = %t.cause,
@@ -104,12 +125,90 @@ pub(crate) fn log(t: &Transition) {
     } else {
         tracing::info!(
             target: "breaker",
-            breaker = t.name,
+            breaker = t.name.as_str(),
             from = t.from.as_str(),
             to = t.to.as_str(),
             cause = %t.cause,
             generation = t.generation,
             "circuit breaker `{}` is {}: {}", t.name, t.to, t.cause
         );
+    }
+}
+
+/// A function every transition of every breaker reaches: see [`observe`].
+type ObserverFn = Arc<dyn Fn(&Transition) + Send + Sync>;
+
+static OBSERVERS: RwLock<Vec<(u64, ObserverFn)>> = RwLock::new(Vec::new());
+
+/// Watches every transition of every breaker, for exporters: metrics, a dashboard's event
+/// stream, a fleet. `f` runs after the transition's `tracing` event and the breaker's own
+/// `on_state_change` hook, in the order the breaker's transitions happened, never under a
+/// breaker's lock; a panic in it is caught and logged. Dropping the [`Observer`] stops it.
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use breaker_runtime::{observe, Breaker, Config, State};
+///
+/// let seen = Arc::new(Mutex::new(Vec::new()));
+/// let log = seen.clone();
+/// let watch = observe(move |t| if t.name == "docs::observe" { log.lock().unwrap().push(t.to) });
+/// Breaker::new("docs::observe", Config::default()).handle().force_open();
+/// drop(watch);
+/// assert_eq!(*seen.lock().unwrap(), [State::ForcedOpen]);
+/// ```
+pub fn observe(f: impl Fn(&Transition) + Send + Sync + 'static) -> Observer {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let id = NEXT.fetch_add(1, Ordering::Relaxed);
+    write_observers().push((id, Arc::new(f)));
+    Observer { id: Some(id) }
+}
+
+/// A subscription from [`observe`]; dropping it unsubscribes.
+#[derive(Debug)]
+#[must_use = "dropping an Observer stops it at once; call .forever() to keep it"]
+pub struct Observer {
+    id: Option<u64>,
+}
+
+impl Observer {
+    /// Keeps the observer for the life of the process.
+    pub fn forever(mut self) {
+        self.id = None;
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            write_observers().retain(|(i, _)| *i != id);
+        }
+    }
+}
+
+fn write_observers() -> std::sync::RwLockWriteGuard<'static, Vec<(u64, ObserverFn)>> {
+    OBSERVERS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Hands `t` to every observer, outside the lock that guards the list (an observer may
+/// subscribe or unsubscribe), each under `catch_unwind`.
+pub(crate) fn notify_observers(t: &Transition) {
+    let observers: Vec<ObserverFn> = {
+        let list = OBSERVERS
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if list.is_empty() {
+            return;
+        }
+        list.iter().map(|(_, f)| f.clone()).collect()
+    };
+    for f in observers {
+        if catch_unwind(AssertUnwindSafe(|| f(t))).is_err() {
+            let _ = catch_unwind(
+                || tracing::error!(target: "breaker", breaker = t.name.as_str(), "a transition observer panicked; the breaker goes on"),
+            );
+        }
     }
 }

@@ -15,54 +15,92 @@ use tokio::time::Sleep;
 
 use crate::{
     breaker::{settle, Shared, Stop},
-    clock::TokioClock,
-    core::{Permit, Ticket},
+    core::{Engine, Permit, Ticket},
+    stats::Count,
+    verdict::Judge,
     CallError,
 };
+
+/// What a call future holds its breaker by: borrowed (`&Shared`, from
+/// [`Breaker::call`](crate::Breaker::call): no reference-count traffic per call) or owned
+/// (a [`Breaker`](crate::Breaker), from [`Breaker::call_owned`](crate::Breaker::call_owned):
+/// a `'static` future to spawn). Implemented by the runtime only.
+pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
+    /// The breaker's parts.
+    fn shared(&self) -> &Shared;
+}
 
 /// Where a call stands. An explicit tag (rather than a niche in the permit) makes every
 /// check of the stage one compare.
 #[repr(u8)]
-enum Stage<'a> {
+enum Stage<H: Engine> {
     /// Not polled yet: not admitted.
     Idle,
-    /// Admitted on the fast path: nothing to give back if dropped.
+    /// Admitted on the fast path: nothing to give back if dropped but a count.
     Fast(Ticket),
     /// Admitted with a permit, which reports a cancellation if dropped.
-    Held(Permit<'a, TokioClock>),
+    Held(Permit<H>),
     /// Finished.
     Done,
 }
 
 pin_project! {
     /// The future of one call through a breaker, from [`Breaker::call`](crate::Breaker::call)
-    /// and [`Breaker::call_with`](crate::Breaker::call_with). The call is admitted on its first
-    /// poll; dropping it before it finishes counts for nothing and gives its slots back.
+    /// and its siblings. The call is admitted on its first poll; dropping it before it
+    /// finishes counts it as cancelled (no success, no failure) and gives its slots back.
+    ///
+    /// `H` is how it holds the breaker: borrowed by default, owned (`'static`) from
+    /// [`Breaker::call_owned`](crate::Breaker::call_owned).
     ///
     /// Like most futures, it panics if polled again after it completed.
     #[must_use = "futures do nothing unless polled"]
-    pub struct CallFuture<'a, F, P> {
+    pub struct CallFuture<'a, F, P, H: Host = &'a Shared> {
         // Fields drop in this order: the user's future goes before the permit in `stage`,
         // so a slot is given back only once the call it held is really gone.
         #[pin]
         inner: F,
         #[pin]
         deadline: Option<Sleep>,
-        stage: Stage<'a>,
-        // Taken once, when the call ends with an error.
-        is_failure: Option<P>,
-        shared: &'a Shared,
+        stage: Stage<H>,
+        // Taken once, when the call ends other than a fast success.
+        judge: Option<P>,
+        host: H,
+        _borrow: std::marker::PhantomData<&'a ()>,
+    }
+
+    impl<'a, F, P, H: Host> PinnedDrop for CallFuture<'a, F, P, H> {
+        fn drop(this: Pin<&mut Self>) {
+            // A fast-path call has no permit to report its cancellation: count it here.
+            if let Stage::Fast(_) = this.stage {
+                this.host.shared().core.counters.add(Count::Cancelled);
+            }
+        }
     }
 }
 
-impl<'a, F, P> CallFuture<'a, F, P> {
-    pub(crate) fn new(shared: &'a Shared, is_failure: P, inner: F) -> Self {
+impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let stage = match self.stage {
+            Stage::Idle => "idle",
+            Stage::Fast(_) | Stage::Held(_) => "running",
+            Stage::Done => "done",
+        };
+        f.debug_struct("CallFuture")
+            .field("breaker", &self.host.shared().core.name)
+            .field("stage", &stage)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, P, H: Host> CallFuture<'_, F, P, H> {
+    pub(crate) fn new(host: H, judge: P, inner: F) -> Self {
         CallFuture {
             inner,
             deadline: None,
             stage: Stage::Idle,
-            is_failure: Some(is_failure),
-            shared,
+            judge: Some(judge),
+            host,
+            _borrow: std::marker::PhantomData,
         }
     }
 }
@@ -71,24 +109,26 @@ impl<'a, F, P> CallFuture<'a, F, P> {
 /// applied (out of line, so the poll of a closed call keeps a small frame): writes the
 /// stage if admitted.
 #[inline(never)]
-fn admit_slow<'a>(shared: &'a Shared, stage: &mut Stage<'a>) -> Result<(), crate::BreakerError> {
-    *stage = match shared.core.enter_claiming() {
+fn admit_slow<H: Host>(host: &H, stage: &mut Stage<H>) -> Result<(), crate::BreakerError> {
+    *stage = match host.shared().core.enter_claiming() {
         Some(ticket) => Stage::Fast(ticket),
-        None => Stage::Held(Permit::acquire(&shared.core, &shared.clock)?),
+        None => Stage::Held(Permit::acquire_in(host.clone())?),
     };
     Ok(())
 }
 
-impl<F, T, E, P> Future for CallFuture<'_, F, P>
+impl<F, T, E, P, H> Future for CallFuture<'_, F, P, H>
 where
     F: Future<Output = Result<T, E>>,
-    P: FnOnce(&E) -> bool,
+    P: Judge<T, E>,
+    H: Host,
 {
     type Output = Result<T, CallError<E>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
-        let shared = *this.shared;
+        let host = &*this.host;
+        let shared = host.shared();
         match this.stage {
             Stage::Idle => {
                 match shared.core.enter_closed() {
@@ -96,7 +136,7 @@ where
                     None => {
                         let refused = match shared.core.refuse(&shared.clock) {
                             Some(refused) => Err(refused),
-                            None => admit_slow(shared, this.stage),
+                            None => admit_slow(host, this.stage),
                         };
                         if let Err(refused) = refused {
                             *this.stage = Stage::Done;
@@ -113,9 +153,10 @@ where
         }
         let inner = this.inner;
         let result = match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            // The fast success, inline: no permit to move, no predicate to run.
+            // The fast success, inline: no permit to move, no judge to run (unless a
+            // classifier must see every `Ok`).
             Ok(Poll::Ready(Ok(value))) => match *this.stage {
-                Stage::Fast(ticket) => {
+                Stage::Fast(ticket) if P::OK_IS_SUCCESS => {
                     // Before the call below, where the compiler still knows there is
                     // nothing to drop.
                     *this.stage = Stage::Done;
@@ -131,7 +172,7 @@ where
                 None => return Poll::Pending,
             },
         };
-        Poll::Ready(end(shared, this.stage, this.is_failure, result))
+        Poll::Ready(end(host, this.stage, this.judge, result))
     }
 }
 
@@ -157,21 +198,21 @@ fn expired(
         .map(Stop::Timeout)
 }
 
-/// Every end but the fast success, out of line: takes the stage and the predicate (once;
+/// Every end but the fast success, out of line: takes the stage and the judge (once;
 /// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there) and settles.
 #[inline(never)]
-fn end<'a, T, E, P: FnOnce(&E) -> bool>(
-    shared: &'a Shared,
-    stage: &mut Stage<'a>,
-    is_failure: &mut Option<P>,
+fn end<T, E, P: Judge<T, E>, H: Host>(
+    host: &H,
+    stage: &mut Stage<H>,
+    judge: &mut Option<P>,
     result: Result<Result<T, E>, Stop>,
 ) -> Result<T, CallError<E>> {
-    let (permit, is_failure) = match (std::mem::replace(stage, Stage::Done), is_failure.take()) {
-        (Stage::Fast(ticket), Some(p)) => (shared.permit(ticket), p),
+    let (permit, judge) = match (std::mem::replace(stage, Stage::Done), judge.take()) {
+        (Stage::Fast(ticket), Some(p)) => (Permit::from_ticket_in(host.clone(), ticket), p),
         (Stage::Held(permit), Some(p)) => (permit, p),
-        _ => unreachable!("a running call has its stage and its predicate"),
+        _ => unreachable!("a running call has its stage and its judge"),
     };
-    settle(permit, result, is_failure)
+    settle(permit, result, judge)
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -201,7 +242,7 @@ mod tests {
     /// counting it on the admitting thread's stripe would race that thread's own counts.
     #[test]
     fn a_call_that_moves_to_another_thread_counts_its_success_there() {
-        let b = Breaker::unlisted("future::moves", Config::default()).unwrap();
+        let b = Breaker::unlisted("future::moves".into(), Config::default()).unwrap();
         let counters = &b.shared.core.counters;
         let mut cx = Context::from_waker(Waker::noop());
         let both_alive = &Barrier::new(2);

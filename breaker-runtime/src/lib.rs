@@ -26,13 +26,16 @@
 //! | `window` | the rings of atomic cells behind `failure_rate` |
 //! | `stats` | [`Stats`] and the striped counters behind them |
 //! | `breaker` | [`Breaker`], [`Handle`]: the call wrappers, and how a call's end is reported |
+//! | `verdict` | [`Verdict`]: how a finished call is judged (`is_failure` or a classifier) |
+//! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
+//! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `registry` | [`registry()`], [`Snapshot`] |
-//! | `events` | [`Transition`], the `tracing` events |
+//! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
 //! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, missing_debug_implementations)]
 
 mod breaker;
 mod clock;
@@ -41,22 +44,34 @@ mod core;
 mod error;
 mod events;
 mod future;
+mod keyed;
+mod name;
 mod registry;
 mod state;
 mod stats;
 mod sync;
+mod verdict;
 mod window;
 
 pub use crate::{
     breaker::{Breaker, Handle},
     config::{Config, ConfigError, Window},
     error::{BreakerError, CallError},
-    events::{Cause, Transition},
+    events::{observe, Cause, Observer, Transition},
     future::CallFuture,
+    keyed::{BreakerKey, KeyedBreaker},
+    name::Name,
     registry::{registry, Registry, Snapshot},
     state::State,
     stats::Stats,
+    verdict::{Classify, Judge, Verdict},
 };
+
+/// Names the call futures' type parameters mention; not for use.
+#[doc(hidden)]
+pub mod __internals {
+    pub use crate::{breaker::Shared, core::Engine, future::Host};
+}
 
 #[cfg(all(test, breaker_loom))]
 mod loom_tests;

@@ -267,6 +267,8 @@ impl Model {
                 self.stats.failures += 1;
                 self.stats.slow_calls += 1;
             }
+            Outcome::Neutral => self.stats.neutral += 1,
+            Outcome::Cancelled => self.stats.cancelled += 1,
             _ => {}
         }
         if call.bulkhead {
@@ -341,7 +343,7 @@ impl Model {
 /// A call held by the test: admitted on the fast path, or with a permit.
 enum Held<'a> {
     Fast(Ticket),
-    Permit(Permit<'a, FakeClock>),
+    Permit(Permit<(&'a Core, &'a FakeClock)>),
 }
 
 fn admitted_as(r: &Result<Held<'_>, BreakerError>) -> Admitted {
@@ -361,7 +363,7 @@ proptest! {
     #[test]
     fn the_engine_agrees_with_the_reference_model(k in knobs(), ops in prop::collection::vec(op(), 1..80)) {
         let config = k.config();
-        let core = Core::new("reference", config.validate().unwrap(), None);
+        let core = Core::new("reference".into(), config.validate().unwrap(), None);
         let clock = FakeClock::default();
         let mut model = Model::new(k);
         let mut held: Vec<(Held<'_>, Call)> = Vec::new();
@@ -393,7 +395,10 @@ proptest! {
                     match (h, outcome) {
                         (Held::Permit(p), Outcome::Cancelled) => drop(p),
                         (Held::Permit(p), outcome) => p.finish(outcome),
-                        (Held::Fast(_), Outcome::Cancelled) => {} // nothing to give back
+                        // Nothing to give back; the call future counts the cancellation.
+                        (Held::Fast(_), Outcome::Cancelled) => {
+                            core.counters.add(crate::stats::Count::Cancelled)
+                        }
                         (Held::Fast(t), Outcome::Success) => core.succeed(t, &clock),
                         (Held::Fast(t), outcome) => {
                             Permit::from_ticket(&core, &clock, t).finish(outcome)

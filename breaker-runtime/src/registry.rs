@@ -2,8 +2,10 @@
 //! control.
 
 use std::{
-    collections::HashSet,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard, PoisonError, Weak,
+    },
     time::Duration,
 };
 
@@ -13,9 +15,12 @@ use crate::{
 };
 
 /// One breaker, as [`Registry::snapshot`] reports it.
+///
+/// `#[non_exhaustive]`: read the fields; more may follow.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Snapshot {
-    /// The breaker's name.
+    /// The breaker's name (`{name}[{key}]` for a keyed breaker's).
     pub name: String,
     /// Its state.
     pub state: State,
@@ -30,47 +35,74 @@ pub struct Snapshot {
     pub retry_in: Option<Duration>,
 }
 
-/// The process-wide list of breakers; see [`registry()`].
+/// The process-wide list of live breakers; see [`registry()`].
 pub struct Registry {
-    /// Every breaker created so far, for the life of the process, as DESIGN.md has it: a
-    /// breaker is meant to live as long as the program (the attribute's are statics), so a
-    /// `Breaker` dropped by its owner stays listed, and its handle keeps working.
-    breakers: Mutex<Vec<Arc<Shared>>>,
+    /// Live breakers in order of creation. Entries are weak: the registry never keeps a
+    /// breaker alive; a breaker leaves the list when its last clone and handle are dropped
+    /// (`Shared`'s `Drop` removes its entry by id).
+    breakers: Mutex<Vec<Entry>>,
+    next_id: AtomicU64,
 }
 
-/// The process-wide registry: every breaker created so far, in order of creation.
+struct Entry {
+    id: u64,
+    shared: Weak<Shared>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("live", &self.lock().len())
+            .finish()
+    }
+}
+
+/// The process-wide registry: every live breaker, in order of creation.
 ///
 /// ```
 /// use breaker_runtime::{registry, Breaker, Config};
 ///
-/// let _b = Breaker::new("docs::registry", Config::default());
-/// let all = registry().snapshot();
-/// assert!(all.iter().any(|s| s.name == "docs::registry"));
+/// let b = Breaker::new("docs::registry", Config::default());
+/// assert!(registry().snapshot().iter().any(|s| s.name == "docs::registry"));
+/// drop(b); // the last clone: it leaves the registry
+/// assert!(registry().get("docs::registry").is_none());
 /// ```
 pub fn registry() -> &'static Registry {
     static REGISTRY: Registry = Registry {
         breakers: Mutex::new(Vec::new()),
+        next_id: AtomicU64::new(1),
     };
     &REGISTRY
 }
 
 impl Registry {
-    fn all(&self) -> Vec<Arc<Shared>> {
-        self.breakers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+        self.breakers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A handle to the first breaker created with this name.
-    pub fn get(&self, name: &str) -> Option<Handle> {
+    /// Strong references to the live breakers, in order of creation. Returned, so that
+    /// they are dropped after the lock: dropping the last one runs `Shared::drop`, which
+    /// takes the lock to unlist itself.
+    fn all(&self) -> Vec<Arc<Shared>> {
+        self.lock()
+            .iter()
+            .filter_map(|e| e.shared.upgrade())
+            .collect()
+    }
+
+    /// A handle to the most recently created live breaker with this name (a `&str`, or a
+    /// transition's [`Name`](crate::Name)).
+    pub fn get(&self, name: impl AsRef<str>) -> Option<Handle> {
+        let name = name.as_ref();
         self.all()
             .into_iter()
-            .find(|s| s.core.name == name)
+            .rev()
+            .find(|s| *s.core.name == *name)
             .map(|shared| Handle { shared })
     }
 
-    /// Every breaker, in order of creation.
+    /// Every live breaker, in order of creation. Reading each state moves an open breaker
+    /// whose cool-off ended to half-open, as `Handle::state` does.
     pub fn snapshot(&self) -> Vec<Snapshot> {
         self.all()
             .into_iter()
@@ -78,54 +110,90 @@ impl Registry {
             .collect()
     }
 
-    pub(crate) fn list(&self, breaker: &Breaker) {
-        let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        list.push(breaker.shared.clone());
+    /// Handles to every live breaker, in order of creation.
+    pub fn handles(&self) -> Vec<Handle> {
+        self.all()
+            .into_iter()
+            .map(|shared| Handle { shared })
+            .collect()
     }
 
-    /// The breaker named `name`, created with `config` if there is none yet. A breaker that
-    /// exists with another policy is kept, with one WARN naming it.
+    /// How many breakers are live.
+    pub fn len(&self) -> usize {
+        self.lock()
+            .iter()
+            .filter(|e| e.shared.strong_count() > 0)
+            .count()
+    }
+
+    /// Whether no breaker is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub(crate) fn list(&self, breaker: &Breaker) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        breaker.shared.listed.store(id, Ordering::Relaxed);
+        let weak = Arc::downgrade(&breaker.shared);
+        self.lock().push(Entry { id, shared: weak });
+    }
+
+    pub(crate) fn unlist(&self, id: u64) {
+        self.lock().retain(|e| e.id != id);
+    }
+
+    /// The breaker named `name`, created with `config` if there is no live one yet. A
+    /// breaker that exists with another policy, or another `on_state_change` hook, is kept,
+    /// with one WARN naming it (logged after the lock is released). The attribute's
+    /// functions with an explicit `name` share their breaker through this.
     ///
     /// # Panics
     ///
     /// If it has to create the breaker and `config` is invalid, as [`Breaker::new`] does.
-    pub fn get_or_create(&self, name: &'static str, config: Config) -> Breaker {
-        let mut list = self.breakers.lock().unwrap_or_else(PoisonError::into_inner);
-        let existing = list.iter().find(|s| s.core.name == name).cloned();
-        if let Some(shared) = existing {
-            if !shared.config.same_policy(&config) {
-                tracing::warn!(
-                    target: "breaker",
-                    breaker = name,
-                    "circuit breaker `{name}` already exists with another configuration; \
-                     keeping the existing one (give the functions different `name`s to \
-                     separate them)"
-                );
-            }
-            return Breaker { shared };
-        }
-        let breaker = match Breaker::unlisted(name, config) {
-            Ok(b) => b,
-            Err(e) => {
-                drop(list);
-                panic!("{e}")
+    #[doc(hidden)]
+    pub fn get_or_create(&self, name: &str, config: Config) -> Breaker {
+        let (breaker, differs) = {
+            let mut list = self.lock();
+            let existing = list
+                .iter()
+                .rev()
+                .filter_map(|e| e.shared.upgrade())
+                .find(|s| *s.core.name == *name);
+            match existing {
+                Some(shared) => {
+                    let differs = if !shared.config.same_policy(&config) {
+                        Some("configuration")
+                    } else if config.on_state_change.is_some() {
+                        Some("`on_state_change` hook")
+                    } else {
+                        None
+                    };
+                    (Ok(Breaker { shared }), differs)
+                }
+                None => match Breaker::unlisted(name.into(), config) {
+                    Ok(b) => {
+                        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                        b.shared.listed.store(id, Ordering::Relaxed);
+                        let weak = Arc::downgrade(&b.shared);
+                        list.push(Entry { id, shared: weak });
+                        (Ok(b), None)
+                    }
+                    Err(e) => (Err(e), None),
+                },
             }
         };
-        list.push(breaker.shared.clone());
-        breaker
+        if let Some(what) = differs {
+            tracing::warn!(
+                target: "breaker",
+                breaker = name,
+                "circuit breaker `{name}` already exists; this function's {what} is not used, \
+                 the existing breaker is kept (give the functions different `name`s to \
+                 separate them)"
+            );
+        }
+        match breaker {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
     }
-}
-
-/// A `'static` copy of `name`, leaked once per distinct name, so errors carry the name
-/// without allocating and re-creating a breaker leaks nothing more.
-pub(crate) fn intern(name: &str) -> &'static str {
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-    let mut names = NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-    let names = names.get_or_insert_with(HashSet::new);
-    if let Some(existing) = names.get(name) {
-        return existing;
-    }
-    let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
-    names.insert(leaked);
-    leaked
 }

@@ -11,12 +11,18 @@
 //! `fetch_add`. An outcome is always counted on the stripe of the thread where it happens,
 //! which for an async call that moved between workers is not the admitting thread's.
 
+use std::marker::PhantomData;
+
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 
 /// What a breaker has counted since its creation or its last `reset()`. Transitions do not
 /// clear these; outcomes that arrive from an older generation are counted here though they
 /// change no state.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+///
+/// `#[non_exhaustive]`: read the fields, start from [`Stats::default()`] to build one; more
+/// counts may follow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Stats {
     /// Every call, rejected ones included (a call is counted when it is admitted or refused).
     pub calls: u64,
@@ -30,6 +36,11 @@ pub struct Stats {
     pub slow_calls: u64,
     /// Calls refused without reaching the dependency: open, half-open full, bulkhead full.
     pub rejected: u64,
+    /// Calls that ended with an error `is_failure` (or a classifier) judged neutral: the
+    /// caller's fault, counted neither as a success nor as a failure.
+    pub neutral: u64,
+    /// Calls whose future was dropped before they finished.
+    pub cancelled: u64,
 }
 
 /// One stripe: its own pair of cache lines (128 bytes, as adjacent-line prefetchers pair
@@ -43,6 +54,8 @@ struct Stripe {
     timeouts: AtomicU64,
     slow_calls: AtomicU64,
     rejected: AtomicU64,
+    neutral: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 /// Stripes a thread can own. While a thread owns stripe `i` it is the only writer of stripe
@@ -55,18 +68,71 @@ const SHARED: usize = 4;
 const STRIPES: usize = OWNED + SHARED;
 const _: () = assert!(STRIPES.is_power_of_two() && OWNED <= 32);
 
-/// A thread's stripe, from [`stripe`]: an index into every breaker's stripes.
+/// Which stripe: an index into every breaker's stripes. Only names a stripe; counting
+/// through one with plain stores is safe only on the thread that owns it, which is what
+/// [`Here`] guarantees by type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot(usize);
 
 impl Slot {
-    /// Whether this thread is the only writer of the stripe.
+    /// Whether the stripe is one a thread owns (counted with plain stores by its owner), not
+    /// a shared one.
     #[inline]
     pub(crate) fn owned(self) -> bool {
         // Under loom every thread gets stripe 0, so it must count with `fetch_add`.
         !cfg!(breaker_loom) && self.0 < OWNED
     }
 }
+
+/// This thread's stripe, from [`here`] or [`owned_here`], as a handle that cannot leave the
+/// thread: `!Send` and `!Sync`. An owned stripe is counted with a plain load and store,
+/// which is sound only on its owner thread; a `Here` can only be used on the thread that
+/// looked it up, so "only the admitting thread counts on a call's stripe" is checked by the
+/// compiler rather than kept by convention. A call that may finish on another thread (an
+/// async call) keeps no `Here`; its outcome is counted on the stripe of the thread where it
+/// finishes ([`Counters::add`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Here {
+    slot: Slot,
+    /// A raw pointer is neither `Send` nor `Sync`, and costs nothing: no `unsafe` needed.
+    _this_thread: PhantomData<*const ()>,
+}
+
+// Not yet called outside tests: core.rs moves to `Here` (see the engine report), then the
+// `Slot`-taking counters (`owned_stripe`, `stripe`, `add_at`) go.
+#[cfg_attr(not(test), allow(dead_code))]
+impl Here {
+    #[inline(always)]
+    fn new(slot: Slot) -> Self {
+        Here {
+            slot,
+            _this_thread: PhantomData,
+        }
+    }
+
+    /// Which stripe (a plain index, free to send anywhere, but no right to count).
+    pub(crate) fn slot(self) -> Slot {
+        self.slot
+    }
+}
+
+/// `Here` is neither `Send` nor `Sync`: these two traits have an impl each for every type
+/// and one more for `Send` (`Sync`) types, so naming the method is ambiguous, and fails to
+/// compile, exactly when `Here` is `Send` (`Sync`). (`Slot`, for one, fails it.)
+const _: () = {
+    trait AmbiguousIfSend<A> {
+        fn check() {}
+    }
+    impl<T: ?Sized> AmbiguousIfSend<()> for T {}
+    impl<T: ?Sized + Send> AmbiguousIfSend<u8> for T {}
+    trait AmbiguousIfSync<A> {
+        fn check() {}
+    }
+    impl<T: ?Sized> AmbiguousIfSync<()> for T {}
+    impl<T: ?Sized + Sync> AmbiguousIfSync<u8> for T {}
+    let _ = <Here as AmbiguousIfSend<_>>::check;
+    let _ = <Here as AmbiguousIfSync<_>>::check;
+};
 
 /// The counters behind [`Stats`].
 pub(crate) struct Counters {
@@ -85,6 +151,8 @@ pub(crate) enum Count {
     Timeout,
     Slow,
     Rejected,
+    Neutral,
+    Cancelled,
 }
 
 /// Adds one: a plain load and store when this thread owns the stripe, else `fetch_add`.
@@ -108,7 +176,16 @@ impl Counters {
     /// Adds to this thread's stripe.
     #[inline]
     pub(crate) fn add(&self, count: Count) {
-        self.add_at(stripe(), count);
+        self.add_here(here(), count);
+    }
+
+    /// Adds to this thread's stripe, when the caller already looked it up ([`here`],
+    /// [`owned_here`]): with plain stores if this thread owns it. Inlined after
+    /// `owned_here`, the ownership check folds away.
+    #[inline]
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn add_here(&self, at: Here, count: Count) {
+        self.add_to(at.slot, at.slot.owned(), count);
     }
 
     /// Adds to stripe `at` (from [`stripe`] or [`owned_stripe`]), when the caller already
@@ -127,6 +204,8 @@ impl Counters {
             Count::Success => bump(&s.successes, owned),
             Count::Failure => bump(&s.failures, owned),
             Count::Rejected => bump(&s.rejected, owned),
+            Count::Neutral => bump(&s.neutral, owned),
+            Count::Cancelled => bump(&s.cancelled, owned),
             Count::Timeout => {
                 bump(&s.failures, owned);
                 bump(&s.timeouts, owned);
@@ -149,6 +228,8 @@ impl Counters {
             timeouts: raw.timeouts.wrapping_sub(base.timeouts),
             slow_calls: raw.slow_calls.wrapping_sub(base.slow_calls),
             rejected: raw.rejected.wrapping_sub(base.rejected),
+            neutral: raw.neutral.wrapping_sub(base.neutral),
+            cancelled: raw.cancelled.wrapping_sub(base.cancelled),
         }
     }
 
@@ -164,6 +245,8 @@ impl Counters {
             t.failures = t.failures.wrapping_add(s.failures.load(Relaxed));
             t.timeouts = t.timeouts.wrapping_add(s.timeouts.load(Relaxed));
             t.slow_calls = t.slow_calls.wrapping_add(s.slow_calls.load(Relaxed));
+            t.neutral = t.neutral.wrapping_add(s.neutral.load(Relaxed));
+            t.cancelled = t.cancelled.wrapping_add(s.cancelled.load(Relaxed));
         }
         t
     }
@@ -186,22 +269,45 @@ impl Counters {
 /// This thread's stripe if it owns one; `None` before its first count, or when it shares a
 /// stripe. The fast path of [`Core::enter_closed`](crate::core::Core::enter_closed): one
 /// thread-local load and one compare.
-#[cfg(not(breaker_loom))]
 #[inline(always)]
 pub(crate) fn owned_stripe() -> Option<Slot> {
-    let at = STRIPE.with(Cell::get);
-    (at < OWNED).then_some(Slot(at))
+    owned_here().map(Here::slot)
+}
+
+/// This thread's stripe, claimed on its first call (see [`here`]).
+#[inline]
+pub(crate) fn stripe() -> Slot {
+    here().slot()
+}
+
+/// This thread's stripe if it owns one; `None` before its first count, or when it shares a
+/// stripe: one thread-local load and one compare.
+#[cfg(not(breaker_loom))]
+#[inline(always)]
+pub(crate) fn owned_here() -> Option<Here> {
+    let at = this_threads();
+    (at < OWNED).then(|| Here::new(Slot(at)))
 }
 
 /// This thread's stripe, claimed on its first call: a free owned one if there is one, else
 /// one of the shared stripes, dealt in turn.
 #[cfg(not(breaker_loom))]
 #[inline]
-pub(crate) fn stripe() -> Slot {
-    match STRIPE.with(Cell::get) {
+pub(crate) fn here() -> Here {
+    Here::new(match this_threads() {
         UNCLAIMED => claim(),
         at => Slot(at),
-    }
+    })
+}
+
+/// The stripe index in `STRIPE`. `try_with`, not `with`: where thread-locals are OS keys,
+/// even this destructor-free one is torn down while other thread-locals' destructors run,
+/// and `with` would panic in a call made from one of them. Such a call counts on the first
+/// shared stripe instead, as a thread does once it has given its owned stripe back.
+#[cfg(not(breaker_loom))]
+#[inline(always)]
+fn this_threads() -> usize {
+    STRIPE.try_with(Cell::get).unwrap_or(OWNED)
 }
 
 #[cfg(not(breaker_loom))]
@@ -270,13 +376,13 @@ fn claim() -> Slot {
 }
 
 #[cfg(breaker_loom)]
-pub(crate) fn owned_stripe() -> Option<Slot> {
-    Some(Slot(0))
+pub(crate) fn owned_here() -> Option<Here> {
+    Some(Here::new(Slot(0)))
 }
 
 #[cfg(breaker_loom)]
-pub(crate) fn stripe() -> Slot {
-    Slot(0)
+pub(crate) fn here() -> Here {
+    Here::new(Slot(0))
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -295,7 +401,7 @@ mod tests {
             .map(|_| {
                 let (done, tx) = (done.clone(), tx.clone());
                 std::thread::spawn(move || {
-                    tx.send(stripe()).unwrap();
+                    tx.send(here().slot()).unwrap();
                     done.wait();
                 })
             })
@@ -320,25 +426,65 @@ mod tests {
         // A blocking pool starts and ends threads all day: each gives its stripe back on
         // exit, so far more threads than there are stripes each own one in turn.
         for _ in 0..3 * OWNED {
-            let slot = std::thread::spawn(stripe).join().unwrap();
+            let slot = std::thread::spawn(|| here().slot()).join().unwrap();
             assert!(slot.owned(), "{slot:?} is shared");
         }
+    }
+
+    /// A count made from a thread-local's destructor, before or after the thread gave its
+    /// owned stripe back, is neither lost nor a panic. (On this target `STRIPE` is never
+    /// torn down, so this guards the order of `Owner`'s hand-over; the `try_with` fallback
+    /// for targets whose thread-locals are OS keys is not reachable here.)
+    #[test]
+    fn counts_made_while_a_thread_exits_are_kept() {
+        use std::{cell::RefCell, sync::Arc};
+        struct Late(Arc<Counters>);
+        impl Drop for Late {
+            fn drop(&mut self) {
+                self.0.add(Count::Admitted);
+                self.0.add(Count::Success);
+            }
+        }
+        thread_local!(static LATE: RefCell<Option<Late>> = const { RefCell::new(None) });
+        let c = Arc::new(Counters::new());
+        // Destructors run in reverse order of registration (on this target): `Late` after
+        // `Owner` when it registers first, before it when it registers last.
+        for late_first in [true, false] {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let late = || LATE.with(|l| *l.borrow_mut() = Some(Late(c.clone())));
+                if late_first {
+                    late();
+                }
+                c.add(Count::Admitted);
+                // Owned or shared: other tests may hold every owned stripe meanwhile.
+                let me = here().slot();
+                assert_eq!(owned_here().map(Here::slot), me.owned().then_some(me));
+                if !late_first {
+                    late();
+                }
+            })
+            .join()
+            .unwrap();
+        }
+        let s = c.read();
+        assert_eq!((s.calls, s.successes), (4, 2));
     }
 
     #[test]
     fn a_reset_is_a_new_base_and_counting_goes_on_from_it() {
         let c = Counters::new();
-        let me = stripe();
+        let me = here();
         for _ in 0..5 {
-            c.add_at(me, Count::Admitted);
-            c.add_at(me, Count::Success);
+            c.add_here(me, Count::Admitted);
+            c.add_here(me, Count::Success);
         }
-        c.add_at(Slot(OWNED), Count::Rejected); // a shared stripe
+        c.add_to(Slot(OWNED), false, Count::Rejected); // a shared stripe
         c.clear();
         assert_eq!(c.read(), Stats::default());
-        c.add_at(me, Count::Admitted);
-        c.add_at(me, Count::Timeout);
-        c.add_at(Slot(OWNED + 1), Count::Rejected);
+        c.add_here(me, Count::Admitted);
+        c.add_here(me, Count::Timeout);
+        c.add_to(Slot(OWNED + 1), false, Count::Rejected);
         let s = c.read();
         assert_eq!((s.calls, s.failures, s.timeouts, s.rejected), (2, 1, 1, 1));
         assert_eq!(s.successes, 0);

@@ -9,7 +9,6 @@ use std::{
     cell::Cell,
     future::Future,
     pin::pin,
-    sync::atomic::{AtomicUsize, Ordering::SeqCst},
     task::{Context, Poll, Waker},
     time::Duration,
 };
@@ -18,13 +17,15 @@ use breaker_runtime::{Breaker, Config, State};
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+// Per thread: the tests of this binary run in parallel, and one test's allocations must not
+// land in another's count.
 thread_local!(static WATCHING: Cell<bool> = const { Cell::new(false) });
+thread_local!(static ALLOCATIONS: Cell<usize> = const { Cell::new(0) });
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         if WATCHING.try_with(Cell::get).unwrap_or(false) {
-            ALLOCATIONS.fetch_add(1, SeqCst);
+            let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
         }
         unsafe { System.alloc(layout) }
     }
@@ -38,11 +39,11 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f` on this thread.
 fn allocations(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.load(SeqCst);
+    let before = ALLOCATIONS.with(Cell::get);
     WATCHING.with(|w| w.set(true));
     f();
     WATCHING.with(|w| w.set(false));
-    ALLOCATIONS.load(SeqCst) - before
+    ALLOCATIONS.with(Cell::get) - before
 }
 
 /// Polls a future that is ready at once (no runtime: nothing else allocates).
@@ -107,4 +108,35 @@ fn the_open_path_allocates_nothing() {
 
     b.handle().force_open();
     assert_eq!(allocations(|| exercise(&b)), 0, "forced open");
+}
+
+#[test]
+fn a_keyed_call_for_an_existing_key_allocates_nothing() {
+    use breaker_runtime::KeyedBreaker;
+    let hosts = KeyedBreaker::<(String, u16)>::new("alloc::keyed", Config::default());
+    let _ = hosts.call_sync(&("example.com", 443u16), || Ok::<_, ()>(())); // creates it
+    let calls = allocations(|| {
+        for i in 0..1000u32 {
+            let r = hosts.call_sync(&("example.com", 443u16), || Ok::<_, ()>(i));
+            assert_eq!(r.unwrap(), i);
+            let r = ready(hosts.call(&("example.com", 443u16), async move { Ok::<_, ()>(i) }));
+            assert_eq!(r.unwrap(), i);
+        }
+    });
+    assert_eq!(calls, 0);
+    assert_eq!(hosts.len(), 1);
+}
+
+#[test]
+fn a_rejected_call_allocates_nothing_though_the_error_names_the_breaker() {
+    let b = Breaker::new("alloc::named_rejection", Config::default());
+    b.handle().force_open();
+    let mut name_len = 0;
+    let n = allocations(|| {
+        for _ in 0..100 {
+            let e = b.call_sync(|| Ok::<(), ()>(())).unwrap_err();
+            name_len = e.breaker_error().unwrap().name().len();
+        }
+    });
+    assert_eq!((n, name_len), (0, "alloc::named_rejection".len()));
 }

@@ -136,7 +136,7 @@ async fn a_hook_that_calls_back_sees_events_in_order() {
         "faults::reentrant",
         Config::default().threshold(1).on_state_change(move |t| {
             log.lock().unwrap().push(t.to);
-            let h = registry().get(t.name).unwrap();
+            let h = registry().get(&t.name).unwrap();
             // Reads and controls from inside the hook: no deadlock, and the events it causes
             // arrive after this one.
             let _ = (h.state(), h.stats(), h.snapshot());

@@ -569,7 +569,7 @@ fn hooks_see_every_transition_in_order_and_may_call_back() {
             log.lock().unwrap().push((t.from, t.to));
             if t.to == State::Open {
                 // Calling back into the breaker from the hook: no deadlock.
-                registry().get(t.name).unwrap().force_open();
+                registry().get(&t.name).unwrap().force_open();
             }
         }),
     );
@@ -689,11 +689,47 @@ fn without_a_window_the_snapshot_rate_covers_the_calls_since_the_breaker_closed(
 }
 
 #[test]
-fn a_dropped_breaker_stays_listed() {
-    let _ = Breaker::new("sem::dropped", Config::default());
+fn a_dropped_breaker_leaves_the_registry_and_a_handle_keeps_it_alive() {
+    let b = Breaker::new("sem::dropped", Config::default());
     let h = registry()
         .get("sem::dropped")
-        .expect("listed from its creation, for good");
+        .expect("listed from its creation");
+    drop(b);
+    // The handle still holds it: still live, still listed, still controllable.
     h.force_open();
-    assert_eq!(h.state(), State::ForcedOpen);
+    assert_eq!(
+        registry().get("sem::dropped").unwrap().state(),
+        State::ForcedOpen
+    );
+    drop(h);
+    assert!(
+        registry().get("sem::dropped").is_none(),
+        "gone with its last handle"
+    );
+    assert!(!registry()
+        .snapshot()
+        .iter()
+        .any(|s| s.name == "sem::dropped"));
+}
+
+#[test]
+fn the_newest_live_breaker_of_a_name_is_the_one_get_returns() {
+    let old = Breaker::new("sem::same_name", Config::default());
+    let new = Breaker::new("sem::same_name", Config::default());
+    new.handle().force_open();
+    let listed = registry().snapshot();
+    assert_eq!(
+        listed.iter().filter(|s| s.name == "sem::same_name").count(),
+        2
+    );
+    assert_eq!(
+        registry().get("sem::same_name").unwrap().state(),
+        State::ForcedOpen
+    );
+    drop(new);
+    assert_eq!(
+        registry().get("sem::same_name").unwrap().state(),
+        State::Closed
+    );
+    drop(old);
 }

@@ -21,7 +21,7 @@ fn is_transient(e: &DbError) -> bool {
 }
 
 fn page(t: &Transition) {
-    let _ = (t.name, t.from, t.to);
+    let _ = (&t.name, t.from, t.to);
 }
 
 #[circuit_breaker(threshold = 3, slow_call = "2s", is_failure = is_transient, on_state_change = page)]

@@ -1,0 +1,661 @@
+//! One breaker per key (host, tenant, instance), in bounded memory.
+//!
+//! The map is sharded: a key's hash picks one of [`SHARDS`] shards, each a `RwLock` around a
+//! `hashbrown::HashTable`. A call for a key that has a breaker takes its shard's read lock,
+//! compares the borrowed key with the stored one ([`BreakerKey::matches`]), clones the
+//! breaker's `Arc` and releases the lock: no allocation, and callers of keys in other shards
+//! never touch the same lock. Only a new key takes a write lock; only a new key reads the
+//! clock.
+//!
+//! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
+//! (closed, no failure streak, no failure in its window, nothing in flight, held by nobody
+//! but the map). Idle ones go when a new key arrives (the only moment memory grows), so
+//! there is no background task. At `max_keys` the least recently used evictable breaker
+//! goes; if there is none, the least recently used closed one, then the least recently used
+//! of any state, with one WARN a minute. The bound always holds.
+//!
+//! Recency is kept without a clock read per call: a call sets its entry's `touched` flag
+//! (a load, and a store only if it was clear); a sweep, run when a new key arrives, stamps
+//! touched entries with the time of the sweep and clears the flag. So "idle" is measured
+//! between sweeps: an entry untouched since its last stamp for longer than `idle` goes; one
+//! touched since the previous sweep counts as used at this one (kept up to one sweep
+//! interval longer than `idle`, never dropped earlier).
+
+use std::{
+    fmt,
+    hash::{BuildHasher, Hash, Hasher},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
+        Arc, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    },
+    time::Duration,
+};
+
+use hashbrown::HashTable;
+use tokio::time::Instant;
+
+use crate::{
+    clock::to_nanos, future::CallFuture, Breaker, CallError, Config, ConfigError, Verdict,
+};
+
+/// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
+const SHARDS: usize = 16;
+
+/// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// A value that can key a [`KeyedBreaker`]: `&str`/`String`, the integers, `IpAddr`,
+/// `SocketAddr`, `http::uri::Authority` (with feature `http`), a pair of those, or your own
+/// type.
+///
+/// A borrowed form (`str`, `(&str, u16)`) looks up the owned form the map stores
+/// (`String`, `(String, u16)`) without allocating; the owned form is made only when a new
+/// breaker is created. Both forms must hash alike ([`hash_key`](Self::hash_key)) and
+/// [`matches`](Self::matches) must agree with that.
+///
+/// Your own key type, owned and looked up as itself:
+///
+/// ```
+/// use std::{fmt, hash::Hasher};
+/// use breaker_runtime::{BreakerKey, Config, KeyedBreaker};
+///
+/// #[derive(Clone, PartialEq, Eq, Hash)]
+/// struct Tenant(u32);
+///
+/// impl BreakerKey for Tenant {
+///     type Owned = Tenant;
+///     fn to_owned_key(&self) -> Tenant { self.clone() }
+///     fn matches(&self, owned: &Tenant) -> bool { self == owned }
+///     fn hash_key<H: Hasher>(&self, state: &mut H) { state.write_u32(self.0) }
+///     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "tenant-{}", self.0) }
+/// }
+///
+/// let db = KeyedBreaker::<Tenant>::new("docs::tenant_db", Config::default());
+/// assert_eq!(db.breaker(&Tenant(7)).name(), "docs::tenant_db[tenant-7]");
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot key a circuit breaker",
+    label = "this key's type is `{Self}`",
+    note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`) and pairs of those; for another type implement `breaker::BreakerKey` (see its docs)"
+)]
+pub trait BreakerKey {
+    /// What the map stores; made once per new breaker.
+    type Owned: Send + Sync + 'static;
+
+    /// The owned form of this key.
+    fn to_owned_key(&self) -> Self::Owned;
+
+    /// Whether this key is `owned`.
+    fn matches(&self, owned: &Self::Owned) -> bool;
+
+    /// Hashes the key; the borrowed and the owned form must hash alike.
+    fn hash_key<H: Hasher>(&self, state: &mut H);
+
+    /// Writes the key as it appears in the breaker's name `{name}[{key}]`.
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+impl<T: BreakerKey + ?Sized> BreakerKey for &T {
+    type Owned = T::Owned;
+    fn to_owned_key(&self) -> T::Owned {
+        (**self).to_owned_key()
+    }
+    fn matches(&self, owned: &T::Owned) -> bool {
+        (**self).matches(owned)
+    }
+    fn hash_key<H: Hasher>(&self, state: &mut H) {
+        (**self).hash_key(state)
+    }
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt_key(f)
+    }
+}
+
+impl BreakerKey for str {
+    type Owned = String;
+    fn to_owned_key(&self) -> String {
+        self.to_owned()
+    }
+    fn matches(&self, owned: &String) -> bool {
+        self == owned
+    }
+    fn hash_key<H: Hasher>(&self, state: &mut H) {
+        self.hash(state)
+    }
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+impl BreakerKey for String {
+    type Owned = String;
+    fn to_owned_key(&self) -> String {
+        self.clone()
+    }
+    fn matches(&self, owned: &String) -> bool {
+        self == owned
+    }
+    fn hash_key<H: Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
+}
+
+/// Keys that are their own owned form, compared with `==` and shown with `Display`.
+macro_rules! plain_keys {
+    ($($t:ty),* $(,)?) => {$(
+        impl BreakerKey for $t {
+            type Owned = $t;
+            fn to_owned_key(&self) -> $t {
+                self.clone()
+            }
+            fn matches(&self, owned: &$t) -> bool {
+                self == owned
+            }
+            fn hash_key<H: Hasher>(&self, state: &mut H) {
+                self.hash(state)
+            }
+            fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+    )*};
+}
+
+plain_keys!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr, Ipv4Addr,
+    Ipv6Addr, SocketAddr,
+);
+
+#[cfg(feature = "http")]
+plain_keys!(http::uri::Authority);
+
+/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`; `(&str, u16)` looks up a
+/// stored `(String, u16)` without allocating.
+impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B)
+where
+    A::Owned: BreakerKey<Owned = A::Owned>,
+    B::Owned: BreakerKey<Owned = B::Owned>,
+{
+    type Owned = (A::Owned, B::Owned);
+    fn to_owned_key(&self) -> Self::Owned {
+        (self.0.to_owned_key(), self.1.to_owned_key())
+    }
+    fn matches(&self, owned: &Self::Owned) -> bool {
+        self.0.matches(&owned.0) && self.1.matches(&owned.1)
+    }
+    fn hash_key<H: Hasher>(&self, state: &mut H) {
+        self.0.hash_key(state);
+        self.1.hash_key(state);
+    }
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_key(f)?;
+        f.write_str(":")?;
+        self.1.fmt_key(f)
+    }
+}
+
+/// A key's breaker name: `{name}[{key}]`.
+struct KeyName<'a, Q: ?Sized>(&'a str, &'a Q);
+
+impl<Q: BreakerKey + ?Sized> fmt::Display for KeyName<'_, Q> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str("[")?;
+        self.1.fmt_key(f)?;
+        f.write_str("]")
+    }
+}
+
+/// One breaker per key, all with one policy, in bounded memory.
+///
+/// Cheap to clone: clones share the map. Each key's breaker is named `{name}[{key}]` in
+/// errors, events, the registry and metrics, and is listed in the registry while it lives.
+///
+/// ```
+/// use breaker_runtime::{Config, KeyedBreaker, State};
+///
+/// let hooks = KeyedBreaker::<String>::new("docs::webhooks", Config::default().threshold(1));
+/// let _ = hooks.call_sync("dead.example", || Err::<(), _>("connection refused"));
+/// assert_eq!(hooks.breaker("dead.example").state(), State::Open);
+/// // Another customer's endpoint has a breaker of its own.
+/// assert_eq!(hooks.call_sync("alive.example", || Ok::<_, ()>(200)).unwrap(), 200);
+/// assert_eq!(hooks.len(), 2);
+/// ```
+///
+/// # Bounds
+///
+/// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
+/// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
+/// window, nothing in flight, no handle or clone held outside the map. When a new key
+/// arrives, evictable breakers not called for [`Config::idle`] (default 10 minutes) are
+/// dropped; at `max_keys` the least recently used evictable one goes first, then the least
+/// recently used closed one, then the least recently used of any state (one WARN a minute
+/// says so: raise `max_keys`). Recency is tracked without a clock read per call (see the
+/// module source): an idle breaker goes no earlier than `idle` after its last call, and at
+/// the latest at the first new key after that plus one sweep interval.
+pub struct KeyedBreaker<K> {
+    inner: Arc<Map<K>>,
+}
+
+impl<K> Clone for KeyedBreaker<K> {
+    fn clone(&self) -> Self {
+        KeyedBreaker {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for KeyedBreaker<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBreaker")
+            .field("name", &self.inner.name)
+            .field("len", &self.inner.len.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+struct Map<K> {
+    name: String,
+    config: Config,
+    max_keys: usize,
+    idle: u64,
+    hasher: std::hash::RandomState,
+    shards: [RwLock<HashTable<Entry<K>>>; SHARDS],
+    len: AtomicUsize,
+    /// Time origin of the stamps below.
+    origin: Instant,
+    /// When the last sweep ran (nanos since `origin`).
+    swept: AtomicU64,
+    /// When the last WARN about evicting non-fresh breakers was logged (0: never).
+    warned: AtomicU64,
+}
+
+struct Entry<K> {
+    hash: u64,
+    key: K,
+    breaker: Breaker,
+    /// Called since the last sweep.
+    touched: AtomicBool,
+    /// When last known used (nanos since the map's origin): set at creation and by sweeps.
+    seen: AtomicU64,
+}
+
+impl<K: Send + Sync + 'static> KeyedBreaker<K> {
+    /// A keyed breaker named `name`; every key's breaker gets `config`.
+    ///
+    /// # Panics
+    ///
+    /// If `config` is invalid, with the [`ConfigError`] message naming the field.
+    #[track_caller]
+    pub fn new(name: impl AsRef<str>, config: Config) -> Self {
+        match Self::try_new(name, config) {
+            Ok(k) => k,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
+    pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
+        let policy = config.validate()?;
+        Ok(KeyedBreaker {
+            inner: Arc::new(Map {
+                name: name.as_ref().to_owned(),
+                config,
+                max_keys: policy.max_keys,
+                idle: policy.idle,
+                hasher: std::hash::RandomState::new(),
+                shards: std::array::from_fn(|_| RwLock::new(HashTable::new())),
+                len: AtomicUsize::new(0),
+                origin: Instant::now(),
+                swept: AtomicU64::new(0),
+                warned: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The name every key's breaker is named after.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// How many keys have a breaker now.
+    pub fn len(&self) -> usize {
+        self.inner.len.load(Relaxed)
+    }
+
+    /// Whether no key has a breaker.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The breaker of `key`, created if there is none (which may evict another, see the
+    /// type's docs). An existing key's lookup allocates nothing.
+    pub fn breaker<Q>(&self, key: &Q) -> Breaker
+    where
+        Q: BreakerKey<Owned = K> + ?Sized,
+    {
+        self.inner
+            .get(key)
+            .unwrap_or_else(|hash| self.inner.insert(key, hash))
+    }
+
+    /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
+    /// happens now; the call is admitted on the future's first poll.
+    pub fn call<Q, F, T, E>(
+        &self,
+        key: &Q,
+        call: F,
+    ) -> CallFuture<'static, F, fn(&E) -> bool, Breaker>
+    where
+        Q: BreakerKey<Owned = K> + ?Sized,
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        self.breaker(key).call_owned(call)
+    }
+
+    /// Like [`call`](Self::call), judged by `classify` (see [`Breaker::call_classified`]).
+    pub fn call_classified<Q, F, T, E, C>(
+        &self,
+        key: &Q,
+        classify: C,
+        call: F,
+    ) -> CallFuture<'static, F, crate::Classify<C>, Breaker>
+    where
+        Q: BreakerKey<Owned = K> + ?Sized,
+        F: std::future::Future<Output = Result<T, E>>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        self.breaker(key).call_owned_classified(classify, call)
+    }
+
+    /// Runs one blocking call through `key`'s breaker (see [`Breaker::call_sync`]).
+    pub fn call_sync<Q, T, E>(
+        &self,
+        key: &Q,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>>
+    where
+        Q: BreakerKey<Owned = K> + ?Sized,
+    {
+        self.breaker(key).call_sync(call)
+    }
+
+    /// Like [`call_sync`](Self::call_sync), judged by `classify`.
+    pub fn call_sync_classified<Q, T, E>(
+        &self,
+        key: &Q,
+        classify: impl FnOnce(&Result<T, E>) -> Verdict,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>>
+    where
+        Q: BreakerKey<Owned = K> + ?Sized,
+    {
+        self.breaker(key).call_sync_classified(classify, call)
+    }
+
+    /// Drops every evictable breaker (see the type's docs) not called for `idle`, now.
+    /// Happens by itself when new keys arrive; call it to free memory at a quiet time.
+    pub fn retain_active(&self) {
+        let now = self.inner.now();
+        self.inner.sweep(now);
+    }
+}
+
+impl<K: Send + Sync + 'static> Map<K> {
+    fn hash<Q: BreakerKey + ?Sized>(&self, key: &Q) -> u64 {
+        let mut h = self.hasher.build_hasher();
+        key.hash_key(&mut h);
+        h.finish()
+    }
+
+    fn shard(&self, hash: u64) -> &RwLock<HashTable<Entry<K>>> {
+        &self.shards[(hash >> 59) as usize % SHARDS]
+    }
+
+    fn now(&self) -> u64 {
+        to_nanos(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    /// An existing key's breaker, or the key's hash to insert it with.
+    #[inline]
+    fn get<Q: BreakerKey<Owned = K> + ?Sized>(&self, key: &Q) -> Result<Breaker, u64> {
+        let hash = self.hash(key);
+        let shard = read(self.shard(hash));
+        match shard.find(hash, |e| key.matches(&e.key)) {
+            Some(e) => {
+                if !e.touched.load(Relaxed) {
+                    e.touched.store(true, Relaxed);
+                }
+                Ok(e.breaker.clone())
+            }
+            None => Err(hash),
+        }
+    }
+
+    /// Creates `key`'s breaker (unless a racing caller just did), sweeping idle breakers
+    /// and making room first.
+    #[cold]
+    fn insert<Q: BreakerKey<Owned = K> + ?Sized>(&self, key: &Q, hash: u64) -> Breaker {
+        let now = self.now();
+        self.sweep_if_due(now);
+        let evicted_busy = self.make_room(now);
+        let mut shard = write(self.shard(hash));
+        if let Some(e) = shard.find(hash, |e| key.matches(&e.key)) {
+            return e.breaker.clone();
+        }
+        let name = KeyName(&self.name, key).to_string();
+        let breaker = Breaker::try_new(name, self.config.clone())
+            .expect("the configuration was validated when the keyed breaker was made");
+        shard.insert_unique(
+            hash,
+            Entry {
+                hash,
+                key: key.to_owned_key(),
+                breaker: breaker.clone(),
+                touched: AtomicBool::new(false),
+                seen: AtomicU64::new(now),
+            },
+            |e| e.hash,
+        );
+        self.len.fetch_add(1, Relaxed);
+        drop(shard);
+        if evicted_busy {
+            self.warn_busy_eviction(now);
+        }
+        breaker
+    }
+
+    /// Sweeps when `idle / 4` has passed since the last sweep: idle breakers go at most
+    /// that much later than `idle`, and a stream of new keys sweeps at most 4 times per
+    /// `idle`.
+    fn sweep_if_due(&self, now: u64) {
+        let last = self.swept.load(Relaxed);
+        if now.saturating_sub(last) >= self.idle / 4
+            && self
+                .swept
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            self.sweep(now);
+        }
+    }
+
+    /// Stamps touched entries with `now`; drops evictable ones unused for `idle`.
+    fn sweep(&self, now: u64) {
+        let mut dropped = Vec::new();
+        for shard in &self.shards {
+            let mut shard = write(shard);
+            shard.retain(|e| {
+                if e.touched.swap(false, Relaxed) {
+                    e.seen.store(now, Relaxed);
+                    return true;
+                }
+                let idle = now.saturating_sub(e.seen.load(Relaxed)) >= self.idle;
+                if idle && e.evictable() {
+                    self.len.fetch_sub(1, Relaxed);
+                    dropped.push(e.breaker.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        // Dropped here, outside the shards' locks: the last clone unlists the breaker.
+        drop(dropped);
+    }
+
+    /// At `max_keys`, evicts to make room for one more: a batch of the least recently used
+    /// evictable breakers (an eighth of the bound, so the scan is amortised over the keys
+    /// that follow), else the least recently used closed one, else the least recently used
+    /// of any state. Returns whether a breaker that was not fresh had to go.
+    fn make_room(&self, now: u64) -> bool {
+        if self.len.load(Relaxed) < self.max_keys {
+            return false;
+        }
+        let mut shards: Vec<RwLockWriteGuard<'_, HashTable<Entry<K>>>> =
+            self.shards.iter().map(write).collect();
+        let len: usize = shards.iter().map(|s| s.len()).sum();
+        if len < self.max_keys {
+            return false;
+        }
+        // (class, recency, identity, hash, shard): class 0 evictable, 1 closed, 2 any.
+        let mut candidates: Vec<(u8, u64, usize, u64, usize)> = Vec::with_capacity(len);
+        for (i, shard) in shards.iter().enumerate() {
+            for e in shard.iter() {
+                let seen = if e.touched.load(Relaxed) {
+                    now
+                } else {
+                    e.seen.load(Relaxed)
+                };
+                candidates.push((e.class(), seen, e.id(), e.hash, i));
+            }
+        }
+        candidates.sort_unstable_by_key(|&(class, seen, ..)| (class, seen));
+        let need = len + 1 - self.max_keys;
+        let fresh = candidates.iter().take_while(|c| c.0 == 0).count();
+        let batch = if fresh >= need {
+            fresh.min(need.max(self.max_keys / 8))
+        } else {
+            need
+        };
+        let mut dropped = Vec::with_capacity(batch);
+        let mut busy = false;
+        for &(class, _, id, hash, i) in &candidates[..batch] {
+            if let Ok(entry) = shards[i].find_entry(hash, |e| e.id() == id) {
+                let (e, _) = entry.remove();
+                busy |= class > 0;
+                self.len.fetch_sub(1, Relaxed);
+                dropped.push(e.breaker);
+            }
+        }
+        drop(shards);
+        drop(dropped);
+        busy
+    }
+
+    fn warn_busy_eviction(&self, now: u64) {
+        let last = self.warned.load(Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= to_nanos(WARN_EVERY);
+        if due
+            && self
+                .warned
+                .compare_exchange(last, now.max(1), Relaxed, Relaxed)
+                .is_ok()
+        {
+            tracing::warn!(
+                target: "breaker",
+                breaker = self.name.as_str(),
+                max_keys = self.max_keys,
+                "keyed circuit breaker `{}` is at max_keys = {} with no breaker idle and \
+                 fresh: evicting ones that hold state (raise max_keys)",
+                self.name,
+                self.max_keys
+            );
+        }
+    }
+}
+
+impl<K> Entry<K> {
+    /// Which breaker this is, for finding it again among entries of one hash.
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.breaker.shared) as usize
+    }
+
+    /// Indistinguishable from a fresh breaker, and held by nobody but the map.
+    fn evictable(&self) -> bool {
+        let shared = &self.breaker.shared;
+        Arc::strong_count(shared) == 1 && shared.core.is_fresh(&shared.clock)
+    }
+
+    /// Eviction order: 0 evictable, 1 closed, 2 any other state.
+    fn class(&self) -> u8 {
+        if self.evictable() {
+            0
+        } else if self.breaker.shared.core.peek() == crate::State::Closed {
+            1
+        } else {
+            2
+        }
+    }
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::State;
+
+    fn fail(k: &KeyedBreaker<String>, key: &str) {
+        let _ = k.call_sync(key, || Err::<(), _>(()));
+    }
+
+    #[test]
+    fn borrowed_and_owned_forms_hash_alike() {
+        let k = KeyedBreaker::<(String, u16)>::new("keyed::pairs", Config::default());
+        let a = k.breaker(&("example.com", 443u16));
+        let b = k.breaker(&("example.com".to_string(), 443u16));
+        assert!(a.handle().same_breaker(&b.handle()));
+        assert_eq!(a.name(), "keyed::pairs[example.com:443]");
+        assert_eq!(k.len(), 1);
+    }
+
+    #[test]
+    fn at_the_bound_fresh_breakers_go_before_open_ones() {
+        let config = Config::default().threshold(1).max_keys(4);
+        let k = KeyedBreaker::<String>::new("keyed::bound", config);
+        fail(&k, "open-1");
+        fail(&k, "open-2");
+        let _ = k.call_sync("fresh-1", || Ok::<_, ()>(()));
+        let _ = k.call_sync("fresh-2", || Ok::<_, ()>(()));
+        for i in 0..20 {
+            let _ = k.call_sync(&format!("new-{i}"), || Ok::<_, ()>(()));
+            assert!(k.len() <= 4);
+        }
+        assert_eq!(k.inner.get("open-1").map(|b| b.state()), Ok(State::Open));
+        assert_eq!(k.inner.get("open-2").map(|b| b.state()), Ok(State::Open));
+    }
+
+    #[test]
+    fn the_bound_holds_when_nothing_is_evictable() {
+        let config = Config::default().threshold(1).max_keys(3);
+        let k = KeyedBreaker::<String>::new("keyed::all_open", config);
+        for i in 0..10 {
+            fail(&k, &format!("open-{i}"));
+            assert!(k.len() <= 3);
+        }
+        assert_eq!(k.len(), 3);
+    }
+}

@@ -1,0 +1,79 @@
+//! Judging a finished call: [`Verdict`], and the two ways a call is judged (by an
+//! `is_failure` predicate over errors, or by a classifier over the whole result).
+
+use std::time::Duration;
+
+/// What a finished call means for the dependency, as a classifier judges it
+/// ([`Breaker::call_classified`](crate::Breaker::call_classified), the attribute's
+/// `classify = …`). Classification changes what the breaker counts, never what the caller
+/// receives: an `Ok` judged [`Failure`](Verdict::Failure) still reaches the caller as it is.
+///
+/// ```
+/// use std::time::Duration;
+/// use breaker_runtime::{Breaker, Config, State, Verdict};
+///
+/// // An HTTP-ish client that returns Ok(status) for every answer.
+/// let b = Breaker::new("docs::verdict", Config::default().threshold(1));
+/// let judge = |r: &Result<u16, ()>| match r {
+///     Ok(503) => Verdict::Failure,
+///     Ok(429) => Verdict::OpenFor(Duration::from_secs(30)),
+///     Ok(s) if *s >= 400 => Verdict::Neutral,
+///     Ok(_) => Verdict::Success,
+///     Err(()) => Verdict::Failure,
+/// };
+/// assert_eq!(b.call_sync_classified(judge, || Ok(503)).unwrap(), 503); // still returned
+/// assert_eq!(b.state(), State::Open);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// A success.
+    Success,
+    /// A failure (an `Ok(response)` with status 503, say).
+    Failure,
+    /// Counts for nothing, as an error `is_failure` rejects: no failure, no success, no
+    /// streak reset; a probe judged so gives its slot back.
+    Neutral,
+    /// A failure that opens the breaker at once, whatever its threshold or rate, for this
+    /// long: at least `cool_off`, at most `max_cool_off` when set, else at most one hour. A
+    /// half-open probe judged so reopens it for that long. `retry_in` reports it.
+    OpenFor(Duration),
+}
+
+/// How a finished call is judged: by an `is_failure` predicate (any `FnOnce(&E) -> bool`;
+/// an `Ok` is a success without asking it) or by a classifier ([`Classify`]).
+///
+/// Implemented by the runtime only; it appears in the bounds of the call futures.
+pub trait Judge<T, E> {
+    /// `true` when every `Ok` is a success without asking: the closed fast path then settles
+    /// a success inline.
+    const OK_IS_SUCCESS: bool;
+
+    /// The verdict on a finished call.
+    fn judge(self, result: &Result<T, E>) -> Verdict;
+}
+
+impl<T, E, P: FnOnce(&E) -> bool> Judge<T, E> for P {
+    const OK_IS_SUCCESS: bool = true;
+
+    #[inline]
+    fn judge(self, result: &Result<T, E>) -> Verdict {
+        match result {
+            Ok(_) => Verdict::Success,
+            Err(e) if self(e) => Verdict::Failure,
+            Err(_) => Verdict::Neutral,
+        }
+    }
+}
+
+/// A classifier over the whole result, `FnOnce(&Result<T, E>) -> Verdict`, as a [`Judge`].
+#[derive(Debug, Clone, Copy)]
+pub struct Classify<C>(pub C);
+
+impl<T, E, C: FnOnce(&Result<T, E>) -> Verdict> Judge<T, E> for Classify<C> {
+    const OK_IS_SUCCESS: bool = false;
+
+    #[inline]
+    fn judge(self, result: &Result<T, E>) -> Verdict {
+        (self.0)(result)
+    }
+}
