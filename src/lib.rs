@@ -52,7 +52,7 @@ pub use breaker_runtime::{
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use core::result::Result::{Err, Ok};
+    pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
     pub use once_cell::sync::Lazy;
@@ -63,7 +63,16 @@ pub mod __private {
         task::{Context, Poll},
     };
 
-    use crate::{Breaker, BreakerError, CallError, CallFuture, Config};
+    use std::{
+        any::Any,
+        sync::{Mutex, OnceLock},
+    };
+
+    use breaker_runtime::Classify;
+
+    use crate::{
+        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Verdict,
+    };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
     /// `name`, and functions that give the same name share one breaker.
@@ -75,6 +84,88 @@ pub mod __private {
             crate::registry().get_or_create(name, config)
         } else {
             Breaker::new(name, config)
+        }
+    }
+
+    /// `fleet = true`: joins the breaker, as it is created, to the fleet installed with
+    /// `breaker::fleet::install` (without one, or without feature `redis`, it logs one `WARN`
+    /// and stays local).
+    pub fn join_fleet(breaker: Breaker) -> Breaker {
+        // Interim, until `breaker::fleet` (its own branch) is merged: the breaker stays local.
+        // Then this becomes `crate::fleet::join_installed(&breaker);`.
+        breaker
+    }
+
+    /// The value of `key = …`, borrowed for the lookup; typed here so that a value that
+    /// cannot key a breaker is reported on the expression, with what can.
+    pub fn key<Q: Key + ?Sized>(key: &Q) -> &Q {
+        key
+    }
+
+    /// What `key = …` may give.
+    #[diagnostic::on_unimplemented(
+        message = "`key = …` gives a `{Self}`, which cannot key a circuit breaker",
+        label = "one breaker per value of this expression: its type must implement `breaker::BreakerKey`",
+        note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`) and pairs of those, or references to them; for a type of your own implement `breaker::BreakerKey` (its docs show how), or key by one of its fields"
+    )]
+    pub trait Key: BreakerKey {}
+
+    impl<Q: BreakerKey + ?Sized> Key for Q {}
+
+    /// The keyed breakers of one function with `key = …`. A static cannot name the key's
+    /// type, so the `KeyedBreaker` is made on the first call and kept type-erased; each call
+    /// finds it again with one `TypeId` comparison.
+    pub struct KeyedStatic {
+        init: fn() -> (&'static str, Config),
+        map: OnceLock<Box<dyn Any + Send + Sync>>,
+        /// Maps of other key types: a generic function's key type may change with its
+        /// instantiation, and every instantiation shares the static. Rare, so locked.
+        others: Mutex<Vec<Box<dyn Any + Send + Sync>>>,
+    }
+
+    impl KeyedStatic {
+        /// `init` gives the name and the configuration, on the first call.
+        pub const fn new(init: fn() -> (&'static str, Config)) -> Self {
+            KeyedStatic {
+                init,
+                map: OnceLock::new(),
+                others: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// The breaker of `key`, made if it has none. Panics with the `ConfigError` message
+        /// if the configuration is invalid, as `KeyedBreaker::new` does.
+        pub fn breaker<Q: BreakerKey + ?Sized>(&self, key: &Q) -> Breaker {
+            let map = self.map.get_or_init(|| Box::new(self.make::<Q::Owned>()));
+            match map.downcast_ref::<KeyedBreaker<Q::Owned>>() {
+                Some(map) => map.breaker(key),
+                None => self.other(key),
+            }
+        }
+
+        fn make<K: Send + Sync + 'static>(&self) -> KeyedBreaker<K> {
+            let (name, config) = (self.init)();
+            KeyedBreaker::new(name, config)
+        }
+
+        #[cold]
+        fn other<Q: BreakerKey + ?Sized>(&self, key: &Q) -> Breaker {
+            let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
+            let found = others
+                .iter()
+                .find_map(|m| m.downcast_ref::<KeyedBreaker<Q::Owned>>())
+                .cloned();
+            let map = match found {
+                Some(map) => map,
+                None => {
+                    let map = self.make::<Q::Owned>();
+                    others.push(Box::new(map.clone()));
+                    map
+                }
+            };
+            // The lock is not held while the breaker is made (it may log).
+            drop(others);
+            map.breaker(key)
         }
     }
 
@@ -122,11 +213,11 @@ pub mod __private {
     /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
     /// return type, named by the macro so `?` and `return` in the body know their type.
     #[allow(clippy::type_complexity)]
-    pub fn run<R, T, E, F, P>(
-        breaker: &'static Breaker,
+    pub fn run<'a, R, T, E, F, P>(
+        breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<CallFuture<'static, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
+    ) -> Map<CallFuture<'a, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -153,12 +244,12 @@ pub mod __private {
     /// One call of an `async fn` body through its breaker, with a fallback: a success in the
     /// function's own return type, or the `CallError` the fallback receives.
     #[allow(clippy::type_complexity)]
-    pub fn call<R, F, P>(
-        breaker: &'static Breaker,
+    pub fn call<'a, R, F, P>(
+        breaker: &'a Breaker,
         is_failure: P,
         body_: F,
     ) -> Map<
-        CallFuture<'static, Body<F, R, R::Ok, R::Err>, P>,
+        CallFuture<'a, Body<F, R, R::Ok, R::Err>, P>,
         Result<R::Ok, CallError<R::Err>>,
         Result<R, CallError<R::Err>>,
     >
@@ -186,6 +277,74 @@ pub mod __private {
     {
         breaker
             .call_sync_with(is_failure, move || body().into_result())
+            .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// [`run`] judged by `classify = …` instead of `is_failure`.
+    #[allow(clippy::type_complexity)]
+    pub fn run_classified<'a, R, T, E, F, C>(
+        breaker: &'a Breaker,
+        classify: C,
+        body_: F,
+    ) -> Map<CallFuture<'a, Body<F, R, T, E>, Classify<C>>, Result<T, CallError<E>>, R>
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: Future<Output = R>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        Map {
+            fut: breaker.call_classified(classify, body(body_)),
+            map: finish::<R>,
+        }
+    }
+
+    /// [`run_sync`] judged by `classify = …`.
+    pub fn run_sync_classified<R, T, E, F, C>(breaker: &Breaker, classify: C, body: F) -> R
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: FnOnce() -> R,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        finish(breaker.call_sync_classified(classify, move || body().into_result()))
+    }
+
+    /// [`call`] judged by `classify = …`.
+    #[allow(clippy::type_complexity)]
+    pub fn call_classified<'a, R, F, C>(
+        breaker: &'a Breaker,
+        classify: C,
+        body_: F,
+    ) -> Map<
+        CallFuture<'a, Body<F, R, R::Ok, R::Err>, Classify<C>>,
+        Result<R::Ok, CallError<R::Err>>,
+        Result<R, CallError<R::Err>>,
+    >
+    where
+        R: Fallible,
+        F: Future<Output = R>,
+        C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
+    {
+        Map {
+            fut: breaker.call_classified(classify, body(body_)),
+            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+        }
+    }
+
+    /// [`call_sync`] judged by `classify = …`.
+    pub fn call_sync_classified<R, F, C>(
+        breaker: &Breaker,
+        classify: C,
+        body: F,
+    ) -> Result<R, CallError<R::Err>>
+    where
+        R: Fallible,
+        F: FnOnce() -> R,
+        C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
+    {
+        breaker
+            .call_sync_classified(classify, move || body().into_result())
             .map(|ok| R::from_result(Ok(ok)))
     }
 
