@@ -9,7 +9,7 @@ use std::{
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Engine, Outcome, Permit, Ticket},
+    core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
     future::{CallFuture, Host},
     registry::{self, Snapshot},
     verdict::{Classify, Judge},
@@ -298,7 +298,7 @@ impl Shared {
     #[inline(always)]
     fn run_fast<T, E, J: Judge<T, E>>(
         &self,
-        ticket: Ticket,
+        ticket: LocalTicket,
         is_failure: J,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
@@ -308,7 +308,7 @@ impl Shared {
                 self.core.succeed_here(ticket, &self.clock);
                 Ok(value)
             }
-            other => self.settle_fast(ticket, other.map_err(Stop::Panic), is_failure),
+            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
         }
     }
 

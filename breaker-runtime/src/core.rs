@@ -21,7 +21,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::{Hook, Policy},
     events::{self, Cause, Transition},
-    stats::{owned_stripe, stripe, Count, Counters, Slot},
+    stats::{here, owned_here, Count, Counters, Here},
     sync::{lock, AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::{Ring, Tally},
     BreakerError, Name, State, Verdict,
@@ -155,15 +155,29 @@ pub struct Admission {
 
 use crate::state::Word;
 
-/// A call admitted on the fast path (closed, simple policy): two words, kept in registers.
-/// The stripe is the admitting thread's; only that thread may count on it
-/// ([`Core::succeed_here`]).
+/// A call admitted on the fast path (closed, simple policy): its generation. `Send`, so an
+/// async call's future can keep it while it moves between threads.
 /// Dropping it unreported is a cancellation, which on this path has nothing to give back.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticket {
     generation: u64,
-    /// The admitting thread's stripe.
-    stripe: Slot,
+}
+
+/// A fast-path admission with the admitting thread's stripe: two words, kept in registers.
+/// `!Send` (through [`Here`]): only the admitting thread can count its outcome on that
+/// stripe ([`Core::succeed_here`]); a call that may move takes [`LocalTicket::ticket`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalTicket {
+    ticket: Ticket,
+    here: Here,
+}
+
+impl LocalTicket {
+    /// The ticket alone, for a call whose outcome may be reported on another thread.
+    #[inline(always)]
+    pub(crate) fn ticket(self) -> Ticket {
+        self.ticket
+    }
 }
 
 impl Core {
@@ -208,8 +222,8 @@ impl Core {
     /// policy, called from a thread that owns a stats stripe, admits with one load of the
     /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
-    pub(crate) fn enter_closed(&self) -> Option<Ticket> {
-        self.ticket(owned_stripe)
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket> {
+        self.ticket(owned_here)
     }
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
@@ -234,23 +248,25 @@ impl Core {
     /// one) or shares one (counted with `fetch_add`): out of the inlined path, after
     /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
     /// not closed with a simple policy; take [`admit`](Self::admit).
-    pub(crate) fn enter_claiming(&self) -> Option<Ticket> {
-        self.ticket(|| Some(stripe()))
+    pub(crate) fn enter_claiming(&self) -> Option<LocalTicket> {
+        self.ticket(|| Some(here()))
     }
 
     /// Admission on the fast path: closed with a simple policy, counted on the stripe that
     /// `stripe` finds (looked up only then, so a refused call claims none).
     #[inline(always)]
-    fn ticket(&self, stripe: impl FnOnce() -> Option<Slot>) -> Option<Ticket> {
+    fn ticket(&self, stripe: impl FnOnce() -> Option<Here>) -> Option<LocalTicket> {
         let w = self.word();
         if !(w.is(State::Closed) && self.simple) {
             return None;
         }
-        let stripe = stripe()?;
-        self.counters.add_at(stripe, Count::Admitted);
-        Some(Ticket {
-            generation: w.generation(),
-            stripe,
+        let here = stripe()?;
+        self.counters.add_here(here, Count::Admitted);
+        Some(LocalTicket {
+            ticket: Ticket {
+                generation: w.generation(),
+            },
+            here,
         })
     }
 
@@ -258,9 +274,9 @@ impl Core {
     /// one count on the stripe the ticket names (plain if this thread owns it), and a load
     /// of the streak, written only when a streak of failures was running.
     #[inline]
-    pub(crate) fn succeed_here(&self, ticket: Ticket, clock: &impl Clock) {
-        self.counters.add_at(ticket.stripe, Count::Success);
-        self.end_streak(ticket, clock);
+    pub(crate) fn succeed_here(&self, admitted: LocalTicket, clock: &impl Clock) {
+        self.counters.add_here(admitted.here, Count::Success);
+        self.end_streak(admitted.ticket, clock);
     }
 
     /// A success on the fast path, on whichever thread the call's future ended up: counted
@@ -268,8 +284,8 @@ impl Core {
     #[inline]
     pub(crate) fn succeed(&self, ticket: Ticket, clock: &impl Clock) {
         // `owned_stripe` first: one load and compare when this thread owns one.
-        let here = owned_stripe().unwrap_or_else(stripe);
-        self.counters.add_at(here, Count::Success);
+        let at = owned_here().unwrap_or_else(here);
+        self.counters.add_here(at, Count::Success);
         self.end_streak(ticket, clock);
     }
 
@@ -480,7 +496,11 @@ impl Core {
                 return; // a late outcome from an older state changes nothing
             }
             let now = if ring.needs_clock() { clock.now() } else { 0 };
-            let tally = ring.record(failed, now);
+            // The generation is checked again under the window's lock: a close between the
+            // check above and this record restarted the window for the next generation.
+            let Some(tally) = ring.record_in(generation, failed, now) else {
+                return;
+            };
             if tally.trips(self.policy.min_calls, percent) {
                 let cause = Cause::FailureRate {
                     rate: tally.rate(),
@@ -616,7 +636,7 @@ impl Core {
                 inner.reopenings = 0;
                 self.streak.store(streak_tag(next.generation()), Release);
                 match &self.ring {
-                    Some(ring) => ring.clear(),
+                    Some(ring) => ring.restart(next.generation()),
                     None => {
                         let stats = self.counters.read();
                         inner.closed_at = (stats.successes, stats.failures);

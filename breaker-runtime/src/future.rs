@@ -111,7 +111,7 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
 #[inline(never)]
 fn admit_slow<H: Host>(host: &H, stage: &mut Stage<H>) -> Result<(), crate::BreakerError> {
     *stage = match host.shared().core.enter_claiming() {
-        Some(ticket) => Stage::Fast(ticket),
+        Some(ticket) => Stage::Fast(ticket.ticket()),
         None => Stage::Held(Permit::acquire_in(host.clone())?),
     };
     Ok(())
@@ -132,7 +132,7 @@ where
         match this.stage {
             Stage::Idle => {
                 match shared.core.enter_closed() {
-                    Some(ticket) => *this.stage = Stage::Fast(ticket),
+                    Some(ticket) => *this.stage = Stage::Fast(ticket.ticket()),
                     None => {
                         let refused = match shared.core.refuse(&shared.clock) {
                             Some(refused) => Err(refused),
@@ -220,7 +220,7 @@ mod tests {
     use std::{sync::Barrier, task::Waker};
 
     use super::*;
-    use crate::{stats::stripe, Breaker, Config};
+    use crate::{stats::here, Breaker, Config};
 
     /// Pending at its first poll, `Ok` at the next.
     #[derive(Default)]
@@ -248,13 +248,13 @@ mod tests {
         let both_alive = &Barrier::new(2);
         let mut call = Box::pin(b.call(Once::default()));
         assert!(call.as_mut().poll(&mut cx).is_pending());
-        let admitted_on = stripe();
+        let admitted_on = here().slot();
         assert!(admitted_on.owned());
         std::thread::scope(|s| {
             let other = s.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 assert!(matches!(call.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
-                let here = stripe();
+                let here = here().slot();
                 both_alive.wait(); // so the two threads own two different stripes
                 here
             });

@@ -2,7 +2,7 @@
 //!
 //! The map is sharded: a key's hash picks one of [`SHARDS`] shards, each a `RwLock` around a
 //! `hashbrown::HashTable`. A call for a key that has a breaker takes its shard's read lock,
-//! compares the borrowed key with the stored one ([`BreakerKey::matches`]), clones the
+//! compares the borrowed key with the stored one (`K: Borrow<Q>`, as `HashMap::get`), clones the
 //! breaker's `Arc` and releases the lock: no allocation, and callers of keys in other shards
 //! never touch the same lock. Only a new key takes a write lock; only a new key reads the
 //! clock.
@@ -22,8 +22,9 @@
 //! interval longer than `idle`, never dropped earlier).
 
 use std::{
+    borrow::{Borrow, Cow},
     fmt,
-    hash::{BuildHasher, Hash, Hasher},
+    hash::{BuildHasher, Hash},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
@@ -45,30 +46,27 @@ const SHARDS: usize = 16;
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// A value that can key a [`KeyedBreaker`]: `&str`/`String`, the integers, `IpAddr`,
-/// `SocketAddr`, `http::uri::Authority` (with feature `http`), a pair of those, or your own
-/// type.
+/// A type that can key a [`KeyedBreaker`]: `String`, the integers, `IpAddr`, `SocketAddr`,
+/// `http::uri::Authority` (with feature `http`), a pair of those, or your own type.
 ///
-/// A borrowed form (`str`, `(&str, u16)`) looks up the owned form the map stores
-/// (`String`, `(String, u16)`) without allocating; the owned form is made only when a new
-/// breaker is created. Both forms must hash alike ([`hash_key`](Self::hash_key)) and
-/// [`matches`](Self::matches) must agree with that.
+/// The map stores keys of this type and looks them up by a borrowed form as `HashMap::get`
+/// does (`&Q` where `K: Borrow<Q>`): a `KeyedBreaker<String>` is called with a `&str`, and an
+/// existing key's lookup allocates nothing. [`fmt_key`](Self::fmt_key) writes the key into
+/// its breaker's name, `{name}[{key}]`.
 ///
-/// Your own key type, owned and looked up as itself:
+/// Your own key type:
 ///
 /// ```
-/// use std::{fmt, hash::Hasher};
+/// use std::fmt;
 /// use breaker_runtime::{BreakerKey, Config, KeyedBreaker};
 ///
 /// #[derive(Clone, PartialEq, Eq, Hash)]
 /// struct Tenant(u32);
 ///
 /// impl BreakerKey for Tenant {
-///     type Owned = Tenant;
-///     fn to_owned_key(&self) -> Tenant { self.clone() }
-///     fn matches(&self, owned: &Tenant) -> bool { self == owned }
-///     fn hash_key<H: Hasher>(&self, state: &mut H) { state.write_u32(self.0) }
-///     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { write!(f, "tenant-{}", self.0) }
+///     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         write!(f, "tenant-{}", self.0)
+///     }
 /// }
 ///
 /// let db = KeyedBreaker::<Tenant>::new("docs::tenant_db", Config::default());
@@ -79,85 +77,15 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
     label = "this key's type is `{Self}`",
     note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`) and pairs of those; for another type implement `breaker::BreakerKey` (see its docs)"
 )]
-pub trait BreakerKey {
-    /// What the map stores; made once per new breaker.
-    type Owned: Send + Sync + 'static;
-
-    /// The owned form of this key.
-    fn to_owned_key(&self) -> Self::Owned;
-
-    /// Whether this key is `owned`.
-    fn matches(&self, owned: &Self::Owned) -> bool;
-
-    /// Hashes the key; the borrowed and the owned form must hash alike.
-    fn hash_key<H: Hasher>(&self, state: &mut H);
-
+pub trait BreakerKey: Hash + Eq + Send + Sync + 'static {
     /// Writes the key as it appears in the breaker's name `{name}[{key}]`.
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 }
 
-impl<T: BreakerKey + ?Sized> BreakerKey for &T {
-    type Owned = T::Owned;
-    fn to_owned_key(&self) -> T::Owned {
-        (**self).to_owned_key()
-    }
-    fn matches(&self, owned: &T::Owned) -> bool {
-        (**self).matches(owned)
-    }
-    fn hash_key<H: Hasher>(&self, state: &mut H) {
-        (**self).hash_key(state)
-    }
-    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (**self).fmt_key(f)
-    }
-}
-
-impl BreakerKey for str {
-    type Owned = String;
-    fn to_owned_key(&self) -> String {
-        self.to_owned()
-    }
-    fn matches(&self, owned: &String) -> bool {
-        self == owned
-    }
-    fn hash_key<H: Hasher>(&self, state: &mut H) {
-        self.hash(state)
-    }
-    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self)
-    }
-}
-
-impl BreakerKey for String {
-    type Owned = String;
-    fn to_owned_key(&self) -> String {
-        self.clone()
-    }
-    fn matches(&self, owned: &String) -> bool {
-        self == owned
-    }
-    fn hash_key<H: Hasher>(&self, state: &mut H) {
-        self.as_str().hash(state)
-    }
-    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self)
-    }
-}
-
-/// Keys that are their own owned form, compared with `==` and shown with `Display`.
-macro_rules! plain_keys {
+/// Keys shown with `Display`.
+macro_rules! display_keys {
     ($($t:ty),* $(,)?) => {$(
         impl BreakerKey for $t {
-            type Owned = $t;
-            fn to_owned_key(&self) -> $t {
-                self.clone()
-            }
-            fn matches(&self, owned: &$t) -> bool {
-                self == owned
-            }
-            fn hash_key<H: Hasher>(&self, state: &mut H) {
-                self.hash(state)
-            }
             fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 fmt::Display::fmt(self, f)
             }
@@ -165,32 +93,16 @@ macro_rules! plain_keys {
     )*};
 }
 
-plain_keys!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr, Ipv4Addr,
-    Ipv6Addr, SocketAddr,
+display_keys!(
+    String, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr,
+    Ipv4Addr, Ipv6Addr, SocketAddr,
 );
 
 #[cfg(feature = "http")]
-plain_keys!(http::uri::Authority);
+display_keys!(http::uri::Authority);
 
-/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`; `(&str, u16)` looks up a
-/// stored `(String, u16)` without allocating.
-impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B)
-where
-    A::Owned: BreakerKey<Owned = A::Owned>,
-    B::Owned: BreakerKey<Owned = B::Owned>,
-{
-    type Owned = (A::Owned, B::Owned);
-    fn to_owned_key(&self) -> Self::Owned {
-        (self.0.to_owned_key(), self.1.to_owned_key())
-    }
-    fn matches(&self, owned: &Self::Owned) -> bool {
-        self.0.matches(&owned.0) && self.1.matches(&owned.1)
-    }
-    fn hash_key<H: Hasher>(&self, state: &mut H) {
-        self.0.hash_key(state);
-        self.1.hash_key(state);
-    }
+/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`.
+impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B) {
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt_key(f)?;
         f.write_str(":")?;
@@ -198,10 +110,81 @@ where
     }
 }
 
-/// A key's breaker name: `{name}[{key}]`.
-struct KeyName<'a, Q: ?Sized>(&'a str, &'a Q);
+/// What `key = <expr>` of the attribute evaluates to, and how it finds its breaker: the
+/// stored key type, and the borrowed form a lookup takes. Implemented for the key types,
+/// their references, and `&str`/`String` (stored as `String`, looked up as `str`). A pair
+/// is looked up by its owned form (a pair holding a `&str` makes a `String` per call).
+#[doc(hidden)]
+pub trait KeyArg {
+    /// What the map stores.
+    type Key: BreakerKey + Borrow<Self::Lookup>;
+    /// What a lookup borrows.
+    type Lookup: ?Sized + Hash + Eq + ToOwned<Owned = Self::Key>;
+    /// The borrowed form of this key.
+    fn lookup(&self) -> Cow<'_, Self::Lookup>;
+}
 
-impl<Q: BreakerKey + ?Sized> fmt::Display for KeyName<'_, Q> {
+impl<T: KeyArg + ?Sized> KeyArg for &T {
+    type Key = T::Key;
+    type Lookup = T::Lookup;
+    fn lookup(&self) -> Cow<'_, T::Lookup> {
+        (**self).lookup()
+    }
+}
+
+impl KeyArg for str {
+    type Key = String;
+    type Lookup = str;
+    fn lookup(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl KeyArg for String {
+    type Key = String;
+    type Lookup = str;
+    fn lookup(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.as_str())
+    }
+}
+
+macro_rules! self_keyed {
+    ($($t:ty),* $(,)?) => {$(
+        impl KeyArg for $t {
+            type Key = $t;
+            type Lookup = $t;
+            fn lookup(&self) -> Cow<'_, $t> {
+                Cow::Borrowed(self)
+            }
+        }
+    )*};
+}
+
+self_keyed!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr, Ipv4Addr,
+    Ipv6Addr, SocketAddr,
+);
+
+#[cfg(feature = "http")]
+self_keyed!(http::uri::Authority);
+
+impl<A: KeyArg, B: KeyArg> KeyArg for (A, B)
+where
+    (A::Key, B::Key): Clone,
+{
+    type Key = (A::Key, B::Key);
+    type Lookup = (A::Key, B::Key);
+    fn lookup(&self) -> Cow<'_, Self::Key> {
+        let a = self.0.lookup().into_owned();
+        let b = self.1.lookup().into_owned();
+        Cow::Owned((a, b))
+    }
+}
+
+/// A key's breaker name: `{name}[{key}]`.
+struct KeyName<'a, K>(&'a str, &'a K);
+
+impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.0)?;
         f.write_str("[")?;
@@ -284,7 +267,7 @@ struct Entry<K> {
     seen: AtomicU64,
 }
 
-impl<K: Send + Sync + 'static> KeyedBreaker<K> {
+impl<K: BreakerKey> KeyedBreaker<K> {
     /// A keyed breaker named `name`; every key's breaker gets `config`.
     ///
     /// # Panics
@@ -336,7 +319,8 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
     /// type's docs). An existing key's lookup allocates nothing.
     pub fn breaker<Q>(&self, key: &Q) -> Breaker
     where
-        Q: BreakerKey<Owned = K> + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.inner
             .get(key)
@@ -351,7 +335,8 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
         call: F,
     ) -> CallFuture<'static, F, fn(&E) -> bool, Breaker>
     where
-        Q: BreakerKey<Owned = K> + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         F: std::future::Future<Output = Result<T, E>>,
     {
         self.breaker(key).call_owned(call)
@@ -365,7 +350,8 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
         call: F,
     ) -> CallFuture<'static, F, crate::Classify<C>, Breaker>
     where
-        Q: BreakerKey<Owned = K> + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
         F: std::future::Future<Output = Result<T, E>>,
         C: FnOnce(&Result<T, E>) -> Verdict,
     {
@@ -379,7 +365,8 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>>
     where
-        Q: BreakerKey<Owned = K> + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.breaker(key).call_sync(call)
     }
@@ -392,7 +379,8 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>>
     where
-        Q: BreakerKey<Owned = K> + ?Sized,
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.breaker(key).call_sync_classified(classify, call)
     }
@@ -405,11 +393,10 @@ impl<K: Send + Sync + 'static> KeyedBreaker<K> {
     }
 }
 
-impl<K: Send + Sync + 'static> Map<K> {
-    fn hash<Q: BreakerKey + ?Sized>(&self, key: &Q) -> u64 {
-        let mut h = self.hasher.build_hasher();
-        key.hash_key(&mut h);
-        h.finish()
+impl<K: BreakerKey> Map<K> {
+    /// The key's hash; a borrowed form hashes as its owned form (`Borrow`'s contract).
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.hasher.hash_one(key)
     }
 
     fn shard(&self, hash: u64) -> &RwLock<HashTable<Entry<K>>> {
@@ -422,10 +409,14 @@ impl<K: Send + Sync + 'static> Map<K> {
 
     /// An existing key's breaker, or the key's hash to insert it with.
     #[inline]
-    fn get<Q: BreakerKey<Owned = K> + ?Sized>(&self, key: &Q) -> Result<Breaker, u64> {
+    fn get<Q>(&self, key: &Q) -> Result<Breaker, u64>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         let hash = self.hash(key);
         let shard = read(self.shard(hash));
-        match shard.find(hash, |e| key.matches(&e.key)) {
+        match shard.find(hash, |e| e.key.borrow() == key) {
             Some(e) => {
                 if !e.touched.load(Relaxed) {
                     e.touched.store(true, Relaxed);
@@ -439,22 +430,27 @@ impl<K: Send + Sync + 'static> Map<K> {
     /// Creates `key`'s breaker (unless a racing caller just did), sweeping idle breakers
     /// and making room first.
     #[cold]
-    fn insert<Q: BreakerKey<Owned = K> + ?Sized>(&self, key: &Q, hash: u64) -> Breaker {
+    fn insert<Q>(&self, key: &Q, hash: u64) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let now = self.now();
         self.sweep_if_due(now);
         let evicted_busy = self.make_room(now);
         let mut shard = write(self.shard(hash));
-        if let Some(e) = shard.find(hash, |e| key.matches(&e.key)) {
+        if let Some(e) = shard.find(hash, |e| e.key.borrow() == key) {
             return e.breaker.clone();
         }
-        let name = KeyName(&self.name, key).to_string();
+        let key = key.to_owned();
+        let name = KeyName(&self.name, &key).to_string();
         let breaker = Breaker::try_new(name, self.config.clone())
             .expect("the configuration was validated when the keyed breaker was made");
         shard.insert_unique(
             hash,
             Entry {
                 hash,
-                key: key.to_owned_key(),
+                key,
                 breaker: breaker.clone(),
                 touched: AtomicBool::new(false),
                 seen: AtomicU64::new(now),
@@ -623,10 +619,10 @@ mod tests {
     }
 
     #[test]
-    fn borrowed_and_owned_forms_hash_alike() {
+    fn a_pair_keys_as_host_colon_port() {
         let k = KeyedBreaker::<(String, u16)>::new("keyed::pairs", Config::default());
-        let a = k.breaker(&("example.com", 443u16));
-        let b = k.breaker(&("example.com".to_string(), 443u16));
+        let a = k.breaker(&("example.com".to_string(), 443));
+        let b = k.breaker(&("example.com".to_string(), 443));
         assert!(a.handle().same_breaker(&b.handle()));
         assert_eq!(a.name(), "keyed::pairs[example.com:443]");
         assert_eq!(k.len(), 1);

@@ -70,7 +70,7 @@ pub use crate::{
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]
 pub mod __internals {
-    pub use crate::{breaker::Shared, core::Engine, future::Host};
+    pub use crate::{breaker::Shared, core::Engine, future::Host, keyed::KeyArg};
 }
 
 #[cfg(all(test, breaker_loom))]

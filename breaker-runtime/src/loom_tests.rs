@@ -303,7 +303,6 @@ fn loom_a_late_record_never_lands_in_the_next_generations_window() {
 /// and one fresh success would open a healthy breaker. Fails until core.rs checks the
 /// generation in the same step as recording (`Ring::record_in`, `Ring::restart`).
 #[test]
-#[ignore = "needs core.rs to call Ring::record_in and Ring::restart (engine report)"]
 fn loom_a_failure_reported_across_a_reset_does_not_count_in_the_new_window() {
     model(|| {
         let config = Config::default()

@@ -377,11 +377,11 @@ proptest! {
                     let real = if !fast {
                         Permit::acquire(&core, &clock).map(Held::Permit)
                     } else if let Some(ticket) = core.enter_closed() {
-                        Ok(Held::Fast(ticket))
+                        Ok(Held::Fast(ticket.ticket()))
                     } else if let Some(refused) = core.refuse(&clock) {
                         Err(refused)
                     } else if let Some(ticket) = core.enter_claiming() {
-                        Ok(Held::Fast(ticket))
+                        Ok(Held::Fast(ticket.ticket()))
                     } else {
                         Permit::acquire(&core, &clock).map(Held::Permit)
                     };

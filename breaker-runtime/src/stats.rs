@@ -98,9 +98,6 @@ pub(crate) struct Here {
     _this_thread: PhantomData<*const ()>,
 }
 
-// Not yet called outside tests: core.rs moves to `Here` (see the engine report), then the
-// `Slot`-taking counters (`owned_stripe`, `stripe`, `add_at`) go.
-#[cfg_attr(not(test), allow(dead_code))]
 impl Here {
     #[inline(always)]
     fn new(slot: Slot) -> Self {
@@ -111,6 +108,7 @@ impl Here {
     }
 
     /// Which stripe (a plain index, free to send anywhere, but no right to count).
+    #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn slot(self) -> Slot {
         self.slot
     }
@@ -183,16 +181,8 @@ impl Counters {
     /// [`owned_here`]): with plain stores if this thread owns it. Inlined after
     /// `owned_here`, the ownership check folds away.
     #[inline]
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn add_here(&self, at: Here, count: Count) {
         self.add_to(at.slot, at.slot.owned(), count);
-    }
-
-    /// Adds to stripe `at` (from [`stripe`] or [`owned_stripe`]), when the caller already
-    /// knows it. Inlined after `owned_stripe`, the ownership check folds away.
-    #[inline]
-    pub(crate) fn add_at(&self, at: Slot, count: Count) {
-        self.add_to(at, at.owned(), count);
     }
 
     /// Adds to stripe `at`, with plain stores if `owned` (the caller is its only writer).
@@ -264,20 +254,6 @@ impl Counters {
         let mut base = lock(&self.base);
         *base = self.raw();
     }
-}
-
-/// This thread's stripe if it owns one; `None` before its first count, or when it shares a
-/// stripe. The fast path of [`Core::enter_closed`](crate::core::Core::enter_closed): one
-/// thread-local load and one compare.
-#[inline(always)]
-pub(crate) fn owned_stripe() -> Option<Slot> {
-    owned_here().map(Here::slot)
-}
-
-/// This thread's stripe, claimed on its first call (see [`here`]).
-#[inline]
-pub(crate) fn stripe() -> Slot {
-    here().slot()
 }
 
 /// This thread's stripe if it owns one; `None` before its first count, or when it shares a

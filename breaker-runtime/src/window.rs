@@ -84,6 +84,7 @@ impl Ring {
     }
 
     /// Records a call whatever generation it belongs to, and returns the tally after it.
+    #[cfg(test)]
     pub(crate) fn record(&self, failed: bool, now: Nanos) -> Tally {
         lock(&self.state).calls.record(failed, now)
     }
@@ -92,8 +93,6 @@ impl Ring {
     /// recording nothing, when the window was restarted for another generation since. The
     /// check and the record are one step under the lock, so a late outcome never lands in
     /// the window of the generation that follows its own.
-    // Not yet called outside tests: core.rs moves to it from `record` (see the engine report).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn record_in(&self, generation: u64, failed: bool, now: Nanos) -> Option<Tally> {
         let mut slide = lock(&self.state);
         (slide.generation == generation).then(|| slide.calls.record(failed, now))
@@ -104,12 +103,12 @@ impl Ring {
     }
 
     /// Empties the window (for the same generation).
+    #[cfg(test)]
     pub(crate) fn clear(&self) {
         lock(&self.state).calls.clear();
     }
 
     /// Empties the window and makes it count for `generation` only.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn restart(&self, generation: u64) {
         let mut slide = lock(&self.state);
         slide.generation = generation;

@@ -114,12 +114,13 @@ fn the_open_path_allocates_nothing() {
 fn a_keyed_call_for_an_existing_key_allocates_nothing() {
     use breaker_runtime::KeyedBreaker;
     let hosts = KeyedBreaker::<(String, u16)>::new("alloc::keyed", Config::default());
-    let _ = hosts.call_sync(&("example.com", 443u16), || Ok::<_, ()>(())); // creates it
+    let key = ("example.com".to_string(), 443);
+    let _ = hosts.call_sync(&key, || Ok::<_, ()>(())); // creates it
     let calls = allocations(|| {
         for i in 0..1000u32 {
-            let r = hosts.call_sync(&("example.com", 443u16), || Ok::<_, ()>(i));
+            let r = hosts.call_sync(&key, || Ok::<_, ()>(i));
             assert_eq!(r.unwrap(), i);
-            let r = ready(hosts.call(&("example.com", 443u16), async move { Ok::<_, ()>(i) }));
+            let r = ready(hosts.call(&key, async move { Ok::<_, ()>(i) }));
             assert_eq!(r.unwrap(), i);
         }
     });
