@@ -65,10 +65,12 @@ pub mod __private {
 
     use std::{
         any::Any,
+        borrow::Borrow,
+        hash::Hash,
         sync::{Mutex, OnceLock},
     };
 
-    use breaker_runtime::Classify;
+    use breaker_runtime::{__internals::KeyArg, Classify};
 
     use crate::{
         Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Verdict,
@@ -96,21 +98,91 @@ pub mod __private {
         breaker
     }
 
-    /// The value of `key = …`, borrowed for the lookup; typed here so that a value that
-    /// cannot key a breaker is reported on the expression, with what can.
-    pub fn key<Q: Key + ?Sized>(key: &Q) -> &Q {
-        key
+    /// The value of `key = …`, borrowed, on its way to its breaker:
+    /// `(&&KeyProbe(&value)).__breaker_lookup(&STATIC)`. The method is found by autoref
+    /// specialisation (the first receiver type whose impl's bounds hold wins), so one
+    /// expansion serves every kind of key:
+    ///
+    /// 1. [`ByKeyArg`]: the built-in keys, references to them, `&str` and pairs, looked up
+    ///    in their borrowed form (`&str` in a map of `String`s) without allocating;
+    /// 2. [`ByOwnKey`], [`ByOwnKeyRef`]: a user's own `BreakerKey + Clone` type, or a
+    ///    reference to one, looked up as itself;
+    /// 3. [`NotAKey`]: anything else, an error on the expression saying what keys are.
+    pub struct KeyProbe<'a, Q: ?Sized>(pub &'a Q);
+
+    impl<Q: ?Sized> Clone for KeyProbe<'_, Q> {
+        fn clone(&self) -> Self {
+            *self
+        }
     }
 
-    /// What `key = …` may give.
+    impl<Q: ?Sized> Copy for KeyProbe<'_, Q> {}
+
+    /// Level 1 of [`KeyProbe`].
+    pub trait ByKeyArg {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<Q: KeyArg + ?Sized> ByKeyArg for &KeyProbe<'_, Q> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<Q::Key, Q::Lookup>(&self.0.lookup())
+        }
+    }
+
+    /// Level 2 of [`KeyProbe`]: a key type of the user's, by value.
+    pub trait ByOwnKey {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<K: BreakerKey + Clone> ByOwnKey for KeyProbe<'_, K> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<K, K>(self.0)
+        }
+    }
+
+    /// Level 2 of [`KeyProbe`]: a key type of the user's, by reference.
+    pub trait ByOwnKeyRef {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<K: BreakerKey + Clone> ByOwnKeyRef for KeyProbe<'_, &K> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<K, K>(*self.0)
+        }
+    }
+
+    /// Level 3 of [`KeyProbe`]: not a key. Its bound is on the method, so it is checked
+    /// after the method is chosen and reported with [`Key`]'s message.
+    pub trait NotAKey {
+        /// The type of the key expression.
+        type Value: ?Sized;
+        /// Never runs: `Key` has no implementations.
+        fn __breaker_lookup(self, keyed: &KeyedStatic) -> Breaker
+        where
+            Self::Value: Key;
+    }
+
+    impl<Q: ?Sized> NotAKey for KeyProbe<'_, Q> {
+        type Value = Q;
+        fn __breaker_lookup(self, _: &KeyedStatic) -> Breaker
+        where
+            Q: Key,
+        {
+            unreachable!("`Key` has no implementations")
+        }
+    }
+
+    /// What `key = …` may give; implemented by nothing, so that a value that is not a key
+    /// is reported with this message (see [`KeyProbe`]).
     #[diagnostic::on_unimplemented(
         message = "`key = …` gives a `{Self}`, which cannot key a circuit breaker",
-        label = "one breaker per value of this expression: its type must implement `breaker::BreakerKey`",
-        note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`) and pairs of those, or references to them; for a type of your own implement `breaker::BreakerKey` (its docs show how), or key by one of its fields"
+        label = "one breaker per value of this expression: its type must be a key",
+        note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`), pairs of those, and references to them; for a type of your own implement `breaker::BreakerKey` and `Clone` (the docs of `BreakerKey` show how), or key by one of its fields"
     )]
-    pub trait Key: BreakerKey {}
-
-    impl<Q: BreakerKey + ?Sized> Key for Q {}
+    pub trait Key {}
 
     /// The keyed breakers of one function with `key = …`. A static cannot name the key's
     /// type, so the `KeyedBreaker` is made on the first call and kept type-erased; each call
@@ -133,39 +205,40 @@ pub mod __private {
             }
         }
 
-        /// The breaker of `key`, made if it has none. Panics with the `ConfigError` message
-        /// if the configuration is invalid, as `KeyedBreaker::new` does.
-        pub fn breaker<Q: BreakerKey + ?Sized>(&self, key: &Q) -> Breaker {
-            let map = self.map.get_or_init(|| Box::new(self.make::<Q::Owned>()));
-            match map.downcast_ref::<KeyedBreaker<Q::Owned>>() {
-                Some(map) => map.breaker(key),
-                None => self.other(key),
+        /// The breaker of the key stored as `K` and looked up as `lookup`, made if it has
+        /// none. Panics with the `ConfigError` message if the configuration is invalid, as
+        /// `KeyedBreaker::new` does.
+        pub fn breaker<K, L>(&self, lookup: &L) -> Breaker
+        where
+            K: BreakerKey + Borrow<L>,
+            L: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+        {
+            let map = self.map.get_or_init(|| Box::new(self.make::<K>()));
+            match map.downcast_ref::<KeyedBreaker<K>>() {
+                Some(map) => map.breaker(lookup),
+                None => self.other::<K>().breaker(lookup),
             }
         }
 
-        fn make<K: Send + Sync + 'static>(&self) -> KeyedBreaker<K> {
+        fn make<K: BreakerKey>(&self) -> KeyedBreaker<K> {
             let (name, config) = (self.init)();
             KeyedBreaker::new(name, config)
         }
 
         #[cold]
-        fn other<Q: BreakerKey + ?Sized>(&self, key: &Q) -> Breaker {
+        fn other<K: BreakerKey>(&self) -> KeyedBreaker<K> {
             let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
             let found = others
                 .iter()
-                .find_map(|m| m.downcast_ref::<KeyedBreaker<Q::Owned>>())
-                .cloned();
-            let map = match found {
-                Some(map) => map,
+                .find_map(|m| m.downcast_ref::<KeyedBreaker<K>>());
+            match found {
+                Some(map) => map.clone(),
                 None => {
-                    let map = self.make::<Q::Owned>();
+                    let map = self.make::<K>();
                     others.push(Box::new(map.clone()));
                     map
                 }
-            };
-            // The lock is not held while the breaker is made (it may log).
-            drop(others);
-            map.breaker(key)
+            }
         }
     }
 

@@ -616,3 +616,24 @@ async fn async_trait_methods_go_through_the_breaker_and_the_fallback() {
     assert_eq!(r.fallbacks.load(SeqCst), 2);
     assert_eq!(state(&name("put")), State::Open);
 }
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Region(u8);
+
+impl breaker::BreakerKey for Region {
+    fn fmt_key(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "region-{}", self.0)
+    }
+}
+
+#[circuit_breaker(key = region, threshold = 1)]
+fn in_region(region: &Region, fail: bool) -> Result<(), Error> {
+    down_if(fail)
+}
+
+#[test]
+fn a_key_type_of_ones_own_names_its_breakers() {
+    in_region(&Region(3), true).unwrap_err();
+    assert_eq!(state(&name("in_region[region-3]")), State::Open);
+    in_region(&Region(4), false).unwrap();
+}

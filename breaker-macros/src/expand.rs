@@ -621,9 +621,16 @@ fn breaker_binding(
     let keyed = Ident::new("__breaker_keyed", Span::mixed_site());
     let (expr, k) = (&key.value, krate_at(args, key.span));
     // `attr` rejects `fleet = true` with `key`.
-    let lookup = quote_spanned!(key.span=> #static_name.breaker(#k::__private::key(&(#expr))));
+    // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
+    // are imported unnamed, in this block only.
+    let lookup = quote_spanned! {key.span=>
+        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(&#static_name)
+    };
     quote! {
         let #keyed: #krate::Breaker = {
+            use #krate::__private::{
+                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+            };
             static #static_name: #krate::__private::KeyedStatic =
                 #krate::__private::KeyedStatic::new(|| (#name, #config));
             #lookup

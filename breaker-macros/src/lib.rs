@@ -125,10 +125,12 @@ use proc_macro::TokenStream;
 ///   (`key = url.host_str().unwrap_or("")`) or a pair (`key = (host, port)`). The borrow ends
 ///   once the key's breaker is found, before the body runs, so the body may move what the
 ///   key was computed from.
-/// - Its type must implement `breaker::BreakerKey`: `&str`, `String`, integers, `IpAddr`,
-///   `SocketAddr`, `http::uri::Authority` (feature `http`), pairs of those, references to
-///   them, or a type of your own that implements the trait. Any other type is a compile
-///   error on the expression saying so.
+/// - Its type must be a key: `&str`, `String`, integers, `IpAddr`, `SocketAddr`,
+///   `http::uri::Authority` (feature `http`), pairs of those (a pair holding a `&str` makes
+///   a `String` per call), references to them, or a type of your own that implements
+///   `breaker::BreakerKey` and `Clone` (or a reference to one). Any other type is a compile
+///   error on the expression saying so. The lookup is chosen by the key's type at compile
+///   time (`__private::KeyProbe`), so the expansion is the same for every kind of key.
 /// - Each key's breaker is named `{name}[{key}]` (`hooks::deliver_webhook[example.com]`)
 ///   and listed in the registry under that name; all keys share the attribute's policy.
 ///   A key that already has a breaker costs one lookup and allocates nothing.

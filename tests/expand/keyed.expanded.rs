@@ -1,6 +1,9 @@
 impl TenantDb {
     async fn query(&self, sql: &str) -> Result<Rows, DbError> {
         let __breaker_keyed: ::breaker::Breaker = {
+            use ::breaker::__private::{
+                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+            };
             static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
             (
                 ::breaker::__private::concat!(
@@ -12,7 +15,8 @@ impl TenantDb {
                     .max_keys(1000)
                     .idle(::breaker::__private::Duration::from_secs(300)),
             ));
-            __BREAKER.breaker(::breaker::__private::key(&(self.tenant_id)))
+            (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
+                .__breaker_lookup(&__BREAKER)
         };
         let __breaker: &::breaker::Breaker = &__breaker_keyed;
         ::breaker::__private::run::<
@@ -31,6 +35,9 @@ impl TenantDb {
 }
 async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
     let __breaker_keyed: ::breaker::Breaker = {
+        use ::breaker::__private::{
+            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+        };
         static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
         (
             ::breaker::__private::concat!(
@@ -38,7 +45,8 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
             ),
             ::breaker::Config::default(),
         ));
-        __BREAKER.breaker(::breaker::__private::key(&(url.host_str().unwrap_or(""))))
+        (&&::breaker::__private::KeyProbe(&(url.host_str().unwrap_or(""))))
+            .__breaker_lookup(&__BREAKER)
     };
     let __breaker: &::breaker::Breaker = &__breaker_keyed;
     match ::breaker::__private::call::<

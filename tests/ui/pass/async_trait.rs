@@ -1,9 +1,10 @@
 //! `#[async_trait]` on the impl expands first and hands the attribute
 //! `fn … -> Pin<Box<dyn Future<Output = R> + Send + 'async_trait>> { Box::pin(async move { … }) }`:
 //! the inner block is wrapped, so `timeout`, fallbacks (`&self` and `&mut self`, owned and
-//! `mut` arguments), `?`, early `return` and pattern parameters work as in an `async fn`.
+//! `mut` arguments), `key = self.…`, `classify`, `?`, early `return` and pattern parameters
+//! work as in an `async fn`.
 use async_trait::async_trait;
-use breaker::{circuit_breaker, BreakerError, CallError};
+use breaker::{circuit_breaker, BreakerError, CallError, Verdict};
 
 #[derive(Debug)]
 enum StoreError {
@@ -23,10 +24,12 @@ trait Store {
     async fn put(&self, key: String, value: Vec<u8>) -> Result<usize, StoreError>;
     async fn bump(&mut self, by: u32) -> Result<u32, StoreError>;
     async fn sum(&self, pair: (u32, u32)) -> Result<u32, StoreError>;
+    async fn keyed(&self, n: u32) -> Result<u32, StoreError>;
 }
 
 struct Remote {
     hits: u32,
+    host: String,
 }
 
 #[async_trait]
@@ -56,6 +59,11 @@ impl Store for Remote {
     async fn sum(&self, (a, b): (u32, u32)) -> Result<u32, StoreError> {
         Ok(a + b + self.hits)
     }
+
+    #[circuit_breaker(key = self.host, classify = |r| if r.is_ok() { Verdict::Success } else { Verdict::Failure })]
+    async fn keyed(&self, n: u32) -> Result<u32, StoreError> {
+        Ok(n + self.hits)
+    }
 }
 
 impl Remote {
@@ -78,7 +86,8 @@ fn is_send<T: Send>(t: T) -> T {
 }
 
 fn main() {
-    let mut r = Remote { hits: 0 };
+    let mut r = Remote { hits: 0, host: "db".to_owned() };
+    drop(is_send(r.keyed(1)));
     drop(is_send(r.get("k")));
     drop(is_send(r.put("k".to_owned(), vec![1])));
     drop(is_send(r.bump(1)));

@@ -2,7 +2,7 @@
 //! user's own key type, generic keys, with policy keys, a fallback, `classify`, plain `fn`s.
 //! The key is borrowed only for the lookup, so the body may move what it came from.
 use breaker::{circuit_breaker, BreakerError, BreakerKey, CallError, Verdict};
-use std::{fmt, hash::Hasher, net::IpAddr};
+use std::{fmt, net::IpAddr};
 
 struct TenantDb {
     tenant_id: u64,
@@ -57,20 +57,10 @@ async fn by_ip(addr: IpAddr) -> Result<IpAddr, BreakerError> {
     Ok(addr)
 }
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 struct Region(u8);
 
 impl BreakerKey for Region {
-    type Owned = Region;
-    fn to_owned_key(&self) -> Region {
-        self.clone()
-    }
-    fn matches(&self, owned: &Region) -> bool {
-        self == owned
-    }
-    fn hash_key<H: Hasher>(&self, state: &mut H) {
-        state.write_u8(self.0)
-    }
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "region-{}", self.0)
     }
@@ -82,8 +72,13 @@ async fn by_region(region: Region) -> Result<u8, BreakerError> {
     Ok(n)
 }
 
+#[circuit_breaker(key = region, fallback = |_r, _e| Ok(0))]
+fn by_region_ref(region: &Region) -> Result<u8, BreakerError> {
+    Ok(region.0)
+}
+
 #[circuit_breaker(key = key)]
-fn generic<K: BreakerKey>(key: K) -> Result<(), BreakerError> {
+fn generic<K: BreakerKey + Clone>(key: K) -> Result<(), BreakerError> {
     drop(key);
     Ok(())
 }
@@ -103,6 +98,7 @@ fn main() {
     let _ = connect("example.com", 443);
     drop(is_send(by_ip(IpAddr::from([127, 0, 0, 1]))));
     drop(is_send(by_region(Region(3))));
+    let _ = by_region_ref(&Region(4));
     let _ = generic(1u32);
-    let _ = generic("a");
+    let _ = generic(Region(5));
 }
