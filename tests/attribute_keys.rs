@@ -637,3 +637,20 @@ fn a_key_type_of_ones_own_names_its_breakers() {
     assert_eq!(state(&name("in_region[region-3]")), State::Open);
     in_region(&Region(4), false).unwrap();
 }
+
+#[circuit_breaker(threshold = 1, fleet = true)]
+async fn fleet_member(fail: bool) -> Result<(), Error> {
+    down_if(fail)
+}
+
+#[tokio::test(start_paused = true)]
+async fn fleet_true_without_an_installed_fleet_stays_a_local_breaker() {
+    fleet_member(true).await.unwrap_err();
+    assert_eq!(state(&name("fleet_member")), State::Open);
+    assert!(fleet_member(false)
+        .await
+        .unwrap_err()
+        .breaker()
+        .unwrap()
+        .is_open());
+}
