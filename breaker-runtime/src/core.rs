@@ -1014,3 +1014,117 @@ fn next_random(state: &mut u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::{clock::FakeClock, Config};
+
+    const MS: u64 = 1_000_000;
+
+    fn core(config: Config) -> Core {
+        Core::new("core::tests".into(), config.validate().unwrap(), None)
+    }
+
+    /// Review M3: tokio fires a timeout at the next millisecond or later, after the probe's
+    /// lease (admission + timeout) ended; a call in that gap takes the slot over. The
+    /// probe's timeout must still reopen the breaker, or a hanging dependency under steady
+    /// traffic keeps it half-open for good and the backoff never grows.
+    #[test]
+    fn a_timed_out_probe_reopens_even_when_its_slot_was_taken_over() {
+        let c = core(
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_millis(10))
+                .max_cool_off(Duration::from_secs(1))
+                .timeout(Duration::from_millis(5)),
+        );
+        let clock = FakeClock::default();
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Failure);
+        assert_eq!(c.peek(), State::Open);
+        clock.0.set(10 * MS);
+        let hung = Permit::acquire(&c, &clock).expect("the probe");
+        assert_eq!(c.peek(), State::HalfOpen);
+        clock.0.set(15 * MS + 1); // the lease ended; the timer has not fired yet
+        let next = Permit::acquire(&c, &clock).expect("takes the expired slot over");
+        hung.finish(Outcome::Timeout); // the timer fires
+        assert_eq!(c.peek(), State::Open, "the timed-out probe reopened it");
+        // And the cool-off doubled (10 ms, then 20 ms).
+        assert_eq!(c.open_until.load(Acquire), 15 * MS + 1 + 20 * MS);
+        next.finish(Outcome::Success); // from the old generation: changes nothing
+        assert_eq!(c.peek(), State::Open);
+    }
+
+    /// A cancelled probe whose slot was taken over is late, and changes nothing.
+    #[test]
+    fn a_late_cancellation_changes_nothing() {
+        let c = core(
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_millis(10)),
+        );
+        let clock = FakeClock::default();
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Failure);
+        clock.0.set(10 * MS);
+        let hung = Permit::acquire(&c, &clock).unwrap();
+        clock.0.set(21 * MS); // lease = cool-off when there is no timeout
+        let next = Permit::acquire(&c, &clock).unwrap();
+        drop(hung);
+        assert_eq!(c.peek(), State::HalfOpen);
+        next.finish(Outcome::Success);
+        assert_eq!(c.peek(), State::Closed);
+    }
+
+    /// Review: while disabled, failures keep counting and nothing trips; the streak must
+    /// saturate rather than carry into the generation tag.
+    #[test]
+    fn the_failure_streak_saturates() {
+        let c = core(Config::default().threshold(3));
+        let clock = FakeClock::default();
+        c.set(State::Disabled, &clock);
+        let generation = c.word().generation();
+        c.streak
+            .store(streak_tag(generation) | (STREAK_COUNT - 1), Relaxed);
+        for _ in 0..3 {
+            c.finish_closed(generation, Outcome::Failure, &clock);
+        }
+        assert_eq!(
+            c.streak.load(Relaxed),
+            streak_tag(generation) | STREAK_COUNT
+        );
+        assert_eq!(c.peek(), State::Disabled);
+    }
+
+    /// Review: a subscriber that panics while the dispatcher logs a hook's panic left
+    /// `dispatching` set, so hooks fell silent for good. The flag is reset on unwind.
+    #[test]
+    fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
+        use std::sync::{
+            atomic::{AtomicUsize, Ordering::SeqCst},
+            Arc,
+        };
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let config = Config::default().on_state_change(move |_| {
+            seen.fetch_add(1, SeqCst);
+        });
+        let c = core(config.clone());
+        let c = Core {
+            hook: config.on_state_change.clone(),
+            ..c
+        };
+        let clock = FakeClock::default();
+        // Simulate a dispatcher that unwound: the guard must clear the flag.
+        {
+            let _guard = Dispatching(&c);
+            lock(&c.inner).dispatching = true;
+        }
+        assert!(!lock(&c.inner).dispatching);
+        c.set(State::ForcedOpen, &clock);
+        assert_eq!(calls.load(SeqCst), 1, "hooks still run");
+    }
+}

@@ -36,7 +36,11 @@ fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
     });
     let policy = config.validate().unwrap();
     (
-        Arc::new(Core::new("loom", policy, config.on_state_change.clone())),
+        Arc::new(Core::new(
+            "loom".into(),
+            policy,
+            config.on_state_change.clone(),
+        )),
         entered,
     )
 }
@@ -330,5 +334,26 @@ fn loom_a_failure_reported_across_a_reset_does_not_count_in_the_new_window() {
             "a stale failure opened the breaker"
         );
         assert_eq!(core.failure_rate(&c), 0.0);
+    });
+}
+
+/// Review: the bulkhead's `fetch_add` then undo let `in_flight` pass `max_concurrent` for an
+/// instant, and a call arriving in that instant was refused though there was room. The
+/// compare-and-swap never overshoots.
+#[test]
+fn loom_the_bulkhead_never_overshoots() {
+    model(|| {
+        let (core, _) = core(Config::default().max_concurrent(1));
+        let c = clock(0);
+        let held = Permit::acquire(&core, &c).unwrap();
+        let other = core.clone();
+        let t = loom::thread::spawn(move || {
+            let c = clock(0);
+            assert!(Permit::acquire(&other, &c).is_err(), "full");
+        });
+        assert!(core.in_flight() <= 1);
+        t.join().unwrap();
+        drop(held);
+        assert_eq!(core.in_flight(), 0);
     });
 }

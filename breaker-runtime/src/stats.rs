@@ -484,6 +484,8 @@ mod loom_model {
     fn loom_an_owned_stripe_changes_hands_without_losing_a_count() {
         let mut builder = ::loom::model::Builder::new();
         builder.preemption_bound = Some(3);
+        // A read loads every counter of all 32 stripes, each a loom branch.
+        builder.max_branches = 10_000;
         builder.check(|| {
             let counters = Arc::new(Counters::new());
             let taken = Arc::new(AtomicU32::new(1)); // the first owner holds stripe 0

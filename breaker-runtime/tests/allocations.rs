@@ -141,3 +141,21 @@ fn a_rejected_call_allocates_nothing_though_the_error_names_the_breaker() {
     });
     assert_eq!((n, name_len), (0, "alloc::named_rejection".len()));
 }
+
+#[test]
+fn owned_and_classified_calls_allocate_nothing() {
+    use breaker_runtime::Verdict;
+    let b = Breaker::new("alloc::owned", Config::default());
+    let _ = ready(b.clone().call_owned(async { Ok::<_, ()>(0) })); // warm-up
+    let n = allocations(|| {
+        for i in 0..1000u32 {
+            let owned = ready(b.clone().call_owned(async move { Ok::<_, ()>(i) }));
+            assert_eq!(owned.unwrap(), i);
+            let judge = |_: &Result<u32, ()>| Verdict::Success;
+            let judged = ready(b.call_classified(judge, async move { Ok::<_, ()>(i) }));
+            assert_eq!(judged.unwrap(), i);
+            assert_eq!(b.call_sync_classified(judge, || Ok(i)).unwrap(), i);
+        }
+    });
+    assert_eq!(n, 0);
+}
