@@ -112,11 +112,11 @@ use proc_macro::TokenStream;
 ///
 /// ```ignore
 /// #[circuit_breaker(key = url.host_str().unwrap_or(""), threshold = 5, cool_off = "30s")]
-/// async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> { … }
+/// async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> { todo!() }
 ///
 /// impl TenantDb {
 ///     #[circuit_breaker(key = self.tenant_id, failure_rate = 50, window = 20)]
-///     async fn query(&self, sql: &str) -> Result<Rows, DbError> { … }
+///     async fn query(&self, sql: &str) -> Result<Rows, DbError> { todo!() }
 /// }
 /// ```
 ///
@@ -141,6 +141,20 @@ use proc_macro::TokenStream;
 /// - In a generic function the key's type may depend on the instantiation; each key type
 ///   then gets its own map, under the same name.
 /// - Without `key`, a `&self` method has one breaker for every instance of its type.
+///
+/// With `key` the static holds the function's keyed map, made on the first call, and the
+/// call then goes through the key's breaker exactly as without `key` (`fallback`,
+/// `is_failure` and `classify` included; `tests/expand/keyed.expanded.rs` shows it whole):
+///
+/// ```ignore
+/// let __breaker_keyed: ::breaker::Breaker = {
+///     static __BREAKER: ::breaker::__private::KeyedStatic =
+///         ::breaker::__private::KeyedStatic::new(|| (name, config));
+///     (&&::breaker::__private::KeyProbe(&(self.tenant_id))).__breaker_lookup(&__BREAKER)
+/// };
+/// let __breaker: &::breaker::Breaker = &__breaker_keyed;
+/// ::breaker::__private::run::<Result<Rows, DbError>, _, _, _, _>(__breaker, is_failure, body).await
+/// ```
 ///
 /// # Judging results
 ///
