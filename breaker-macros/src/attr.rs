@@ -629,16 +629,12 @@ fn duration(key: &Ident, value: &Expr) -> syn::Result<Duration> {
 fn window(key: &Ident, value: &Expr) -> syn::Result<WindowArg> {
     match lit(value) {
         Some(Lit::Str(_)) => duration(key, value).map(WindowArg::Duration),
-        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls).map_err(|e| {
-            if e.to_string().contains("at least 1") {
-                syn::Error::new(
-                    value.span(),
-                    "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
-                )
-            } else {
-                e
-            }
-        }),
+        // Zero is read here, not recognised in `integer`'s message afterwards.
+        Some(Lit::Int(i)) if i.base10_parse::<u64>().is_ok_and(|n| n == 0) => Err(syn::Error::new(
+            value.span(),
+            "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
+        )),
+        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls),
         _ => Err(syn::Error::new(
             value.span(),
             "`window` takes a number of calls or a duration string: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",

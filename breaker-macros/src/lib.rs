@@ -195,6 +195,7 @@ use proc_macro::TokenStream;
 ///   argument the fallback needs (take it by reference). A parameter under `#[cfg(…)]` is
 ///   passed to the fallback only where it is compiled in; give the fallback's parameter the
 ///   same `#[cfg]`.
+/// - With a fallback, a `mut` argument reaches the fallback as the body left it.
 /// - With a fallback, the body borrows the arguments (the fallback receives them after it
 ///   ran), so the function's future is `Send` only if every argument the body uses is `Sync`:
 ///   an argument that is `Send` but not `Sync` (`Cell<T>`, `RefCell<T>`,
