@@ -654,3 +654,17 @@ async fn fleet_true_without_an_installed_fleet_stays_a_local_breaker() {
         .unwrap()
         .is_open());
 }
+
+#[circuit_breaker(threshold = 1, fallback = |id, _fail, err| match err {
+    CallError::Breaker(_) => Ok(id),
+    CallError::Inner(e) => Err(e),
+})]
+fn closure_fallback(id: u32, fail: bool) -> Result<u32, Error> {
+    down_if(fail).map(|()| 0)
+}
+
+#[test]
+fn a_closure_fallback_gets_the_arguments_and_the_call_error() {
+    assert!(matches!(closure_fallback(1, true), Err(Error::Down)));
+    assert_eq!(closure_fallback(2, false).unwrap(), 2); // open: the closure answers
+}

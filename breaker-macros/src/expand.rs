@@ -775,9 +775,16 @@ fn call_expr(
         }
     };
     let recover = fallback_call(&fallback.value, sig, &err, &wrap);
+    // A closure is called where it is written, which clippy's `redundant_closure_call` would
+    // report on the user's tokens.
+    let allow = match &fallback.value {
+        Expr::Path(_) => TokenStream::new(),
+        _ => quote!(#[allow(clippy::redundant_closure_call)]),
+    };
     quote! {
         match #call {
             #krate::__private::Ok(#ok) => #ok,
+            #allow
             #krate::__private::Err(#err) => #recover,
         }
     }
