@@ -182,7 +182,9 @@ use proc_macro::TokenStream;
 /// `fn … -> Pin<Box<dyn Future<Output = R> + Send + '_>>` whose body is
 /// `Box::pin(async move { … })`: the attribute recognises that shape and wraps the inner
 /// block, so every key works as on an `async fn` (with a fallback the method must take
-/// `&self` or `&mut self`). A function returning `impl Future<Output = Result<…>>`, or a
+/// `&self` or `&mut self`). `#[tracing::instrument]` stacks on such a method in either
+/// order; with a fallback put `#[circuit_breaker]` above it (instrument's own `async move`
+/// would otherwise move the arguments the fallback needs). A function returning `impl Future<Output = Result<…>>`, or a
 /// boxed future built otherwise, is a compile error asking for `async fn … -> Result<…>`;
 /// an `async fn` in an impl fulfils a trait's `fn … -> impl Future<Output = …> + Send`.
 ///

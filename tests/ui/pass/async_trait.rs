@@ -25,6 +25,8 @@ trait Store {
     async fn bump(&mut self, by: u32) -> Result<u32, StoreError>;
     async fn sum(&self, pair: (u32, u32)) -> Result<u32, StoreError>;
     async fn keyed(&self, n: u32) -> Result<u32, StoreError>;
+    async fn traced_inside(&self, n: u32) -> Result<u32, StoreError>;
+    async fn traced_outside(&self, n: u32) -> Result<u32, StoreError>;
 }
 
 struct Remote {
@@ -64,6 +66,22 @@ impl Store for Remote {
     async fn keyed(&self, n: u32) -> Result<u32, StoreError> {
         Ok(n + self.hits)
     }
+
+    // `#[tracing::instrument]` rewrites async-trait's body into another
+    // `Box::pin(async move { … })`, which the attribute wraps in turn.
+    #[tracing::instrument(skip(self))]
+    #[circuit_breaker(threshold = 2)]
+    async fn traced_inside(&self, n: u32) -> Result<u32, StoreError> {
+        Ok(n + self.hits)
+    }
+
+    // The other order: the span is made inside the breaker's call; with a fallback this is
+    // the order to use (instrument's own `async move` would move the arguments otherwise).
+    #[circuit_breaker(threshold = 2, fallback = |_this: &Self, n, _e| async move { Ok(n) })]
+    #[tracing::instrument(skip(self))]
+    async fn traced_outside(&self, n: u32) -> Result<u32, StoreError> {
+        Ok(n + self.hits)
+    }
 }
 
 impl Remote {
@@ -88,6 +106,8 @@ fn is_send<T: Send>(t: T) -> T {
 fn main() {
     let mut r = Remote { hits: 0, host: "db".to_owned() };
     drop(is_send(r.keyed(1)));
+    drop(is_send(r.traced_inside(1)));
+    drop(is_send(r.traced_outside(1)));
     drop(is_send(r.get("k")));
     drop(is_send(r.put("k".to_owned(), vec![1])));
     drop(is_send(r.bump(1)));
