@@ -1,0 +1,215 @@
+//! A [`reqwest-middleware`](reqwest_middleware) middleware (feature `reqwest`): one breaker
+//! per `host:port`, every answer judged by the [`http` preset](crate::http).
+//!
+//! ```no_run
+//! use breaker::reqwest::CircuitBreakerMiddleware;
+//! use reqwest_middleware::ClientBuilder;
+//! use reqwest_retry::{policies::ExponentialBackoff, RetryTransientMiddleware};
+//!
+//! # async fn run() -> Result<(), reqwest_middleware::Error> {
+//! let breakers = CircuitBreakerMiddleware::new(); // clones share the breakers
+//! let client = ClientBuilder::new(reqwest::Client::new())
+//!     // Outside: retries (a refused request is not retried: its error is fatal to them).
+//!     .with(RetryTransientMiddleware::new_with_policy(
+//!         ExponentialBackoff::builder().build_with_max_retries(3),
+//!     ))
+//!     // Inside: the breaker sees, judges and counts every attempt.
+//!     .with(breakers.clone())
+//!     .build();
+//!
+//! match client.get("http://inventory.internal/items").send().await {
+//!     Ok(answer) => println!("{}", answer.status()),
+//!     // The refusal, found through reqwest-retry's wrapping.
+//!     Err(e) => match breaker::reqwest::breaker_error(&e) {
+//!         Some(refused) => println!("not calling it: {refused}"), // "… is open; retry in 2.9s"
+//!         None => return Err(e),
+//!     },
+//! }
+//! println!("{:?}", breakers.breaker("inventory.internal:80").state());
+//! # Ok(()) }
+//! ```
+//!
+//! **Order**: put the breaker *inside* the retry middleware (added after it with `.with`),
+//! as above. Middlewares run in the order they were added, so the retry loop calls the
+//! breaker once per attempt: each failed attempt counts against the host, a burst of retries
+//! trips it as the failures happen, and once it is open the next attempt is refused at once
+//! with a `Middleware` error, which `reqwest-retry` treats as fatal: the loop stops instead
+//! of hammering a host that said it is down. In the other order the breaker would see one
+//! call per *logical* request however many attempts failed, count too little and too late,
+//! and the retries would keep going at a host it knows is sick.
+//!
+//! **Judging**: an answer is judged by [`verdict`](crate::http::verdict): 5xx and 408 are
+//! failures, other 4xx count for nothing, and a 429 or a 503 with `Retry-After` opens that
+//! host's breaker at once for as long as the server asked (clamped to the configuration's
+//! `cool_off` ..= `max_cool_off`, one hour without it), so the client stays away exactly as
+//! long as it was told to. Every answer still reaches the caller as it is. A request that
+//! did not get an answer (connection refused, reset, timed out) is a failure.
+//!
+//! **Refusals** fail with [`reqwest_middleware::Error::Middleware`] whose `anyhow::Error`
+//! downcasts to [`BreakerError`] (`Open` with its `retry_in`, `Full` with `max_concurrent`,
+//! `Timeout` with the config's `timeout`). Behind `reqwest-retry` the error the caller gets is
+//! its `RetryError` around that one (transparently, so it displays the same but downcasts
+//! differently); [`breaker_error`] finds the refusal either way.
+//!
+//! **Keys**: the URL's host and port (`port_or_known_default`), as `"host:port"`
+//! (`"[::1]:8080"` for IPv6): two ports of one host are two breakers; the breakers are
+//! named `reqwest[host:port]` in errors, events and the registry.
+
+use std::fmt::{self, Write as _};
+
+use http::Extensions;
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+
+use crate::{Breaker, BreakerError, CallError, Config, KeyedBreaker, Verdict};
+
+/// The name of the middleware's keyed breaker: its breakers are `reqwest[host:port]`.
+const NAME: &str = "reqwest";
+
+/// Circuit breakers for a `reqwest` client, one per `host:port`; see the [module
+/// docs](self). Clones share the breakers.
+#[derive(Clone)]
+pub struct CircuitBreakerMiddleware {
+    keyed: KeyedBreaker<String>,
+}
+
+impl CircuitBreakerMiddleware {
+    /// One breaker per `host:port` with the default policy (`Config::default()`).
+    pub fn new() -> Self {
+        Self::with_config(Config::default())
+    }
+
+    /// One breaker per `host:port` with `config` (its `max_keys` and `idle` bound the hosts
+    /// remembered).
+    ///
+    /// # Panics
+    ///
+    /// If `config` is invalid, with the [`ConfigError`](crate::ConfigError) message, as
+    /// [`Breaker::new`] does.
+    pub fn with_config(config: Config) -> Self {
+        CircuitBreakerMiddleware {
+            keyed: KeyedBreaker::new(NAME, config),
+        }
+    }
+
+    /// The breaker of `host_port` (`"example.com:443"`), created if it has none yet: to read
+    /// its state or `retry_in`, or to control it by hand.
+    pub fn breaker(&self, host_port: &str) -> Breaker {
+        self.keyed.breaker(host_port)
+    }
+
+    /// Every host's breaker, as one keyed breaker.
+    pub fn keyed(&self) -> &KeyedBreaker<String> {
+        &self.keyed
+    }
+}
+
+impl Default for CircuitBreakerMiddleware {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for CircuitBreakerMiddleware {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerMiddleware")
+            .field("hosts", &self.keyed.len())
+            .finish()
+    }
+}
+
+/// The breaker's refusal carried by `error`, if that is what it is: an
+/// `Error::Middleware` holding a [`BreakerError`], directly or inside `reqwest-retry`'s
+/// `RetryError` (which wraps every error that leaves its loop).
+///
+/// ```
+/// use breaker::{reqwest::breaker_error, BreakerError};
+///
+/// let e = reqwest_middleware::Error::middleware(std::io::Error::other("not a refusal"));
+/// assert!(breaker_error(&e).is_none());
+/// ```
+pub fn breaker_error(error: &reqwest_middleware::Error) -> Option<&BreakerError> {
+    let reqwest_middleware::Error::Middleware(error) = error else {
+        return None;
+    };
+    if let Some(refused) = error.downcast_ref::<BreakerError>() {
+        return Some(refused);
+    }
+    match error.downcast_ref::<reqwest_retry::RetryError>()? {
+        reqwest_retry::RetryError::WithRetries { err, .. }
+        | reqwest_retry::RetryError::Error(err) => breaker_error(err),
+    }
+}
+
+/// The preset over a whole attempt: an answer by its status and headers, no answer a failure.
+fn judge(result: &reqwest_middleware::Result<Response>) -> Verdict {
+    match result {
+        Ok(answer) => crate::http::verdict(answer.status(), answer.headers()),
+        Err(_) => Verdict::Failure,
+    }
+}
+
+/// `host:port` written on the stack: finding a known host's breaker allocates nothing.
+struct HostPort {
+    buf: [u8; 300],
+    len: usize,
+}
+
+impl HostPort {
+    fn of(url: &reqwest::Url) -> Option<HostPort> {
+        let mut key = HostPort {
+            buf: [0; 300],
+            len: 0,
+        };
+        let host = url.host_str().unwrap_or("");
+        write!(key, "{host}:{}", url.port_or_known_default().unwrap_or(0)).ok()?;
+        Some(key)
+    }
+
+    fn as_str(&self) -> &str {
+        // Only whole `&str`s are ever written, so this never fails.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl fmt::Write for HostPort {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl Middleware for CircuitBreakerMiddleware {
+    async fn handle(
+        &self,
+        req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let breaker = match HostPort::of(req.url()) {
+            Some(key) => self.keyed.breaker(key.as_str()),
+            // A host name longer than DNS allows: no stack buffer, same breaker.
+            None => self.keyed.breaker(&format!(
+                "{}:{}",
+                req.url().host_str().unwrap_or(""),
+                req.url().port_or_known_default().unwrap_or(0)
+            )),
+        };
+        match breaker
+            .call_classified(judge, next.run(req, extensions))
+            .await
+        {
+            Ok(answer) => Ok(answer),
+            Err(CallError::Inner(error)) => Err(error),
+            Err(CallError::Breaker(refused)) => Err(reqwest_middleware::Error::Middleware(
+                anyhow::Error::new(refused),
+            )),
+        }
+    }
+}
