@@ -668,3 +668,22 @@ fn a_closure_fallback_gets_the_arguments_and_the_call_error() {
     assert!(matches!(closure_fallback(1, true), Err(Error::Down)));
     assert_eq!(closure_fallback(2, false).unwrap(), 2); // open: the closure answers
 }
+
+#[cfg(feature = "http")]
+mod http_preset {
+    use super::*;
+
+    #[circuit_breaker(classify = breaker::http::classify, threshold = 1)]
+    async fn get(status: u16) -> Result<http::Response<()>, Error> {
+        Ok(http::Response::builder().status(status).body(()).unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_http_preset_judges_through_the_attribute() {
+        let n = name("http_preset::get");
+        assert_eq!(get(404).await.unwrap().status(), 404); // the caller's fault: neutral
+        assert_eq!(state(&n), State::Closed);
+        assert_eq!(get(503).await.unwrap().status(), 503); // returned as it is, counted a failure
+        assert_eq!(state(&n), State::Open);
+    }
+}
