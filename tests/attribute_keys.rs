@@ -687,3 +687,24 @@ mod http_preset {
         assert_eq!(state(&n), State::Open);
     }
 }
+
+mod judges {
+    pub fn not_bad_request(e: &super::Error) -> bool {
+        !matches!(e, super::Error::BadRequest)
+    }
+}
+
+#[circuit_breaker(threshold = 1, is_failure = judges::not_bad_request)]
+fn multi_segment_is_failure(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::BadRequest)
+    } else {
+        Ok(())
+    }
+}
+
+#[test]
+fn is_failure_by_a_multi_segment_path() {
+    multi_segment_is_failure(true).unwrap_err(); // neutral
+    assert_eq!(state(&name("multi_segment_is_failure")), State::Closed);
+}

@@ -710,14 +710,16 @@ fn call_expr(
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
     // A path is cast to the `fn` pointer it must be, so a wrong signature is one error
-    // naming it; a closure goes straight in, where its parameter types are inferred.
+    // naming it; a closure goes straight in, where its parameter types are inferred. The
+    // cast is a call argument, so it needs no parentheses (rustc's `unused_parens` would
+    // report them on a multi-segment path).
     let (judge, classified) = match (&args.classify, &args.is_failure) {
         (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
             let (f, k) = (&c.value, krate_at(args, c.span));
             let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
             (
                 quote_spanned!(c.span=>
-                    (#f as fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict)),
+                    #f as fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict),
                 true,
             )
         }
@@ -725,7 +727,7 @@ fn call_expr(
         (None, Some(p)) if matches!(p.value, Expr::Path(_)) => {
             let (f, k) = (&p.value, krate_at(args, p.span));
             (
-                quote_spanned!(p.span=> (#f as fn(&<#ret as #k::__private::Fallible>::Err) -> bool)),
+                quote_spanned!(p.span=> #f as fn(&<#ret as #k::__private::Fallible>::Err) -> bool),
                 false,
             )
         }

@@ -20,7 +20,7 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
         _,
     >(
             __breaker,
-            (breaker::http::classify
+            breaker::http::classify
                 as fn(
                     &::breaker::__private::Result<
                         <Result<
@@ -32,7 +32,7 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
                             HttpError,
                         > as ::breaker::__private::Fallible>::Err,
                     >,
-                ) -> ::breaker::Verdict),
+                ) -> ::breaker::Verdict,
             async move { client.get(uri).await },
         )
         .await
