@@ -320,7 +320,7 @@ impl Shared {
         result: Result<Result<T, E>, Stop>,
         is_failure: impl Judge<T, E>,
     ) -> Result<T, CallError<E>> {
-        settle(self.permit(ticket), result, is_failure)
+        settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
     }
 
     /// Every blocking call that is not closed on the fast path: out of line, so the closed
@@ -382,15 +382,45 @@ fn settle_result<T, E, H: Engine>(
     result: Result<T, E>,
     judge: impl Judge<T, E>,
 ) -> Result<T, CallError<E>> {
+    judged(result, judge, |outcome| permit.finish(outcome))
+}
+
+/// Runs the judge (a panic in it is a failure, then resumed) and reports its verdict.
+#[inline(always)]
+fn judged<T, E>(
+    result: Result<T, E>,
+    judge: impl Judge<T, E>,
+    report: impl FnOnce(Outcome),
+) -> Result<T, CallError<E>> {
     match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
         Ok(verdict) => {
-            permit.finish(Outcome::from(verdict));
+            report(Outcome::from(verdict));
             result.map_err(CallError::Inner)
         }
         Err(panic) => {
-            permit.finish(Outcome::Failure);
+            report(Outcome::Failure);
             resume_unwind(panic)
         }
+    }
+}
+
+/// A call admitted on the fast path that did not end in an `Ok` settled inline (an error,
+/// a timeout, a panic, or any result a classifier must judge). A success settles as the
+/// fast path's does, without a permit (for an owned future, a permit costs a
+/// reference-count round trip); anything else takes one from `permit`.
+pub(crate) fn settle_ticket<T, E, H: Engine>(
+    shared: &Shared,
+    ticket: Ticket,
+    result: Result<Result<T, E>, Stop>,
+    judge: impl Judge<T, E>,
+    permit: impl FnOnce() -> Permit<H>,
+) -> Result<T, CallError<E>> {
+    match result {
+        Ok(result) => judged(result, judge, |outcome| match outcome {
+            Outcome::Success => shared.core.succeed(ticket, &shared.clock),
+            other => permit().finish(other),
+        }),
+        Err(stop) => settle(permit(), Err(stop), judge),
     }
 }
 

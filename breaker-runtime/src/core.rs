@@ -719,7 +719,10 @@ impl Core {
         }
         let mut inner = lock(&self.inner);
         let w = self.word();
-        let moved = w.state() == State::Open && now >= self.open_until.load(Acquire);
+        // A fleet's gate holds it open, as in `admit_half_open`.
+        let moved = w.state() == State::Open
+            && now >= self.open_until.load(Acquire)
+            && !(inner.gated && !inner.granted);
         let state = if moved {
             self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
                 .state()
@@ -846,6 +849,8 @@ impl Core {
     pub(crate) fn fleet_gate(&self, on: bool) {
         let mut inner = lock(&self.inner);
         inner.gated = on;
+        // Gated anew: a grant not yet used is taken back (the fleet's probe lease lapsed).
+        inner.granted = false;
     }
 
     /// Fleet: the next call after the cool-off may become a probe (this instance holds the

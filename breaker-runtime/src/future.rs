@@ -14,7 +14,7 @@ use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 
 use crate::{
-    breaker::{settle, Shared, Stop},
+    breaker::{settle, settle_ticket, Shared, Stop},
     core::{Engine, Permit, Ticket},
     stats::Count,
     verdict::Judge,
@@ -207,12 +207,14 @@ fn end<T, E, P: Judge<T, E>, H: Host>(
     judge: &mut Option<P>,
     result: Result<Result<T, E>, Stop>,
 ) -> Result<T, CallError<E>> {
-    let (permit, judge) = match (std::mem::replace(stage, Stage::Done), judge.take()) {
-        (Stage::Fast(ticket), Some(p)) => (Permit::from_ticket_in(host.clone(), ticket), p),
-        (Stage::Held(permit), Some(p)) => (permit, p),
+    match (std::mem::replace(stage, Stage::Done), judge.take()) {
+        (Stage::Fast(ticket), Some(judge)) => {
+            let permit = || Permit::from_ticket_in(host.clone(), ticket);
+            settle_ticket(host.shared(), ticket, result, judge, permit)
+        }
+        (Stage::Held(permit), Some(judge)) => settle(permit, result, judge),
         _ => unreachable!("a running call has its stage and its judge"),
-    };
-    settle(permit, result, judge)
+    }
 }
 
 #[cfg(all(test, not(breaker_loom)))]
