@@ -30,6 +30,8 @@
 //! cargo run --example checkout -- --seconds 120       # a longer afternoon
 //! cargo run --example checkout -- --plot timeline.svg # also draw an SVG timeline
 //! cargo run --example checkout -- --quick             # a few seconds (or BREAKER_QUICK=1)
+//! cargo run --features dashboard --example checkout -- --dashboard 127.0.0.1:8080
+//!                                                     # watch it live on breaker's dashboard
 //! ```
 //!
 //! The cool-off is compressed with the incident (2 s instead of the 10–30 s a production
@@ -683,6 +685,9 @@ fn progress_bar(sc: &Scenario, t: Duration, width: usize, color: bool) -> String
 struct Args {
     scenario: Scenario,
     plot: Option<String>,
+    /// `--dashboard ADDR`: serve `breaker::dashboard::router()` there while the story runs.
+    #[cfg_attr(not(feature = "dashboard"), allow(dead_code))]
+    dashboard: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -690,6 +695,7 @@ fn parse_args() -> Result<Args, String> {
     let mut quick = env_quick;
     let mut seconds = None;
     let mut plot = None;
+    let mut dashboard = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -707,8 +713,20 @@ fn parse_args() -> Result<Args, String> {
                         .ok_or("--plot needs a file name, like timeline.svg")?,
                 )
             }
+            "--dashboard" => {
+                let addr = args
+                    .next()
+                    .ok_or("--dashboard needs an address, like 127.0.0.1:8080")?;
+                if cfg!(not(feature = "dashboard")) {
+                    return Err("--dashboard needs the `dashboard` feature: cargo run \
+                                --features dashboard --example checkout -- --dashboard ADDR"
+                        .into());
+                }
+                dashboard = Some(addr);
+            }
             "-h" | "--help" => return Err(
-                "usage: cargo run --example checkout -- [--seconds N] [--plot FILE.svg] [--quick]"
+                "usage: cargo run --example checkout -- [--seconds N] [--plot FILE.svg] [--quick] \
+                 [--dashboard ADDR]"
                     .into(),
             ),
             other => return Err(format!("unknown argument `{other}`; try --help")),
@@ -719,7 +737,11 @@ fn parse_args() -> Result<Args, String> {
         (false, Some(s)) => Scenario::lasting(s),
         (false, None) => Scenario::default_run(),
     };
-    Ok(Args { scenario, plot })
+    Ok(Args {
+        scenario,
+        plot,
+        dashboard,
+    })
 }
 
 #[tokio::main]
@@ -733,6 +755,18 @@ async fn main() -> Result<(), Box<dyn StdError>> {
     };
     let sc = args.scenario;
     let tty = std::io::stdout().is_terminal() && !sc.quick;
+
+    #[cfg(feature = "dashboard")]
+    if let Some(addr) = &args.dashboard {
+        // Made before the first call, so the page lists every transition of the story.
+        let listener = tokio::net::TcpListener::bind(addr.as_str()).await?;
+        println!(
+            "dashboard: http://{}/ (served while the story runs)",
+            listener.local_addr()?
+        );
+        let page = breaker::dashboard::router();
+        tokio::spawn(async move { axum::serve(listener, page).await });
+    }
 
     let start = Instant::now();
     START.set(start).expect("set once");

@@ -1,41 +1,50 @@
 //! # health_endpoint: see and steer the breakers of a running service
 //!
 //! An open breaker is an incident signal, not a silent optimisation: on-call engineers need
-//! to see it, and sometimes to act before it does. This axum server exposes
-//! `breaker::registry().snapshot()` as JSON and puts manual control behind POST routes:
+//! to see it, dashboards need to graph it, and sometimes someone needs to act before it does.
+//! This axum server shows the three ways `breaker` offers (features `metrics`, `serde`,
+//! `dashboard`):
 //!
-//! | route | what it does |
+//! | route | what |
 //! | --- | --- |
-//! | `GET /health/breakers` | every breaker created so far: state, counts, failure rate, time left open |
-//! | `POST /health/breakers/{name}/force_open` | open it by hand (a dependency in maintenance): calls fail fast until reset |
-//! | `POST /health/breakers/{name}/disable` | let every call through, still counting (when the breaker itself is the problem) |
-//! | `POST /health/breakers/{name}/reset` | closed, counts cleared |
+//! | `GET /health/breakers` | every live breaker as JSON (`Snapshot`'s serde shape), and whether all are usable |
+//! | `GET /metrics` | Prometheus text: `circuit_breaker_calls_total`, `_state`, `_transitions_total`, `_failure_rate` |
+//! | `GET /dashboard` | the live page: states, rates, timelines, transitions as they happen |
+//! | `POST /dashboard/breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control (the page's buttons) |
+//!
+//! The dashboard sits behind a (toy) operator check, as a real service would put it behind its
+//! own authentication: requests must carry `Authorization: Basic b3BzOnNlY3JldA==`
+//! (user `ops`, password `secret`); a browser asks for them.
 //!
 //! The service guards two dependencies of its own, `shop::inventory` (healthy) and
 //! `shop::recommendations` (fails two calls in three, so its breaker opens now and then); a
 //! background task calls both every 200 ms so the figures move.
 //!
 //! ```text
-//! cargo run --example health_endpoint            # serves on 127.0.0.1:3000 until Ctrl-C
-//! BREAKER_QUICK=1 cargo run --example health_endpoint   # or --quick: a self-test
+//! cargo run --all-features --example health_endpoint            # serves on 127.0.0.1:3000 until Ctrl-C
+//! BREAKER_QUICK=1 cargo run --all-features --example health_endpoint   # or --quick: a self-test
 //! ```
 //!
 //! In quick mode it binds 127.0.0.1:0, calls its own endpoints with a tiny HTTP client,
-//! prints what they answered, checks that force-open, disable and reset took effect, and
-//! exits 0.
+//! prints what they answered, checks that force-open, disable and reset took effect and that
+//! the metrics say so, and exits 0.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::extract::Path;
-use axum::http::{Method, Request, StatusCode};
-use axum::routing::{get, post};
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
 use axum::{Json, Router};
-use breaker::{circuit_breaker, registry, BreakerError, Snapshot, State};
+use breaker::{circuit_breaker, registry, BreakerError, State};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_util::MetricKindMask;
 use serde_json::{json, Value};
 
 // ---- the service's own dependencies ------------------------------------------------------------
@@ -78,60 +87,47 @@ async fn recommendations(user: u64) -> Result<Vec<u64>, DepError> {
 
 // ---- the routes ----------------------------------------------------------------------------------
 
-fn to_json(s: &Snapshot) -> Value {
-    json!({
-        "name": s.name,
-        "state": s.state.as_str(),
-        "failure_rate_percent": s.failure_rate,
-        "retry_in_ms": s.retry_in.map(|d| d.as_millis() as u64),
-        "stats": {
-            "calls": s.stats.calls,
-            "successes": s.stats.successes,
-            "failures": s.stats.failures,
-            "timeouts": s.stats.timeouts,
-            "slow_calls": s.stats.slow_calls,
-            "rejected": s.stats.rejected,
-        },
-    })
-}
-
-async fn list() -> Json<Value> {
+/// Every live breaker, in `Snapshot`'s serde shape, and whether every one lets calls through.
+async fn health() -> Json<Value> {
     let mut all = registry().snapshot();
     all.sort_by(|a, b| a.name.cmp(&b.name));
     let healthy = all
         .iter()
         .all(|s| matches!(s.state, State::Closed | State::HalfOpen | State::Disabled));
-    Json(json!({
-        "healthy": healthy,
-        "breakers": all.iter().map(to_json).collect::<Vec<_>>(),
-    }))
+    Json(json!({ "healthy": healthy, "breakers": all }))
 }
 
-async fn control(
-    Path((name, action)): Path<(String, String)>,
-) -> Result<Json<Value>, (StatusCode, String)> {
-    let handle = registry().get(&name).ok_or((
-        StatusCode::NOT_FOUND,
-        format!("no breaker named `{name}`\n"),
-    ))?;
-    match action.as_str() {
-        "force_open" => handle.force_open(),
-        "disable" => handle.disable(),
-        "reset" => handle.reset(),
-        other => {
-            return Err((
-                StatusCode::NOT_FOUND,
-                format!("unknown action `{other}`: use force_open, disable or reset\n"),
-            ))
-        }
+/// Prometheus scrapes this: the call counts are copied from the breakers now (cheap), the
+/// transitions were counted as they happened.
+async fn prometheus_text(handle: PrometheusHandle) -> String {
+    breaker::metrics::publish();
+    handle.run_upkeep();
+    handle.render()
+}
+
+/// Stands for the service's own authentication: one operator account, HTTP Basic.
+async fn operators_only(req: Request, next: Next) -> Response {
+    let expected = HeaderValue::from_static(OPS_AUTH);
+    if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
+        return next.run(req).await;
     }
-    Ok(Json(to_json(&handle.snapshot())))
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, r#"Basic realm="breakers""#)],
+    )
+        .into_response()
 }
 
-fn app() -> Router {
+const OPS_AUTH: &str = "Basic b3BzOnNlY3JldA=="; // ops:secret
+
+fn app(prometheus: PrometheusHandle) -> Router {
     Router::new()
-        .route("/health/breakers", get(list))
-        .route("/health/breakers/{name}/{action}", post(control))
+        .route("/health/breakers", get(health))
+        .route("/metrics", get(move || prometheus_text(prometheus.clone())))
+        .nest(
+            "/dashboard",
+            breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
+        )
 }
 
 /// Calls both dependencies every 200 ms, as the service's own traffic would.
@@ -150,13 +146,16 @@ async fn request(
     base: &str,
     method: Method,
     path: &str,
+    auth: bool,
 ) -> Result<(StatusCode, String), Box<dyn std::error::Error>> {
     let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-    let req = Request::builder()
+    let mut req = axum::http::Request::builder()
         .method(method)
-        .uri(format!("{base}{path}"))
-        .body(Empty::new())?;
-    let res = client.request(req).await?;
+        .uri(format!("{base}{path}"));
+    if auth {
+        req = req.header(header::AUTHORIZATION, OPS_AUTH);
+    }
+    let res = client.request(req.body(Empty::new())?).await?;
     let status = res.status();
     let body = res.into_body().collect().await?.to_bytes();
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
@@ -171,13 +170,22 @@ fn state_in(listing: &str, name: &str) -> Option<String> {
         .and_then(|b| b["state"].as_str().map(String::from))
 }
 
+/// The lines of the Prometheus text about `name`.
+fn metric_lines(text: &str, name: &str) -> Vec<String> {
+    let label = format!("breaker=\"{name}\"");
+    text.lines()
+        .filter(|l| l.contains(&label))
+        .map(String::from)
+        .collect()
+}
+
 async fn self_test(base: &str) -> Result<(), Box<dyn std::error::Error>> {
     // Some traffic first, so both breakers exist (a breaker is listed from its first call).
     for i in 0..30 {
         let _ = inventory(i).await;
         let _ = recommendations(i).await;
     }
-    let (status, body) = request(base, Method::GET, "/health/breakers").await?;
+    let (status, body) = request(base, Method::GET, "/health/breakers", false).await?;
     println!("GET /health/breakers -> {status}\n{}\n", pretty(&body));
     assert_eq!(status, StatusCode::OK);
     assert_eq!(
@@ -189,33 +197,64 @@ async fn self_test(base: &str) -> Result<(), Box<dyn std::error::Error>> {
         Some("open")
     );
 
+    let (status, text) = request(base, Method::GET, "/metrics", false).await?;
+    assert_eq!(status, StatusCode::OK);
+    let reco = metric_lines(&text, "shop::recommendations");
+    println!(
+        "GET /metrics -> {status} (shop::recommendations)\n{}\n",
+        reco.join("\n")
+    );
+    assert!(reco.contains(
+        &r#"circuit_breaker_state{breaker="shop::recommendations",state="open"} 1"#.to_string()
+    ));
+    assert!(reco.contains(
+        &r#"circuit_breaker_transitions_total{breaker="shop::recommendations",from="closed",to="open"} 1"#
+            .to_string()
+    ));
+
+    let (status, _) = request(base, Method::GET, "/dashboard", false).await?;
+    println!("GET /dashboard without credentials -> {status}");
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, page) = request(base, Method::GET, "/dashboard", true).await?;
+    println!(
+        "GET /dashboard as ops -> {status}, {} bytes of HTML\n",
+        page.len()
+    );
+    assert!(page.contains("<title>Circuit breakers</title>"));
+
     let (status, body) = request(
         base,
         Method::POST,
-        "/health/breakers/shop::inventory/force_open",
+        "/dashboard/breakers/shop::inventory/force_open",
+        true,
     )
     .await?;
     println!(
-        "POST /health/breakers/shop::inventory/force_open -> {status}\n{}\n",
+        "POST /dashboard/breakers/shop::inventory/force_open -> {status}\n{}\n",
         pretty(&body)
     );
     assert_eq!(status, StatusCode::OK);
     let err = inventory(1).await.expect_err("forced open: fails fast");
     println!("inventory(1) while forced open: {err}\n");
+    let (_, text) = request(base, Method::GET, "/metrics", false).await?;
+    assert!(
+        text.contains(r#"circuit_breaker_state{breaker="shop::inventory",state="forced_open"} 1"#)
+    );
+    assert!(text.contains(r#"circuit_breaker_state{breaker="shop::inventory",state="closed"} 0"#));
 
-    let (status, body) = request(
+    let (status, _) = request(
         base,
         Method::POST,
-        "/health/breakers/shop::recommendations/disable",
+        "/dashboard/breakers/shop::recommendations/disable",
+        true,
     )
     .await?;
-    println!(
-        "POST /health/breakers/shop::recommendations/disable -> {status}\n{}\n",
-        pretty(&body)
-    );
+    println!("POST /dashboard/breakers/shop::recommendations/disable -> {status}");
     assert_eq!(
         state_in(
-            &request(base, Method::GET, "/health/breakers").await?.1,
+            &request(base, Method::GET, "/health/breakers", false)
+                .await?
+                .1,
             "shop::recommendations"
         )
         .as_deref(),
@@ -223,34 +262,41 @@ async fn self_test(base: &str) -> Result<(), Box<dyn std::error::Error>> {
     );
 
     for name in ["shop::inventory", "shop::recommendations"] {
-        let (status, body) = request(
-            base,
-            Method::POST,
-            &format!("/health/breakers/{name}/reset"),
-        )
-        .await?;
-        println!(
-            "POST /health/breakers/{name}/reset -> {status}\n{}\n",
-            pretty(&body)
-        );
+        let path = format!("/dashboard/breakers/{name}/reset");
+        let (status, _) = request(base, Method::POST, &path, true).await?;
+        println!("POST {path} -> {status}");
         assert_eq!(status, StatusCode::OK);
     }
     assert!(inventory(2).await.is_ok(), "reset: closed again");
 
-    let (status, body) = request(base, Method::POST, "/health/breakers/shop::nope/reset").await?;
+    let (status, body) = request(
+        base,
+        Method::POST,
+        "/dashboard/breakers/shop::nope/reset",
+        true,
+    )
+    .await?;
     println!(
-        "POST /health/breakers/shop::nope/reset -> {status}: {}",
+        "POST /dashboard/breakers/shop::nope/reset -> {status}: {}",
         body.trim()
     );
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    let (_, body) = request(base, Method::GET, "/health/breakers").await?;
+    let (_, body) = request(base, Method::GET, "/health/breakers", false).await?;
     println!("\nGET /health/breakers -> \n{}", pretty(&body));
     assert_eq!(
         state_in(&body, "shop::inventory").as_deref(),
         Some("closed")
     );
-    println!("\nquick check passed: listing, force_open, disable and reset all work");
+    let (_, text) = request(base, Method::GET, "/metrics", false).await?;
+    println!(
+        "\nGET /metrics (shop::inventory)\n{}",
+        metric_lines(&text, "shop::inventory").join("\n")
+    );
+    println!(
+        "\nquick check passed: JSON, Prometheus text, the dashboard behind its check, \
+         force_open, disable and reset all work"
+    );
     Ok(())
 }
 
@@ -265,10 +311,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quick = std::env::var("BREAKER_QUICK").is_ok_and(|v| !v.is_empty() && v != "0")
         || std::env::args().any(|a| a == "--quick");
 
+    // The global recorder, then the descriptions. Series not written for two minutes (those
+    // of breakers that are gone) leave the page.
+    let prometheus = PrometheusBuilder::new()
+        .idle_timeout(MetricKindMask::ALL, Some(Duration::from_secs(120)))
+        .install_recorder()?;
+    breaker::metrics::describe();
+
     if quick {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let base = format!("http://{}", listener.local_addr()?);
-        let server = tokio::spawn(async move { axum::serve(listener, app()).await });
+        let server = tokio::spawn(async move { axum::serve(listener, app(prometheus)).await });
         let result = self_test(&base).await;
         server.abort();
         return result;
@@ -280,12 +333,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let base = format!("http://{}", listener.local_addr()?);
     tokio::spawn(traffic());
+    // Between scrapes too, for exporters that push.
+    let _publisher = breaker::metrics::spawn_publisher(Duration::from_secs(5));
     println!("serving on {base} (Ctrl-C to stop); try:\n");
+    println!("  open {base}/dashboard   (user ops, password secret)");
     println!("  curl -s {base}/health/breakers");
-    println!("  curl -s -X POST {base}/health/breakers/shop::inventory/force_open");
-    println!("  curl -s -X POST {base}/health/breakers/shop::recommendations/disable");
-    println!("  curl -s -X POST {base}/health/breakers/shop::inventory/reset");
-    axum::serve(listener, app())
+    println!("  curl -s {base}/metrics");
+    println!(
+        "  curl -s -u ops:secret -X POST {base}/dashboard/breakers/shop::inventory/force_open"
+    );
+    println!("  curl -s -u ops:secret -X POST {base}/dashboard/breakers/shop::inventory/reset");
+    axum::serve(listener, app(prometheus))
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
             println!("\nstopping");

@@ -113,3 +113,29 @@ for w in "${workloads[@]}"; do
     echo "$row |"
 done
 echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}") | | | | |"
+
+# Part two at no cost: the same workloads with every integration compiled in.
+cargo build --quiet --release --bin cg --features part-two --target-dir "$root/benches/target/part-two"
+plain_bin=$bin
+bin="$root/benches/target/part-two/release/cg"
+echo
+echo "With part two's features compiled in (\`--features part-two\`: metrics, serde, http, dashboard,"
+echo "reqwest), against without:"
+echo
+echo "| workload | without | with |"
+echo "|---|---:|---:|"
+differs=0
+for w in closed_sync closed_async open_sync; do
+    with=$(per_call breaker "$w")
+    echo "| $w | ${R[breaker, $w]} | $with |"
+    if [[ $with != "${R[breaker, $w]}" ]]; then differs=1; fi
+done
+with=$(per_call attr closed_sync)
+echo "| closed_sync (attribute) | ${R[attr, closed_sync]} | $with |"
+if [[ $with != "${R[attr, closed_sync]}" ]]; then differs=1; fi
+bin=$plain_bin
+if ((differs)); then
+    echo "$0: a part-two feature changed the instruction count of a plain breaker's call" >&2
+    exit 1
+fi
+

@@ -41,6 +41,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fleet;
+
 pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
@@ -48,8 +50,12 @@ pub use breaker_runtime::{
     Transition, Verdict, Window,
 };
 
+#[cfg(feature = "dashboard")]
+pub mod dashboard;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 #[cfg(feature = "tower")]

@@ -103,6 +103,13 @@ struct Inner {
     closed_at: (u64, u64),
 }
 
+impl Inner {
+    /// A fleet gates this breaker and has not granted this instance the probe.
+    fn fleet_holds_open(&self) -> bool {
+        self.gated && !self.granted
+    }
+}
+
 /// Consecutive failures, tagged with the (low 32 bits of the) generation they belong to, so
 /// a late outcome from an older generation never touches the current streak.
 const STREAK_COUNT: u64 = u32::MAX as u64;
@@ -377,7 +384,7 @@ impl Core {
                     if now < until {
                         break Err(Some(until - now));
                     }
-                    if inner.gated && !inner.granted {
+                    if inner.fleet_holds_open() {
                         break Err(None); // another instance of the fleet probes
                     }
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);
@@ -722,7 +729,7 @@ impl Core {
         // A fleet's gate holds it open, as in `admit_half_open`.
         let moved = w.state() == State::Open
             && now >= self.open_until.load(Acquire)
-            && !(inner.gated && !inner.granted);
+            && !inner.fleet_holds_open();
         let state = if moved {
             self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now)
                 .state()

@@ -19,6 +19,29 @@ use crate::{
 /// `#[non_exhaustive]`: read the fields; more may follow.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(
+    feature = "serde",
+    doc = r#"
+# JSON (feature `serde`)
+
+`Serialize` and `Deserialize` give this shape: `state` is one of `"closed"`, `"open"`,
+`"half_open"`, `"forced_open"`, `"disabled"`; `retry_in` becomes `retry_in_ms`, whole
+milliseconds (rounded), `null` when there is none; `failure_rate` is a percent; a `stats` field
+missing from the input (written by an older version) reads as 0.
+
+```json
+{
+  "name": "shop::get_tax",
+  "state": "open",
+  "stats": {"calls": 12, "successes": 5, "failures": 4, "timeouts": 1, "slow_calls": 0,
+            "rejected": 3, "neutral": 0, "cancelled": 0},
+  "failure_rate": 44.4,
+  "retry_in_ms": 4200
+}
+```
+"#
+)]
 pub struct Snapshot {
     /// The breaker's name (`{name}[{key}]` for a keyed breaker's).
     pub name: String,
@@ -32,6 +55,13 @@ pub struct Snapshot {
     pub failure_rate: f64,
     /// How long it stays open; when half-open with every probe slot taken, until the
     /// earliest lease ends; `None` otherwise and when forced open.
+    #[cfg_attr(
+        feature = "serde",
+        serde(
+            rename = "retry_in_ms",
+            with = "serde_with::As::<Option<serde_with::DurationMilliSeconds<u64>>>"
+        )
+    )]
     pub retry_in: Option<Duration>,
 }
 

@@ -12,6 +12,11 @@ use std::fmt;
 /// assert_eq!(b.state(), State::ForcedOpen);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(rename_all = "snake_case")
+)]
 pub enum State {
     /// Calls pass; outcomes are counted.
     Closed,

@@ -23,6 +23,11 @@ use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 /// counts may follow.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize, serde::Deserialize),
+    serde(default)
+)]
 pub struct Stats {
     /// Every call, rejected ones included (a call is counted when it is admitted or refused).
     pub calls: u64,

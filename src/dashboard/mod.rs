@@ -1,0 +1,372 @@
+//! A live page of every breaker, served by your own axum server (feature `dashboard`).
+//!
+//! [`router()`] returns an [`axum::Router`] to mount wherever you like:
+//!
+//! | route | what |
+//! | --- | --- |
+//! | `GET /` | the page: one self-contained HTML file (its CSS and script inline, no CDN, no fonts, no build step; it works offline and asks nothing of any other host) |
+//! | `GET /snapshot.json` | `{"breakers": [Snapshot, …]}`, every live breaker (the [`Snapshot`](crate::Snapshot) JSON shape, see below) |
+//! | `GET /events` | server-sent events: one `transition` event per transition, as it happens |
+//! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`] |
+//!
+//! The page shows each breaker's state in colour, its calls per second, failure rate and
+//! calls, time left open, and a timeline of the last five minutes (state as a band, failure
+//! rate as a line); the transitions arrive live over `/events` and are listed as they come.
+//! Many breakers stay usable: open ones first (or sort by name, failure rate, calls per
+//! second), a filter by name, a filter by state from the summary, and at most 200 rows drawn
+//! at once. With controls, each row has *force open*, *disable* and *reset* buttons, each asking
+//! for confirmation first. Names are shown as text, never parsed as HTML.
+//!
+//! # JSON shapes
+//!
+//! `/snapshot.json` (the `serde` shape of [`Snapshot`](crate::Snapshot), [`Stats`](crate::Stats)
+//! and [`State`](crate::State)):
+//!
+//! ```json
+//! {"breakers": [{
+//!   "name": "shop::get_tax",
+//!   "state": "open",
+//!   "stats": {"calls": 12, "successes": 5, "failures": 4, "timeouts": 1, "slow_calls": 0,
+//!             "rejected": 3, "neutral": 0, "cancelled": 0},
+//!   "failure_rate": 44.4,
+//!   "retry_in_ms": 4200
+//! }]}
+//! ```
+//!
+//! `/events`, one per transition (`id` grows by one per transition, from the server's start
+//! time in milliseconds, so it keeps growing across restarts; `at_ms` is the wall clock,
+//! milliseconds since the Unix epoch; `cool_off_ms` is set when the breaker opened):
+//!
+//! ```text
+//! event: transition
+//! id: 1764509000017
+//! data: {"id":1764509000017,"breaker":"shop::get_tax","from":"closed","to":"open","cause":"5 consecutive failures","generation":3,"cool_off_ms":10000,"at_ms":1764510000000}
+//! ```
+//!
+//! The server keeps the last 500 transitions: a new connection receives them first (so the
+//! page's timeline starts with the past), and a reconnecting `EventSource` (which sends
+//! `Last-Event-ID`) receives only those it missed. Transitions are recorded from the first
+//! call of `router()` or `router_with_controls()` on (make the router at start-up). The stream
+//! sends nothing between transitions, and the dashboard runs no task and no timer of its own;
+//! behind a proxy that closes idle connections, the page reconnects and misses nothing.
+//!
+//! # Mount it behind your own authentication
+//!
+//! Neither router checks who is asking: put it behind the authentication your service already
+//! has, as an axum middleware layer on the nested router. The page's own requests (`fetch`,
+//! `EventSource`) are same-origin and carry the browser's cookies and Basic credentials, so
+//! cookie sessions, Basic auth and an authenticating proxy all work:
+//!
+//! ```
+//! use axum::{
+//!     extract::Request,
+//!     http::{header, HeaderValue, StatusCode},
+//!     middleware::{self, Next},
+//!     response::{IntoResponse, Response},
+//!     routing::get,
+//!     Router,
+//! };
+//!
+//! /// Your own check: here HTTP Basic with one operator account ("ops", "secret").
+//! async fn operators_only(req: Request, next: Next) -> Response {
+//!     let expected = HeaderValue::from_static("Basic b3BzOnNlY3JldA==");
+//!     if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
+//!         return next.run(req).await;
+//!     }
+//!     (
+//!         StatusCode::UNAUTHORIZED,
+//!         [(header::WWW_AUTHENTICATE, r#"Basic realm="breakers""#)],
+//!     )
+//!         .into_response()
+//! }
+//!
+//! let app: Router = Router::new()
+//!     .route("/", get(|| async { "the service itself" }))
+//!     .nest(
+//!         "/ops/breakers",
+//!         breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
+//!     );
+//! // axum::serve(listener, app).await
+//! # let _ = app;
+//! ```
+//!
+//! The page finds its routes relative to its own address, so any mount point works. Nested at
+//! `/ops/breakers`, the page is at `/ops/breakers` (axum's `nest` does not route
+//! `/ops/breakers/`); nested at `/ops/breakers/`, it is at `/ops/breakers/`.
+//!
+//! The control routes refuse cross-site requests (a `Sec-Fetch-Site` other than
+//! `same-origin`/`none`, or an `Origin` whose host is not the `Host`), so another site cannot
+//! make a logged-in operator's browser open a breaker; `curl` and other tools, which send
+//! neither header, are let through to your authentication. The page is sent with a
+//! Content-Security-Policy that allows it to talk to its own origin only, and may not be
+//! framed.
+
+use std::{
+    collections::VecDeque,
+    sync::{Arc, LazyLock, Mutex, MutexGuard, Once, PoisonError},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use axum::{
+    extract::Path,
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{
+        sse::{Event, Sse},
+        IntoResponse, Response,
+    },
+    routing::{get, post},
+    Json, Router,
+};
+use tokio::sync::broadcast;
+
+use crate::{registry, Handle, Transition};
+
+/// The page, inline CSS and script included.
+const PAGE: &str = include_str!("page.html");
+/// The page's switch for its control buttons, as written in `page.html`.
+const CONTROLS_OFF: &str = r#"<meta name="breaker-controls" content="off">"#;
+/// Transitions kept for new and reconnecting clients.
+const KEEP: usize = 500;
+
+const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+                   connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
+                   frame-ancestors 'none'";
+
+/// The dashboard without controls: the page, `/snapshot.json` and `/events`. Read-only, but
+/// it shows every breaker's name and figures: mount it behind your authentication (see the
+/// [module docs](self)).
+pub fn router() -> Router {
+    pages(false)
+}
+
+/// The dashboard with manual controls: [`router()`] plus `POST /breakers/{name}/force_open`,
+/// `POST /breakers/{name}/disable` and `POST /breakers/{name}/reset` (the name
+/// percent-encoded), each answering the breaker's snapshot as JSON, or 404 when no live
+/// breaker has that name. Anyone who reaches these routes can open your breakers: mount it
+/// behind your authentication (see the [module docs](self)).
+pub fn router_with_controls() -> Router {
+    pages(true)
+        .route("/breakers/{name}/force_open", post(force_open))
+        .route("/breakers/{name}/disable", post(disable))
+        .route("/breakers/{name}/reset", post(reset))
+}
+
+fn pages(controls: bool) -> Router {
+    hub();
+    let page: Arc<str> = if controls {
+        PAGE.replacen(CONTROLS_OFF, &CONTROLS_OFF.replace("off", "on"), 1)
+            .into()
+    } else {
+        PAGE.into()
+    };
+    Router::new()
+        .route("/", get(move || page_response(page.clone())))
+        .route("/snapshot.json", get(snapshot))
+        .route("/events", get(events))
+}
+
+async fn page_response(page: Arc<str>) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        page.to_string(),
+    )
+        .into_response()
+}
+
+async fn snapshot() -> Response {
+    let body = serde_json::json!({ "breakers": registry().snapshot() });
+    ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+}
+
+async fn events(headers: HeaderMap) -> Response {
+    let after = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let hub = hub();
+    let (backlog, rx) = {
+        let log = hub.lock();
+        let backlog: VecDeque<Arc<Recorded>> = log
+            .recent
+            .iter()
+            .filter(|r| after.is_none_or(|after| r.id > after))
+            .cloned()
+            .collect();
+        // Subscribed under the lock the observer records under: nothing is missed between
+        // the backlog and the live events, and nothing comes twice.
+        (backlog, hub.tx.subscribe())
+    };
+    let first = Event::default()
+        .retry(Duration::from_secs(2))
+        .comment("breaker");
+    let stream = futures_util::stream::unfold(
+        (Some(first), backlog, rx),
+        |(mut first, mut backlog, mut rx)| async move {
+            if let Some(hello) = first.take() {
+                return Some((Ok(hello), (None, backlog, rx)));
+            }
+            let next = match backlog.pop_front() {
+                Some(r) => r,
+                None => loop {
+                    match rx.recv().await {
+                        Ok(r) => break r,
+                        Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                },
+            };
+            Some((
+                Ok::<_, std::convert::Infallible>(next.event()),
+                (None, backlog, rx),
+            ))
+        },
+    );
+    ([(header::CACHE_CONTROL, "no-store")], Sse::new(stream)).into_response()
+}
+
+async fn force_open(headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&headers, &name, Handle::force_open)
+}
+
+async fn disable(headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&headers, &name, Handle::disable)
+}
+
+async fn reset(headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&headers, &name, Handle::reset)
+}
+
+fn control(headers: &HeaderMap, name: &str, act: fn(&Handle)) -> Response {
+    if cross_site(headers) {
+        return (
+            StatusCode::FORBIDDEN,
+            "cross-site requests may not control breakers\n",
+        )
+            .into_response();
+    }
+    match registry().get(name) {
+        Some(handle) => {
+            act(&handle);
+            Json(handle.snapshot()).into_response()
+        }
+        None => (
+            StatusCode::NOT_FOUND,
+            format!("no live breaker is named `{name}`\n"),
+        )
+            .into_response(),
+    }
+}
+
+/// Whether a browser sent this request from another site: `Sec-Fetch-Site` when the browser
+/// sends it, else an `Origin` whose host is not the `Host`. Tools that send neither pass.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let value = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if let Some(site) = value("sec-fetch-site") {
+        return !matches!(site, "same-origin" | "none");
+    }
+    match (value("origin"), value("host")) {
+        (Some(origin), Some(host)) => {
+            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+            !origin_host.eq_ignore_ascii_case(host)
+        }
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// One transition, ready to send.
+struct Recorded {
+    id: u64,
+    json: String,
+}
+
+impl Recorded {
+    fn event(&self) -> Event {
+        Event::default()
+            .event("transition")
+            .id(self.id.to_string())
+            .data(&self.json)
+    }
+}
+
+/// The transitions seen since the first router was made: the recent ones, and the live feed.
+struct Hub {
+    log: Mutex<Log>,
+    tx: broadcast::Sender<Arc<Recorded>>,
+}
+
+struct Log {
+    /// The id of the last transition recorded.
+    last_id: u64,
+    recent: VecDeque<Arc<Recorded>>,
+}
+
+impl Hub {
+    fn lock(&self) -> MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(&self, t: &Transition) {
+        let at_ms = unix_ms();
+        let mut log = self.lock();
+        log.last_id += 1;
+        let id = log.last_id;
+        let json = serde_json::json!({
+            "id": id,
+            "breaker": t.name.to_string(),
+            "from": t.from,
+            "to": t.to,
+            "cause": t.cause.to_string(),
+            "generation": t.generation,
+            "cool_off_ms": t.cool_off.map(|d| d.as_millis() as u64),
+            "at_ms": at_ms,
+        })
+        .to_string();
+        let recorded = Arc::new(Recorded { id, json });
+        if log.recent.len() == KEEP {
+            log.recent.pop_front();
+        }
+        log.recent.push_back(recorded.clone());
+        // Sent under the lock, so a new subscriber gets each transition once: in its backlog
+        // or live. No receiver is not an error: nobody is watching right now.
+        let _ = self.tx.send(recorded);
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The hub, watching transitions from its first use on.
+fn hub() -> &'static Hub {
+    static HUB: LazyLock<Hub> = LazyLock::new(|| Hub {
+        log: Mutex::new(Log {
+            // Ids start from the wall clock, so they still grow across a restart of the
+            // server and a reconnecting page asks for the right ones.
+            last_id: unix_ms(),
+            recent: VecDeque::with_capacity(KEEP),
+        }),
+        tx: broadcast::channel(KEEP).0,
+    });
+    static WATCH: Once = Once::new();
+    WATCH.call_once(|| observe_forever(|t| HUB.record(t)));
+    &HUB
+}
+
+/// The one place that names the runtime's transition feed.
+fn observe_forever(f: fn(&Transition)) {
+    crate::observe(f).forever();
+}

@@ -1,0 +1,324 @@
+//! Fleets: breakers of the same name in several instances of a service learn together
+//! through Redis (or Valkey), with Redis never on the call path.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), breaker::fleet::FleetError> {
+//! use breaker::{fleet::Fleet, Breaker, Config};
+//!
+//! let fleet = Fleet::builder("redis://:secret@10.0.0.5:6379/0")
+//!     .instance("checkout-7f9c")
+//!     .quorum(2)
+//!     .connect()
+//!     .await?;
+//! let tax = Breaker::new("tax::rate", Config::default().threshold(5));
+//! fleet.join(&tax); // a member while it lives
+//! breaker::fleet::install(fleet); // for `#[circuit_breaker(fleet = true)]`
+//! # Ok(()) }
+//! ```
+//!
+//! - **Open spreads**: when a member opens on its own, the members of the same name in the
+//!   other instances open too (cause [`Cause::Fleet`](crate::Cause::Fleet)) for the rest of
+//!   its cool-off. With [`quorum(n)`](FleetBuilder::quorum) they open only once `n` distinct
+//!   instances opened within one cool-off, so one instance with a broken network path does
+//!   not take its healthy siblings down.
+//! - **One probe per fleet**: when the fleet's open period ends, one instance wins a lease
+//!   (`SET NX PX`) and probes; the others stay open until it reports. Its success closes every
+//!   member; its failure reopens them all.
+//! - **Nothing on the call path**: calls read only the breaker's local state. All Redis I/O
+//!   happens on one background task per [`Fleet`]; a slow, paused or dead Redis adds no
+//!   latency to any call.
+//! - **Redis down**: every breaker behaves as a local one, with one `WARN` per outage; the
+//!   task reconnects with backoff and jitter and resynchronises (reads the fleet's open
+//!   state) when Redis is back, which also makes up for pub/sub messages lost meanwhile. A
+//!   breaker that joins while the fleet is open learns it when it joins.
+//! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
+//!   its wall clock with another's. The keys of one breaker name share the hash tag
+//!   `{prefix:name}`, so in a Redis Cluster they live on one node and the probe lease can
+//!   be one script (names must not contain `{` or `}`). The client itself connects to one
+//!   node: a cluster client is not wired in yet.
+//!
+//! Messages on the channel that are malformed or come from another program are ignored.
+//!
+//! # When things go wrong
+//!
+//! | what happens | what the breakers do |
+//! | --- | --- |
+//! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
+//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect the open state is read back |
+//! | a pub/sub message lost | the resync (every 500 ms) reads each name's open key and applies it |
+//! | the probing instance dies or gets no call | its lease (the open period, 1 s to 30 s) lapses and another instance takes it |
+//! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
+//! | an instance starts mid-incident | its members learn the open period (`PTTL`) or the pending probe when they join |
+//! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
+//! | a malformed or foreign message | ignored |
+
+use std::fmt;
+#[cfg(feature = "redis")]
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc, Mutex,
+};
+
+use crate::Breaker;
+
+#[cfg(feature = "redis")]
+mod protocol;
+#[cfg(feature = "redis")]
+mod task;
+
+/// A fleet: one connection to Redis and the background task that shares what its members
+/// learn. Cheap to clone (clones share the task).
+#[cfg(feature = "redis")]
+#[derive(Clone)]
+pub struct Fleet {
+    inner: Arc<Inner>,
+}
+
+#[cfg(feature = "redis")]
+struct Inner {
+    tx: tokio::sync::mpsc::UnboundedSender<task::Command>,
+    instance: String,
+    next_member: AtomicU64,
+    /// Members by breaker identity, shared with the fleet's observer.
+    members: task::Members,
+    /// Held by every handle; the task ends once it is gone and no member lives.
+    _alive: Arc<()>,
+}
+
+/// How a fleet is set up: from [`Fleet::builder`].
+#[cfg(feature = "redis")]
+#[derive(Debug, Clone)]
+#[must_use = "a builder does nothing until `.connect().await`"]
+pub struct FleetBuilder {
+    url: String,
+    instance: Option<String>,
+    prefix: String,
+    quorum: u32,
+}
+
+/// Why a fleet could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum FleetError {
+    /// The URL is not a Redis URL (`redis://`, `rediss://` with feature `redis-tls`,
+    /// `unix://`).
+    Url(String),
+    /// A setting is invalid: the instance id or prefix (1 to 128 characters, no space, no
+    /// brace), or a quorum of 0.
+    Setting(String),
+    /// The first connection failed (unreachable, refused, wrong password). Later outages
+    /// are not errors: the breakers behave as local ones until Redis is back.
+    Connect(String),
+}
+
+impl fmt::Display for FleetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FleetError::Url(why) => write!(f, "invalid Redis URL: {why}"),
+            FleetError::Setting(why) => write!(f, "invalid fleet option: {why}"),
+            FleetError::Connect(why) => write!(f, "cannot connect to Redis: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+#[cfg(feature = "redis")]
+impl Fleet {
+    /// Connects with the defaults: a generated instance id, prefix `breaker`, quorum 1.
+    /// Must run inside a tokio runtime (the fleet's task is spawned on it).
+    pub async fn connect(url: impl Into<String>) -> Result<Fleet, FleetError> {
+        Fleet::builder(url).connect().await
+    }
+
+    /// A fleet to set up: `.instance(id)`, `.prefix(p)`, `.quorum(n)`, then `.connect()`.
+    pub fn builder(url: impl Into<String>) -> FleetBuilder {
+        FleetBuilder {
+            url: url.into(),
+            instance: None,
+            prefix: "breaker".to_owned(),
+            quorum: 1,
+        }
+    }
+
+    /// Makes `breaker` a member while it lives: its openings reach the other instances, and
+    /// theirs reach it. The fleet keeps no strong reference to it. Joining twice is joining
+    /// once. Never blocks and never touches Redis itself: the background task does.
+    pub fn join(&self, breaker: &Breaker) {
+        let name = breaker.shared_name();
+        let key = task::identity(&name);
+        let member = {
+            let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+            if members.contains_key(&key) {
+                return; // joined already
+            }
+            let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
+            members.insert(key, member);
+            member
+        };
+        // From here the fleet's observer reports this breaker's transitions under `member`,
+        // after this `Join` in the task's queue.
+        let _ = self.inner.tx.send(task::Command::Join { member, name });
+    }
+
+    /// This instance's id in the fleet.
+    pub fn instance(&self) -> &str {
+        &self.inner.instance
+    }
+}
+
+#[cfg(feature = "redis")]
+impl fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Fleet")
+            .field("instance", &self.inner.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "redis")]
+impl FleetBuilder {
+    /// This instance's id, unique in the fleet (default: host name, process id and a
+    /// counter).
+    pub fn instance(mut self, id: impl Into<String>) -> Self {
+        self.instance = Some(id.into());
+        self
+    }
+
+    /// The prefix of the fleet's keys and channel (default `breaker`): fleets with different
+    /// prefixes on one Redis do not hear each other.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// How many distinct instances must open within one cool-off before the fleet opens
+    /// (default 1: any member's opening spreads).
+    pub fn quorum(mut self, n: u32) -> Self {
+        self.quorum = n;
+        self
+    }
+
+    /// Checks the options, connects once (an error here is returned) and starts the fleet's
+    /// background task on the current tokio runtime.
+    pub async fn connect(self) -> Result<Fleet, FleetError> {
+        let instance = self.instance.unwrap_or_else(default_instance);
+        if !protocol::valid_id(&instance) {
+            return Err(FleetError::Setting(format!(
+                "instance id {instance:?}: 1 to 128 characters, no space, no brace"
+            )));
+        }
+        if !protocol::valid_id(&self.prefix) {
+            return Err(FleetError::Setting(format!(
+                "prefix {:?}: 1 to 128 characters, no space, no brace",
+                self.prefix
+            )));
+        }
+        if self.quorum == 0 {
+            return Err(FleetError::Setting("quorum must be at least 1".to_owned()));
+        }
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?;
+        let settings = task::Settings {
+            channel: protocol::channel(&self.prefix),
+            instance: instance.clone(),
+            prefix: self.prefix,
+            quorum: self.quorum,
+            client,
+            url: redact(&self.url),
+        };
+        let alive = Arc::new(());
+        let (tx, members) = task::start(settings, Arc::downgrade(&alive))
+            .await
+            .map_err(|e| FleetError::Connect(format!("{}: {e}", redact(&self.url))))?;
+        Ok(Fleet {
+            inner: Arc::new(Inner {
+                tx,
+                instance,
+                next_member: AtomicU64::new(0),
+                members,
+                _alive: alive,
+            }),
+        })
+    }
+}
+
+/// The URL without its password, for messages.
+#[cfg(feature = "redis")]
+fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    match rest.rsplit_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(feature = "redis")]
+fn default_instance() -> String {
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let host = std::fs::read_to_string("/etc/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| protocol::valid_id(h))
+        .unwrap_or_else(|| "host".to_owned());
+    let n = COUNT.fetch_add(1, Ordering::Relaxed);
+    format!("{host}:{}:{n}", std::process::id())
+}
+
+#[cfg(feature = "redis")]
+static INSTALLED: Mutex<Option<Fleet>> = Mutex::new(None);
+
+/// Sets the process's fleet: the one breakers with `#[circuit_breaker(fleet = true)]` join.
+/// Replaces a fleet installed before (breakers that joined it stay its members).
+#[cfg(feature = "redis")]
+pub fn install(fleet: Fleet) {
+    *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(fleet);
+}
+
+/// Joins `breaker` to the installed fleet, or logs one `WARN` and leaves it local. What
+/// `fleet = true` expands to; not part of the API.
+#[doc(hidden)]
+pub fn join_installed(breaker: &Breaker) {
+    #[cfg(feature = "redis")]
+    {
+        let fleet = INSTALLED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(fleet) = fleet {
+            fleet.join(breaker);
+            return;
+        }
+        tracing::warn!(
+            target: "breaker",
+            breaker = breaker.name(),
+            "no fleet installed; breaker stays local (call breaker::fleet::install first)"
+        );
+    }
+    #[cfg(not(feature = "redis"))]
+    tracing::warn!(
+        target: "breaker",
+        breaker = breaker.name(),
+        "no fleet installed; breaker stays local (breaker was built without feature `redis`)"
+    );
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_hides_the_password() {
+        assert_eq!(
+            redact("redis://:s3cret@db:6379/0"),
+            "redis://:***@db:6379/0"
+        );
+        assert_eq!(
+            redact("rediss://app:s3cret@db:6380"),
+            "rediss://app:***@db:6380"
+        );
+        assert_eq!(redact("redis://db:6379"), "redis://db:6379");
+    }
+}

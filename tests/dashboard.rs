@@ -1,0 +1,1081 @@
+//! The dashboard: its routes over plain HTTP, and its page in a real headless chromium.
+//!
+//! The browser is driven through the DevTools protocol over its WebSocket, with a dozen
+//! commands written out below (`Target.*`, `Page.navigate`, `Runtime.evaluate`,
+//! `Page.captureScreenshot`, `Network.enable`): that needs `tokio-tungstenite` and nothing
+//! else, where a typed client would compile the whole generated protocol. Waiting for the page
+//! is a bounded number of checks of the DOM, spaced in the browser; nothing here sleeps or
+//! measures time. The breakers run on tokio's paused clock and the test moves it by hand.
+#![cfg(feature = "dashboard")]
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use axum::{
+    extract::Request,
+    http::{header, HeaderValue, StatusCode},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+    Router,
+};
+use base64::Engine as _;
+use breaker::{Breaker, Config, State};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader},
+    net::{TcpListener, TcpStream},
+    sync::{mpsc, oneshot},
+};
+use tokio_tungstenite::tungstenite::Message;
+
+/// The registry is the process's, and a test that reads every breaker (`publish`,
+/// `/snapshot.json`) reads the others' with its own paused clock, which may have moved past
+/// their cool-offs. So these tests run one at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+// ---- a server on a free loopback port ------------------------------------------------------
+
+/// Serves `app` on 127.0.0.1:0; every request's path is written down in `seen`.
+async fn serve(app: Router) -> (String, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let app = app.layer(middleware::from_fn(move |req: Request, next: Next| {
+        log.lock().unwrap().push(req.uri().path().to_owned());
+        next.run(req)
+    }));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (base, seen)
+}
+
+/// One HTTP/1.1 request on a fresh connection: status, headers (lower-case names), body.
+async fn http(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, HashMap<String, String>, String) {
+    let addr = base.trim_start_matches("http://");
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("Content-Length: 0\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let raw = String::from_utf8(raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect::<HashMap<_, _>>();
+    let body = if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
+        dechunk(body)
+    } else {
+        body.to_owned()
+    };
+    (status, headers, body)
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = &rest[n + 2..];
+    }
+    out
+}
+
+async fn fail(b: &Breaker) {
+    let _ = b.call(async { Err::<(), _>("503") }).await;
+}
+
+async fn succeed(b: &Breaker) {
+    b.call(async { Ok::<_, &str>(()) }).await.unwrap();
+}
+
+fn slow_to_open(threshold: u32) -> Config {
+    Config::default()
+        .threshold(threshold)
+        .cool_off(Duration::from_secs(3600))
+}
+
+// ---- plain HTTP ----------------------------------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn the_read_only_router_has_no_control_routes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let b = Breaker::new("dash_http::read_only", slow_to_open(1));
+    succeed(&b).await;
+    let (base, _) = serve(breaker::dashboard::router()).await;
+    for action in ["force_open", "disable", "reset"] {
+        let (status, _, _) = http(
+            &base,
+            "POST",
+            &format!("/breakers/dash_http::read_only/{action}"),
+            &[],
+        )
+        .await;
+        assert!(
+            status == 404 || status == 405,
+            "POST {action} answered {status}"
+        );
+    }
+    assert_eq!(b.state(), State::Closed);
+    let (status, _, page) = http(&base, "GET", "/", &[]).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(r#"<meta name="breaker-controls" content="off">"#));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_routes_act_post_only_and_refuse_cross_site_requests() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let b = Breaker::new("dash_http::controls", slow_to_open(1));
+    succeed(&b).await;
+    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    let path = "/breakers/dash_http::controls";
+
+    let (status, _, _) = http(&base, "GET", &format!("{path}/force_open"), &[]).await;
+    assert_eq!(status, 405, "GET may not control");
+    assert_eq!(b.state(), State::Closed);
+
+    let (status, _, _) = http(
+        &base,
+        "POST",
+        &format!("{path}/force_open"),
+        &[("Origin", "https://evil.example")],
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _, _) = http(
+        &base,
+        "POST",
+        &format!("{path}/force_open"),
+        &[("Sec-Fetch-Site", "cross-site")],
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(b.state(), State::Closed);
+
+    let origin = base.clone();
+    let (status, _, body) = http(
+        &base,
+        "POST",
+        &format!("{path}/force_open"),
+        &[("Origin", &origin), ("Sec-Fetch-Site", "same-origin")],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let snap: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(snap["state"], "forced_open");
+    assert_eq!(b.state(), State::ForcedOpen);
+
+    let (status, _, _) = http(&base, "POST", &format!("{path}/disable"), &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(b.state(), State::Disabled);
+    let (status, _, _) = http(&base, "POST", &format!("{path}/reset"), &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.stats().calls, 0, "reset clears the counts");
+
+    let (status, _, body) = http(&base, "POST", "/breakers/dash_http::nobody/reset", &[]).await;
+    assert_eq!(status, 404);
+    assert!(body.contains("dash_http::nobody"), "{body}");
+    let (status, _, _) = http(&base, "POST", &format!("{path}/explode"), &[]).await;
+    assert_eq!(status, 404);
+
+    // A name with characters a path cannot hold raw: percent-encoded, as the page sends it.
+    let odd = Breaker::new("dash_http::odd[a/b c?]", slow_to_open(1));
+    let (status, _, _) = http(
+        &base,
+        "POST",
+        "/breakers/dash_http%3A%3Aodd%5Ba%2Fb%20c%3F%5D/force_open",
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(odd.state(), State::ForcedOpen);
+
+    let (_, _, page) = http(&base, "GET", "/", &[]).await;
+    assert!(page.contains(r#"<meta name="breaker-controls" content="on">"#));
+}
+
+/// The module docs' example, run: without the credentials nothing of the dashboard answers.
+#[tokio::test(start_paused = true)]
+async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    async fn operators_only(req: Request, next: Next) -> Response {
+        let expected = HeaderValue::from_static("Basic b3BzOnNlY3JldA==");
+        if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
+            return next.run(req).await;
+        }
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, r#"Basic realm="breakers""#)],
+        )
+            .into_response()
+    }
+    let b = Breaker::new("dash_http::behind_auth", slow_to_open(1));
+    let app = Router::new()
+        .route("/", get(|| async { "the service itself" }))
+        .nest(
+            "/ops/breakers",
+            breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
+        );
+    let (base, _) = serve(app).await;
+    let auth = [("Authorization", "Basic b3BzOnNlY3JldA==")];
+    for (method, path) in [
+        ("GET", "/ops/breakers"),
+        ("GET", "/ops/breakers/snapshot.json"),
+        ("GET", "/ops/breakers/events"),
+        (
+            "POST",
+            "/ops/breakers/breakers/dash_http::behind_auth/force_open",
+        ),
+    ] {
+        let (status, headers, _) = http(&base, method, path, &[]).await;
+        assert_eq!(status, 401, "{method} {path}");
+        assert!(headers.contains_key("www-authenticate"));
+    }
+    assert_eq!(b.state(), State::Closed);
+    let (status, _, page) = http(&base, "GET", "/ops/breakers", &auth).await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<title>Circuit breakers</title>"));
+    let (status, _, _) = http(
+        &base,
+        "POST",
+        "/ops/breakers/breakers/dash_http::behind_auth/force_open",
+        &auth,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(b.state(), State::ForcedOpen);
+    let (status, _, body) = http(&base, "GET", "/", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "the service itself"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let b = Breaker::new("dash_http::snapshot", slow_to_open(2));
+    succeed(&b).await;
+    fail(&b).await;
+    fail(&b).await;
+    let (base, _) = serve(breaker::dashboard::router()).await;
+    let (status, headers, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    assert_eq!(status, 200);
+    assert!(headers["content-type"].starts_with("application/json"));
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let mine = v["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "dash_http::snapshot")
+        .unwrap()
+        .clone();
+    assert_eq!(mine["state"], "open");
+    assert_eq!(mine["stats"]["calls"], 3);
+    assert_eq!(mine["stats"]["failures"], 2);
+    assert_eq!(mine["retry_in_ms"], 3_600_000);
+    assert!(mine["failure_rate"].as_f64().unwrap() > 0.0);
+
+    drop(b);
+    let (_, _, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    assert!(
+        !body.contains("dash_http::snapshot"),
+        "a dropped breaker is no longer listed"
+    );
+}
+
+/// Reads server-sent events until `done` says so; bounded by the bytes that arrive.
+///
+/// Everything here runs on the test's paused clock, so the timeout only fires when nothing
+/// else can happen any more: it turns a missing event into a failure instead of a hang.
+async fn read_events(
+    base: &str,
+    last_event_id: Option<u64>,
+    done: impl FnMut(&[Value]) -> bool,
+    between: impl FnMut(usize),
+) -> Vec<Value> {
+    tokio::time::timeout(
+        Duration::from_secs(600),
+        read_events_forever(base, last_event_id, done, between),
+    )
+    .await
+    .expect("the events never came")
+}
+
+async fn read_events_forever(
+    base: &str,
+    last_event_id: Option<u64>,
+    mut done: impl FnMut(&[Value]) -> bool,
+    mut between: impl FnMut(usize),
+) -> Vec<Value> {
+    let addr = base.trim_start_matches("http://");
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let mut stream = BufReader::new(stream);
+    let mut req = format!("GET /events HTTP/1.1\r\nHost: {addr}\r\n");
+    if let Some(id) = last_event_id {
+        req.push_str(&format!("Last-Event-ID: {id}\r\n"));
+    }
+    req.push_str("\r\n");
+    stream.get_mut().write_all(req.as_bytes()).await.unwrap();
+    let mut events = Vec::new();
+    let mut lines = 0;
+    let mut line = String::new();
+    while !done(&events) {
+        line.clear();
+        assert!(
+            stream.read_line(&mut line).await.unwrap() > 0,
+            "stream ended"
+        );
+        lines += 1;
+        assert!(lines < 10_000, "no such events in {lines} lines");
+        if let Some(data) = line.trim_end().strip_prefix("data: ") {
+            events.push(serde_json::from_str(data).unwrap());
+        }
+        if line.trim_end() == ": breaker" {
+            between(events.len()); // the stream is open: now make something happen
+        }
+    }
+    events
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_stream_transitions_live_and_replay_what_a_reconnecting_client_missed() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let (base, _) = serve(breaker::dashboard::router()).await;
+    let b = Breaker::new("dash_http::events", Config::default().threshold(1));
+    let mine = |e: &[Value]| {
+        e.iter()
+            .filter(|e| e["breaker"] == "dash_http::events")
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let handle = b.handle();
+    let events = read_events(
+        &base,
+        None,
+        |e| !mine(e).is_empty(),
+        |_| handle.force_open(),
+    )
+    .await;
+    let first = mine(&events).remove(0);
+    assert_eq!(first["from"], "closed");
+    assert_eq!(first["to"], "forced_open");
+    assert_eq!(first["cause"], "manual control");
+    assert!(first["at_ms"].as_u64().unwrap() > 1_600_000_000_000);
+    let id = first["id"].as_u64().unwrap();
+
+    // Two more while nobody listens; a client that saw `id` gets exactly those, in order.
+    handle.reset();
+    fail(&b).await;
+    let replay = read_events(&base, Some(id), |e| mine(e).len() >= 2, |_| {}).await;
+    let replay = mine(&replay);
+    assert_eq!(
+        replay
+            .iter()
+            .map(|e| (e["from"].as_str().unwrap(), e["to"].as_str().unwrap()))
+            .collect::<Vec<_>>(),
+        [("forced_open", "closed"), ("closed", "open")]
+    );
+    assert!(replay.iter().all(|e| e["id"].as_u64().unwrap() > id));
+    assert_eq!(replay[1]["cool_off_ms"], 10_000);
+}
+
+// ---- the page in headless chromium ----------------------------------------------------------
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+/// A fresh profile directory, removed afterwards.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "breaker-chromium-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+type Pending = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
+
+/// Headless chromium and one page of it, over the DevTools protocol.
+struct Chromium {
+    child: std::process::Child,
+    _profile: TempDir,
+    out: mpsc::UnboundedSender<Message>,
+    pending: Pending,
+    next_id: AtomicU64,
+    session: String,
+    /// Every URL the page asked for (`Network.requestWillBeSent`).
+    requests: Arc<Mutex<Vec<String>>>,
+}
+
+impl Chromium {
+    async fn launch() -> Chromium {
+        assert!(
+            std::path::Path::new(CHROMIUM).exists(),
+            "the dashboard test drives a real browser and found none at {CHROMIUM}: \
+             install it with `apt-get install -y chromium`"
+        );
+        let profile = TempDir::new();
+        let mut child = std::process::Command::new(CHROMIUM)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--remote-debugging-port=0",
+                "--window-size=1440,900",
+            ])
+            .arg(format!("--user-data-dir={}", profile.0.display()))
+            .arg("about:blank")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {CHROMIUM} ({e}): install it with `apt-get install -y chromium`"
+                )
+            });
+        // It prints where its DevTools endpoint listens: a thread reads up to that line, then
+        // keeps draining its stderr so it never blocks on a full pipe.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, listening) = oneshot::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut said = Vec::new();
+            let mut tx = Some(tx);
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                match (line.find("ws://"), tx.take()) {
+                    (Some(at), Some(tx)) if line.contains("DevTools listening") => {
+                        let _ = tx.send(Ok(line[at..].trim().to_owned()));
+                    }
+                    (_, t) => {
+                        tx = t;
+                        said.push(line);
+                    }
+                }
+            }
+            if let Some(tx) = tx {
+                let _ = tx.send(Err(said.join("\n")));
+            }
+        });
+        let ws_url = match listening.await.unwrap() {
+            Ok(url) => url,
+            Err(said) => panic!("chromium exited before listening:\n{said}"),
+        };
+
+        let (ws, _) = tokio_tungstenite::connect_async(ws_url.as_str())
+            .await
+            .unwrap();
+        let (mut sink, mut source) = ws.split();
+        let (out, mut outgoing) = mpsc::unbounded_channel::<Message>();
+        tokio::spawn(async move {
+            while let Some(m) = outgoing.recv().await {
+                if sink.send(m).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let pending: Pending = Arc::default();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        {
+            let (pending, requests) = (pending.clone(), requests.clone());
+            tokio::spawn(async move {
+                while let Some(Ok(m)) = source.next().await {
+                    let Message::Text(text) = m else { continue };
+                    let v: Value = serde_json::from_str(text.as_str()).unwrap();
+                    if let Some(id) = v["id"].as_u64() {
+                        if let Some(tx) = pending.lock().unwrap().remove(&id) {
+                            let _ = tx.send(v);
+                        }
+                    } else if v["method"] == "Network.requestWillBeSent" {
+                        let url = v["params"]["request"]["url"].as_str().unwrap_or("?");
+                        requests.lock().unwrap().push(url.to_owned());
+                    }
+                }
+            });
+        }
+        let mut browser = Chromium {
+            child,
+            _profile: profile,
+            out,
+            pending,
+            next_id: AtomicU64::new(1),
+            session: String::new(),
+            requests,
+        };
+        let target = browser
+            .command("Target.createTarget", json!({ "url": "about:blank" }))
+            .await;
+        let attached = browser
+            .command(
+                "Target.attachToTarget",
+                json!({ "targetId": target["targetId"], "flatten": true }),
+            )
+            .await;
+        browser.session = attached["sessionId"].as_str().unwrap().to_owned();
+        browser.command("Network.enable", json!({})).await;
+        browser.command("Page.enable", json!({})).await;
+        browser
+            .command(
+                "Emulation.setDeviceMetricsOverride",
+                json!({ "width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
+            )
+            .await;
+        browser
+    }
+
+    /// One protocol command (on the page's session once there is one); its `result`.
+    async fn command(&self, method: &str, params: Value) -> Value {
+        self.send(method, params, Some(&self.session)).await
+    }
+
+    async fn send(&self, method: &str, params: Value, session: Option<&str>) -> Value {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut msg = json!({ "id": id, "method": method, "params": params });
+        if let Some(session) = session.filter(|s| !s.is_empty()) {
+            msg["sessionId"] = json!(session);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap().insert(id, tx);
+        self.out.send(Message::text(msg.to_string())).unwrap();
+        let answer = rx.await.expect("chromium closed the connection");
+        assert!(answer["error"].is_null(), "{method}: {}", answer["error"]);
+        answer["result"].clone()
+    }
+
+    /// Evaluates `expression` in the page (awaiting a promise) and returns its value.
+    async fn eval(&self, expression: &str) -> Value {
+        let r = self
+            .command(
+                "Runtime.evaluate",
+                json!({ "expression": expression, "returnByValue": true, "awaitPromise": true }),
+            )
+            .await;
+        assert!(
+            r["exceptionDetails"].is_null(),
+            "{expression}\nthrew {}",
+            r["exceptionDetails"]
+        );
+        r["result"]["value"].clone()
+    }
+
+    /// Checks `condition` (a JS expression) in the page until it is truthy, up to 40 times per
+    /// round, 25 ms apart in the browser, for at most 30 rounds; its value, or a panic that
+    /// shows `show` (a JS expression) as it last was.
+    async fn wait_for(&self, condition: &str, show: &str) -> Value {
+        let round = format!(
+            "new Promise((done) => {{ let n = 0; const check = () => {{ \
+               let v; try {{ v = ({condition}); }} catch (e) {{ v = null; }} \
+               if (v || ++n >= 40) done(v || null); else setTimeout(check, 25); }}; check(); }})"
+        );
+        for _ in 0..30 {
+            let v = self.eval(&round).await;
+            if !v.is_null() && v != json!(false) {
+                return v;
+            }
+        }
+        panic!(
+            "the page never showed {condition}\nit shows: {:#}",
+            self.eval(show).await
+        );
+    }
+
+    async fn open(&self, url: &str) {
+        self.command("Page.navigate", json!({ "url": url })).await;
+        self.wait_for(
+            "document.readyState === 'complete' && window.dashboard",
+            "document.readyState",
+        )
+        .await;
+    }
+
+    async fn screenshot(&self, path: &std::path::Path) {
+        let shot = self
+            .command(
+                "Page.captureScreenshot",
+                json!({ "format": "png", "captureBeyondViewport": true }),
+            )
+            .await;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, png).unwrap();
+    }
+
+    /// Closes the browser the way it likes, so it ends its helper processes itself.
+    async fn close(mut self) {
+        let (tx, rx) = oneshot::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.pending.lock().unwrap().insert(id, tx);
+        let msg = json!({ "id": id, "method": "Browser.close", "params": {} });
+        if self.out.send(Message::text(msg.to_string())).is_ok() {
+            let _ = rx.await; // answered, or the connection closed
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Chromium goes with the test, passed or failed, passed or failed, before its profile directory.
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the page shows of one breaker's row, as JSON, or `null` when it has no row.
+fn row(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "(() => {{ for (const tr of document.querySelectorAll('#rows tr')) {{ \
+           const c = (k) => tr.querySelector('td.' + k).textContent; \
+           if (c('name') === {name}) return {{ class: tr.className, \
+             state: tr.querySelector('td.state .badge').textContent, \
+             badge: tr.querySelector('td.state .badge').className, \
+             calls: c('calls'), failed: c('failed'), rejected: c('rejected'), rate: c('rate'), \
+             retry: c('retry'), timeline: !!tr.querySelector('td.timeline canvas') }}; }} \
+           return null; }})()"
+    )
+}
+
+/// The transitions the page lists for `name`, newest first, as `[from, to]` pairs.
+fn listed(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "[...document.querySelectorAll('#transitions li')] \
+           .filter((li) => li.querySelector('.tname').textContent === {name}) \
+           .map((li) => [li.dataset.from, li.dataset.to])"
+    )
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "dash_page::payments";
+    const HOSTILE: &str =
+        "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\">";
+    let (base, seen) = serve(breaker::dashboard::router()).await;
+    let payments = Breaker::new(NAME, slow_to_open(2));
+    let hostile = Breaker::new(HOSTILE, slow_to_open(1));
+    succeed(&payments).await;
+    succeed(&hostile).await;
+
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'closed' && {r}", r = row(NAME)),
+            "document.body.innerText",
+        )
+        .await;
+    assert_eq!(shown["state"], "closed");
+    assert_eq!(shown["badge"], "badge closed");
+    assert_eq!(
+        (&shown["calls"], &shown["failed"], &shown["rejected"]),
+        (&json!("1"), &json!("0"), &json!("0"))
+    );
+    assert_eq!(shown["rate"], "0.0%");
+    assert_eq!(shown["retry"], "");
+    assert_eq!(shown["timeline"], true);
+    assert_eq!(
+        browser
+            .eval("[dashboard.controls, document.querySelectorAll('#rows button').length]")
+            .await,
+        json!([false, 0]),
+        "router() draws no control buttons"
+    );
+    browser
+        .wait_for(
+            "document.getElementById('live').textContent === 'live'",
+            "document.getElementById('live').textContent",
+        )
+        .await;
+
+    // closed → open: the transition arrives over /events and the row follows.
+    fail(&payments).await;
+    fail(&payments).await;
+    assert_eq!(payments.state(), State::Open);
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'open' && {l}.length === 1 && {r}",
+                r = row(NAME),
+                l = listed(NAME)
+            ),
+            &format!("[{}, {}]", row(NAME), listed(NAME)),
+        )
+        .await;
+    assert_eq!(shown["state"], "open");
+    assert_eq!(
+        (&shown["calls"], &shown["failed"]),
+        (&json!("3"), &json!("2"))
+    );
+    // An hour of cool-off, less what the clock moved while the page loaded.
+    let retry = shown["retry"].as_str().unwrap();
+    assert!(
+        retry == "60 min 00 s" || retry.starts_with("59 min "),
+        "time left open: {retry}"
+    );
+    assert_eq!(
+        browser.eval(&listed(NAME)).await,
+        json!([["closed", "open"]])
+    );
+    let rejected = payments.call(async { Ok::<_, &str>(()) }).await;
+    assert!(rejected.is_err());
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!("{r} && {r}.rejected === '1' && {r}", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(shown["calls"], "4");
+    browser
+        .screenshot(&target_dir().join("dashboard-open.png"))
+        .await;
+
+    // open → half-open once the cool-off is over (reading the state moves it).
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    assert_eq!(payments.state(), State::HalfOpen);
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'half_open' && {l}.length === 2 && {r}",
+                r = row(NAME),
+                l = listed(NAME)
+            ),
+            &format!("[{}, {}]", row(NAME), listed(NAME)),
+        )
+        .await;
+    assert_eq!(shown["state"], "half-open");
+
+    // half-open → closed: the probe succeeds.
+    succeed(&payments).await;
+    assert_eq!(payments.state(), State::Closed);
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'closed' && {l}.length === 3 && {r}",
+                r = row(NAME),
+                l = listed(NAME)
+            ),
+            &format!("[{}, {}]", row(NAME), listed(NAME)),
+        )
+        .await;
+    assert_eq!(
+        (&shown["calls"], &shown["failed"], &shown["rejected"]),
+        (&json!("5"), &json!("2"), &json!("1"))
+    );
+    assert_eq!(
+        browser.eval(&listed(NAME)).await,
+        json!([
+            ["half_open", "closed"],
+            ["open", "half_open"],
+            ["closed", "open"]
+        ]),
+        "newest first"
+    );
+
+    // A name full of markup is shown as text, in its row and in the transition list.
+    hostile.handle().force_open();
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'forced_open' && {l}.length === 1 && {r}",
+                r = row(HOSTILE),
+                l = listed(HOSTILE)
+            ),
+            &format!("[{}, {}]", row(HOSTILE), listed(HOSTILE)),
+        )
+        .await;
+    assert_eq!(shown["state"], "forced open");
+    assert_eq!(
+        browser
+            .eval("[window.__pwned === undefined, document.querySelectorAll('img').length, document.scripts.length]")
+            .await,
+        json!([true, 0, 1]),
+        "the name ran as markup"
+    );
+
+    // Many breakers: at most 200 rows drawn, with a note; the filter narrows the list; the
+    // state chips filter by state; open ones come first, or any other order.
+    let many: Vec<Breaker> = (0..230)
+        .map(|i| Breaker::new(format!("dash_many::b{i:03}"), slow_to_open(1)))
+        .collect();
+    many[117].handle().force_open();
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            "document.querySelectorAll('#rows tr').length === 200 && \
+             !document.getElementById('more').hidden && \
+             [document.querySelector('#rows tr td.name').textContent, \
+              document.getElementById('more').textContent]",
+            "[document.querySelectorAll('#rows tr').length, document.getElementById('more').textContent]",
+        )
+        .await;
+    assert!(
+        shown[1].as_str().unwrap().starts_with("Showing 200 of "),
+        "{shown}"
+    );
+    let set_filter = |q: &str| {
+        format!(
+            "(() => {{ const f = document.getElementById('filter'); f.value = {q:?}; \
+               f.dispatchEvent(new Event('input')); \
+               return [...document.querySelectorAll('#rows td.name')].map((td) => td.textContent); }})()"
+        )
+    };
+    let names = browser.eval(&set_filter("dash_many::b07")).await;
+    assert_eq!(
+        names,
+        json!((70..80)
+            .map(|i| format!("dash_many::b{i:03}"))
+            .collect::<Vec<_>>())
+    );
+    assert_eq!(
+        browser.eval("document.getElementById('more').hidden").await,
+        true
+    );
+    let names = browser.eval(&set_filter("dash_many::")).await;
+    assert_eq!(names[0], "dash_many::b117", "open ones first: {names}");
+    assert_eq!(names.as_array().unwrap().len(), 200);
+    browser
+        .eval("(() => { const s = document.getElementById('sort'); s.value = 'name'; s.dispatchEvent(new Event('change')); })()")
+        .await;
+    let names = browser
+        .eval("[...document.querySelectorAll('#rows td.name')].slice(0, 3).map((td) => td.textContent)")
+        .await;
+    assert_eq!(
+        names,
+        json!(["dash_many::b000", "dash_many::b001", "dash_many::b002"])
+    );
+    browser.eval(&set_filter("dash_page::pay")).await;
+    assert_eq!(
+        browser.eval(&set_filter("dash_page::pay")).await,
+        json!([NAME])
+    );
+    browser.eval(&set_filter("")).await;
+    let forced = browser
+        .eval(
+            "(() => { document.querySelector('#summary .chip[data-state=forced_open]').click(); \
+               return [...document.querySelectorAll('#rows tr')].map((tr) => tr.className); })()",
+        )
+        .await;
+    assert!(
+        forced.as_array().unwrap().len() >= 2
+            && forced
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| c == "forced_open"),
+        "{forced}"
+    );
+    browser
+        .eval("document.querySelector('#summary .chip[data-state=forced_open]').click()")
+        .await;
+    browser
+        .eval("(() => { const s = document.getElementById('sort'); s.value = 'state'; s.dispatchEvent(new Event('change')); })()")
+        .await;
+    let first = browser
+        .eval("document.querySelector('#rows tr').className")
+        .await;
+    assert_ne!(first, "closed", "open ones first");
+    drop(many);
+
+    browser
+        .screenshot(&target_dir().join("dashboard.png"))
+        .await;
+
+    // The page asked nothing of any host but this server.
+    let requests = browser.requests.lock().unwrap().clone();
+    browser.close().await;
+    assert!(!requests.is_empty());
+    let foreign: Vec<_> = requests
+        .iter()
+        .filter(|u| !u.starts_with(&format!("{base}/")) && !u.starts_with("data:"))
+        .collect();
+    assert!(foreign.is_empty(), "requests elsewhere: {foreign:?}");
+    let paths = seen.lock().unwrap().clone();
+    assert!(paths.contains(&"/".to_owned()) && paths.contains(&"/events".to_owned()));
+    let unexpected: Vec<_> = paths
+        .iter()
+        .filter(|p| !["/", "/snapshot.json", "/events"].contains(&p.as_str()))
+        .collect();
+    assert!(unexpected.is_empty(), "unexpected requests: {unexpected:?}");
+}
+
+/// Clicks the `action` button in `name`'s row.
+fn click(name: &str, selector: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "(() => {{ for (const tr of document.querySelectorAll('#rows tr')) \
+           if (tr.querySelector('td.name').textContent === {name}) \
+             {{ tr.querySelector({selector:?}).click(); return true; }} \
+           return false; }})()"
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_control_buttons_ask_for_confirmation_then_act() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // Mounted under a prefix, and a name that must be percent-encoded in the control's path.
+    const NAME: &str = "dash_page::controlled[a/b c?]";
+    let b = Breaker::new(NAME, slow_to_open(5));
+    succeed(&b).await;
+    let app = Router::new().nest("/ops/breakers", breaker::dashboard::router_with_controls());
+    let (base, seen) = serve(app).await;
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/ops/breakers")).await;
+    browser.eval("dashboard.refresh()").await;
+    browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'closed'", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(browser.eval("dashboard.controls").await, json!(true));
+
+    // Force open, then think better of it: nothing happens.
+    assert_eq!(browser.eval(&click(NAME, "button.force_open")).await, true);
+    let asked = browser
+        .wait_for(
+            "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
+            "document.getElementById('confirm').outerHTML",
+        )
+        .await;
+    let asked = asked.as_str().unwrap();
+    assert!(
+        asked.contains(NAME) && asked.starts_with("Force open"),
+        "{asked}"
+    );
+    browser
+        .eval("document.getElementById('confirm-cancel').click()")
+        .await;
+    assert_eq!(
+        browser
+            .eval("document.getElementById('confirm').open")
+            .await,
+        false
+    );
+    browser.eval("dashboard.refresh()").await;
+    assert_eq!(b.state(), State::Closed);
+
+    // Force open, confirmed.
+    browser.eval(&click(NAME, "button.force_open")).await;
+    browser
+        .wait_for(
+            "document.getElementById('confirm').open",
+            "document.body.innerText",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('confirm-ok').click()")
+        .await;
+    browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(b.state(), State::ForcedOpen);
+
+    // Reset, confirmed: closed, counts cleared.
+    browser.eval(&click(NAME, "button.reset")).await;
+    browser
+        .wait_for(
+            "document.getElementById('confirm').open",
+            "document.body.innerText",
+        )
+        .await;
+    browser
+        .eval("document.getElementById('confirm-ok').click()")
+        .await;
+    let shown = browser
+        .wait_for(
+            &format!(
+                "{r} && {r}.class === 'closed' && {r}.calls === '0' && {r}",
+                r = row(NAME)
+            ),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(shown["state"], "closed");
+    assert_eq!(b.state(), State::Closed);
+    browser.close().await;
+    let paths = seen.lock().unwrap().clone();
+    let posts: Vec<_> = paths
+        .iter()
+        .filter(|p| p.contains("/breakers/dash"))
+        .collect();
+    assert_eq!(
+        posts,
+        [
+            "/ops/breakers/breakers/dash_page%3A%3Acontrolled%5Ba%2Fb%20c%3F%5D/force_open",
+            "/ops/breakers/breakers/dash_page%3A%3Acontrolled%5Ba%2Fb%20c%3F%5D/reset",
+        ]
+    );
+    assert!(
+        paths.iter().all(|p| p.starts_with("/ops/breakers")),
+        "{paths:?}"
+    );
+}

@@ -1,0 +1,729 @@
+//! Fleets against a real `redis-server` that each test starts on a free loopback port
+//! (tests/support/redis.rs). Real time, a few seconds each, conditions awaited by polling
+//! with a bounded deadline.
+#![cfg(feature = "redis")]
+
+#[path = "support/redis.rs"]
+mod redis_server;
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering::SeqCst},
+        Arc, Mutex,
+    },
+    time::{Duration, Instant},
+};
+
+use breaker::{fleet::Fleet, Breaker, Cause, Config, State};
+use redis_server::RedisServer;
+
+const WITHIN: Duration = Duration::from_secs(5);
+
+async fn fleet(server: &RedisServer, instance: &str, quorum: u32) -> Fleet {
+    Fleet::builder(server.url())
+        .instance(instance)
+        .prefix("t")
+        .quorum(quorum)
+        .connect()
+        .await
+        .expect("connect to the test's redis-server")
+}
+
+/// Causes of the transitions a breaker went through, in order.
+type Log = Arc<Mutex<Vec<(State, Cause)>>>;
+
+fn member(name: &str, cool_off_ms: u64) -> (Breaker, Log) {
+    let log: Log = Arc::default();
+    let seen = log.clone();
+    let config = Config::default()
+        .threshold(1)
+        .cool_off(Duration::from_millis(cool_off_ms))
+        .on_state_change(move |t| seen.lock().unwrap().push((t.to, t.cause)));
+    (Breaker::new(name, config), log)
+}
+
+/// `n` instances, each its own `Fleet` with one member named `name`.
+async fn instances(
+    server: &RedisServer,
+    name: &str,
+    n: usize,
+    quorum: u32,
+    cool_off_ms: u64,
+) -> Vec<(Fleet, Breaker, Log)> {
+    let mut all = Vec::new();
+    for i in 0..n {
+        let f = fleet(server, &format!("{name}#{i}"), quorum).await;
+        let (b, log) = member(name, cool_off_ms);
+        f.join(&b);
+        all.push((f, b, log));
+    }
+    // Joining is asynchronous: a member whose join the task has not seen yet would miss an
+    // opening. Wait until every task has read the (absent) open key.
+    settle().await;
+    all
+}
+
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+fn trip(b: &Breaker) {
+    let r = b.call_sync(|| Err::<(), _>("down"));
+    assert!(r.is_err());
+}
+
+async fn wait_for(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+fn all_in(members: &[(Fleet, Breaker, Log)], state: State) -> bool {
+    members.iter().all(|(_, b, _)| b.state() == state)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opening_spreads_to_every_instance_for_the_rest_of_its_cool_off() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::spread", 5, 1, 2_000).await;
+    let started = Instant::now();
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    let took = started.elapsed();
+    println!("the opening reached 4 instances in {took:?}");
+    assert!(
+        took < Duration::from_millis(250),
+        "took {took:?} on loopback"
+    );
+    for (_, b, log) in &members[1..] {
+        assert_eq!(
+            log.lock().unwrap().last(),
+            Some(&(State::Open, Cause::Fleet))
+        );
+        let left = b.retry_in().unwrap();
+        assert!(
+            left > Duration::from_millis(1_500) && left <= Duration::from_secs(2),
+            "{left:?}"
+        );
+    }
+    let own = *members[0].2.lock().unwrap().last().unwrap();
+    assert!(matches!(
+        own,
+        (State::Open, Cause::ConsecutiveFailures { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_quorum_of_two_one_instance_does_not_trip_the_rest() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::quorum", 3, 2, 1_500).await;
+    trip(&members[0].1);
+    wait_for("i0's trip key", WITHIN, || {
+        server.command(&["EXISTS", "{t:fleet::quorum}:trip:fleet::quorum#0"]) == ":1"
+    })
+    .await;
+    let watch_until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < watch_until {
+        assert_eq!(members[1].1.state(), State::Closed);
+        assert_eq!(members[2].1.state(), State::Closed);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.command(&["EXISTS", "{t:fleet::quorum}:open"]), ":0");
+    // A second instance within the cool-off: the quorum is met, everyone opens.
+    trip(&members[1].1);
+    wait_for("i2 open by the fleet", WITHIN, || {
+        members[2].1.state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        members[2].2.lock().unwrap().last(),
+        Some(&(State::Open, Cause::Fleet))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quorum_counts_only_openings_within_one_cool_off() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::stale", 3, 2, 300).await;
+    trip(&members[0].1);
+    let key = "{t:fleet::stale}:trip:fleet::stale#0";
+    wait_for("i0's trip key", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":1"
+    })
+    .await;
+    // Its cool-off passes: the signal expires with it.
+    wait_for("i0's trip key to expire", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":0"
+    })
+    .await;
+    trip(&members[1].1);
+    let key = "{t:fleet::stale}:trip:fleet::stale#1";
+    wait_for("i1's trip key", WITHIN, || {
+        server.command(&["EXISTS", key]) == ":1"
+    })
+    .await;
+    let watch_until = Instant::now() + Duration::from_millis(200);
+    while Instant::now() < watch_until {
+        assert_eq!(
+            members[2].1.state(),
+            State::Closed,
+            "a stale opening counted"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.command(&["EXISTS", "{t:fleet::stale}:open"]), ":0");
+}
+
+/// One round: every instance calls its member in a loop until its member is closed again;
+/// the dependency counts the calls that reach it before the first one finished.
+async fn recover(members: &[(Fleet, Breaker, Log)], probe_ms: u64) -> (u32, usize) {
+    let hits = Arc::new(AtomicU32::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let prober = Arc::new(AtomicUsize::new(usize::MAX));
+    let mut callers = Vec::new();
+    for (i, (_, b, _)) in members.iter().enumerate() {
+        let (b, hits, done, prober) = (b.clone(), hits.clone(), done.clone(), prober.clone());
+        callers.push(tokio::spawn(async move {
+            let deadline = Instant::now() + WITHIN;
+            while Instant::now() < deadline {
+                // As a dashboard or a health check would: reading the state past the
+                // cool-off must not let a second instance probe.
+                let _ = b.state();
+                let _ = breaker::registry().snapshot();
+                let call = b.call(async {
+                    if !done.load(SeqCst) {
+                        hits.fetch_add(1, SeqCst);
+                        prober.store(i, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(probe_ms)).await;
+                        done.store(true, SeqCst);
+                    }
+                    Ok::<_, ()>(())
+                });
+                let _ = call.await;
+                if done.load(SeqCst) && b.state() == State::Closed {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            false
+        }));
+    }
+    for c in callers {
+        assert!(c.await.unwrap(), "an instance stayed open");
+    }
+    (hits.load(SeqCst), prober.load(SeqCst))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_one_instance_probes_after_the_cool_off() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::probe", 5, 1, 250).await;
+    let mut probers = Vec::new();
+    for round in 0..10 {
+        trip(&members[round % 5].1);
+        wait_for("every instance open", WITHIN, || {
+            all_in(&members, State::Open)
+        })
+        .await;
+        let (hits, prober) = recover(&members, 150).await;
+        assert_eq!(
+            hits, 1,
+            "round {round}: {hits} probes reached the dependency"
+        );
+        probers.push(prober);
+        assert!(all_in(&members, State::Closed));
+    }
+    println!("probing instance per round: {probers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_probe_reopens_every_instance_and_a_good_one_closes_them_all() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::reopen", 3, 1, 300).await;
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    // Past the fleet's open period everyone waits for the probe: retry_in runs out.
+    wait_for("the open period to end", WITHIN, || {
+        members
+            .iter()
+            .all(|(_, b, _)| b.retry_in().unwrap_or_default() < Duration::from_millis(50))
+    })
+    .await;
+    let hits = Arc::new(AtomicU32::new(0));
+    let deadline = Instant::now() + WITHIN;
+    while hits.load(SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no instance probed");
+        for (_, b, _) in &members {
+            let hits = hits.clone();
+            let _ = b.call_sync(move || {
+                hits.fetch_add(1, SeqCst);
+                Err::<(), _>("still down")
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert_eq!(hits.load(SeqCst), 1);
+    // The failure reopened the whole fleet: a fresh open period everywhere.
+    wait_for("every instance reopened", WITHIN, || {
+        members.iter().all(|(_, b, _)| {
+            b.state() == State::Open
+                && b.retry_in().unwrap_or_default() > Duration::from_millis(100)
+        })
+    })
+    .await;
+    let (hits, _) = recover(&members, 50).await;
+    assert_eq!(hits, 1, "one probe closes the fleet");
+    for (_, _, log) in &members {
+        let last = *log.lock().unwrap().last().unwrap();
+        assert!(matches!(
+            last,
+            (State::Closed, Cause::Fleet | Cause::ProbesSucceeded { .. })
+        ));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_message_is_made_up_by_the_resync() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::lost", 3, 1, 1_000).await;
+    // Another instance opened the fleet, and its message never arrived.
+    let set = server.command(&["SET", "{t:fleet::lost}:open", "gone", "PX", "3000"]);
+    assert_eq!(set, "+OK");
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    for (_, b, log) in &members {
+        assert_eq!(
+            log.lock().unwrap().last(),
+            Some(&(State::Open, Cause::Fleet))
+        );
+        assert!(b.retry_in().unwrap() > Duration::from_millis(1_000));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_learns_that_the_fleet_is_open() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::late", 2, 1, 3_000).await;
+    trip(&members[0].1);
+    wait_for("i1 open", WITHIN, || members[1].1.state() == State::Open).await;
+    // A new instance starts while the fleet is open.
+    let late_fleet = fleet(&server, "late", 1).await;
+    let (late, log) = member("fleet::late", 3_000);
+    late_fleet.join(&late);
+    wait_for("the late joiner open", WITHIN, || {
+        late.state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        log.lock().unwrap().last(),
+        Some(&(State::Open, Cause::Fleet))
+    );
+    let left = late.retry_in().unwrap();
+    assert!(
+        left > Duration::from_millis(1_500) && left < Duration::from_secs(3),
+        "{left:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_waits_for_the_probe_of_another_instance() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::late_probe", 2, 1, 200).await;
+    trip(&members[0].1);
+    wait_for("i1 open", WITHIN, || members[1].1.state() == State::Open).await;
+    // No traffic: when the open period ends one instance takes the lease and waits for a
+    // call to probe with.
+    wait_for("the probe lease", WITHIN, || {
+        server.command(&["EXISTS", "{t:fleet::late_probe}:probe"]) == ":1"
+    })
+    .await;
+    let late_fleet = fleet(&server, "fleet::late_probe#late", 1).await;
+    let (late, _) = member("fleet::late_probe", 200);
+    late_fleet.join(&late);
+    wait_for("the late joiner held open", WITHIN, || {
+        late.state() == State::Open
+    })
+    .await;
+    let refused = late.call_sync(|| -> Result<(), ()> { panic!("not the fleet's probe") });
+    assert!(refused.unwrap_err().is_open());
+    // The lease holder's probe closes everyone, the late joiner too.
+    let deadline = Instant::now() + WITHIN;
+    while late.state() != State::Closed {
+        assert!(Instant::now() < deadline, "the late joiner stayed open");
+        for (_, b, _) in &members {
+            let _ = b.call_sync(|| Ok::<_, ()>(()));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_mid_incident_leaves_local_breakers_then_resyncs() {
+    let warnings = warn_log::install();
+    let mut server = RedisServer::start();
+    let members = instances(&server, "fleet::outage", 3, 1, 400).await;
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    server.kill();
+    // Every breaker behaves as a local one: each probes and closes by itself, and no call
+    // ever waits on Redis.
+    let deadline = Instant::now() + WITHIN;
+    let mut calls = 0;
+    while !all_in(&members, State::Closed) {
+        assert!(
+            Instant::now() < deadline,
+            "breakers stayed open without Redis"
+        );
+        for (_, b, _) in &members {
+            let call = b.call(async { Ok::<_, ()>(()) });
+            let r = tokio::time::timeout(Duration::from_secs(1), call)
+                .await
+                .expect("a call waited on the dead Redis");
+            if let Err(e) = r {
+                assert!(e.is_open(), "only the breaker's own refusal: {e:?}");
+            }
+            calls += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!("{calls} calls while Redis was down, none failed because of it");
+    server.restart();
+    wait_for("every instance reconnected", WITHIN, || {
+        warn_log::count(warnings, "fleet::outage#", "back") == 3
+    })
+    .await;
+    assert_eq!(
+        warn_log::count(warnings, "fleet::outage#", "unreachable"),
+        3,
+        "one WARN per instance for the outage, however many reconnects failed"
+    );
+    // Another instance opened the fleet while this one could not hear it: the resync after
+    // reconnecting finds it.
+    assert_eq!(
+        server.command(&["SET", "{t:fleet::outage}:open", "elsewhere", "PX", "4000"]),
+        "+OK"
+    );
+    wait_for("every instance open after the resync", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    for (_, _, log) in &members {
+        assert_eq!(
+            log.lock().unwrap().last(),
+            Some(&(State::Open, Cause::Fleet))
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_blocks_no_call() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::pause", 3, 1, 300).await;
+    assert_eq!(server.command(&["CLIENT", "PAUSE", "1500", "ALL"]), "+OK");
+    // The trip's Redis round trip hangs on the task; calls go on.
+    trip(&members[0].1);
+    let until = Instant::now() + Duration::from_millis(1_000);
+    let (mut started, mut finished) = (0u32, 0u32);
+    while Instant::now() < until {
+        for (_, b, _) in &members {
+            started += 1;
+            let call = b.call(async { Ok::<_, ()>(()) });
+            if tokio::time::timeout(Duration::from_millis(200), call)
+                .await
+                .is_ok()
+            {
+                finished += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    println!("{finished} of {started} calls completed while Redis was paused");
+    assert_eq!(finished, started);
+    assert!(started > 100);
+    // After the pause the fleet works again (reconnected if the pause broke the link).
+    close_by_calls(&members[0].1).await;
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        trip(&members[0].1);
+        let spread = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < spread && !all_in(&members, State::Open) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        if all_in(&members, State::Open) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the fleet did not come back after the pause"
+        );
+        for (_, b, _) in &members {
+            close_by_calls(b).await;
+        }
+    }
+}
+
+/// Calls a working dependency through `b` until it is closed (probing when allowed).
+async fn close_by_calls(b: &Breaker) {
+    let deadline = Instant::now() + WITHIN;
+    while b.state() != State::Closed {
+        assert!(Instant::now() < deadline, "{} stayed open", b.name());
+        let _ = b.call(async { Ok::<_, ()>(()) }).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_true_joins_the_installed_fleet() {
+    let warnings = warn_log::install();
+    let server = RedisServer::start();
+    // What `#[circuit_breaker(fleet = true)]` calls; nothing installed yet.
+    let (lonely, _) = member("fleet::installed", 1_000);
+    breaker::fleet::join_installed(&lonely);
+    let warned = warn_log::count(warnings, "fleet::installed", "no fleet installed");
+    assert_eq!(warned, 1);
+    let other = fleet(&server, "fleet::installed#other", 1).await;
+    let (elsewhere, _) = member("fleet::installed", 1_000);
+    other.join(&elsewhere);
+    breaker::fleet::install(fleet(&server, "fleet::installed#mine", 1).await);
+    let (joined, log) = member("fleet::installed", 1_000);
+    breaker::fleet::join_installed(&joined);
+    settle().await;
+    trip(&elsewhere);
+    wait_for("the joined breaker open", WITHIN, || {
+        joined.state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        log.lock().unwrap().last(),
+        Some(&(State::Open, Cause::Fleet))
+    );
+    assert_eq!(
+        lonely.state(),
+        State::Closed,
+        "joined before any fleet: local"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_keeps_no_breaker_alive() {
+    let server = RedisServer::start();
+    let f = fleet(&server, "fleet::dropped#0", 1).await;
+    let (b, _) = member("fleet::dropped", 1_000);
+    f.join(&b);
+    settle().await;
+    assert!(breaker::registry().get("fleet::dropped").is_some());
+    drop(b);
+    assert!(breaker::registry().get("fleet::dropped").is_none());
+}
+
+#[test]
+fn malformed_and_foreign_messages_change_nothing() {
+    use proptest::{prelude::*, test_runner::TestRunner};
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = RedisServer::start();
+    let (target, sentinel) = rt.block_on(async {
+        let f = fleet(&server, "listener", 1).await;
+        let target = member("fleet::target", 1_000);
+        let sentinel = member("fleet::sentinel", 1_000);
+        f.join(&target.0);
+        f.join(&sentinel.0);
+        settle().await;
+        std::mem::forget(f); // the members keep the task; the fleet handle may go
+        (target, sentinel)
+    });
+    let near_misses = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..120),
+        ".{0,80}".prop_map(String::into_bytes),
+        "(open|close|shut|) .{0,40}".prop_map(|s| format!("breaker-fleet/1 {s}").into_bytes()),
+        "(-1|0|x|99999999999999|1e3|) (fleet::target|)"
+            .prop_map(|s| format!("breaker-fleet/1 open other {s}").into_bytes()),
+        Just(b"breaker-fleet/1 open listener 5000 fleet::target".to_vec()), // our own echo
+        Just(b"breaker-fleet/1 close other 0 fleet::target".to_vec()),      // close when closed
+        Just(b"breaker-fleet/1 open {bad} 5000 fleet::target".to_vec()),
+        Just(b"breaker-fleet/2 open other 5000 fleet::target".to_vec()),
+    ];
+    let mut runner = TestRunner::new(proptest::test_runner::Config {
+        cases: 200,
+        failure_persistence: None,
+        ..Default::default()
+    });
+    let published = AtomicU32::new(0);
+    runner
+        .run(&near_misses, |payload| {
+            publish(&server, &payload);
+            published.fetch_add(1, SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    // A valid message after them all: once the sentinel opens, the task has read them.
+    publish(&server, b"breaker-fleet/1 open other 5000 fleet::sentinel");
+    rt.block_on(wait_for("the sentinel open", WITHIN, || {
+        sentinel.0.state() == State::Open
+    }));
+    assert_eq!(target.0.state(), State::Closed);
+    assert!(
+        target.1.lock().unwrap().is_empty(),
+        "{:?}",
+        target.1.lock().unwrap()
+    );
+    println!("{} random payloads changed nothing", published.load(SeqCst));
+}
+
+/// PUBLISH on the test fleet's channel, with any bytes.
+fn publish(server: &RedisServer, payload: &[u8]) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    let mut req = b"*3\r\n$7\r\nPUBLISH\r\n$7\r\nt:fleet\r\n".to_vec();
+    req.extend_from_slice(format!("${}\r\n", payload.len()).as_bytes());
+    req.extend_from_slice(payload);
+    req.extend_from_slice(b"\r\n");
+    s.write_all(&req).unwrap();
+    let mut reply = [0u8; 16];
+    let n = s.read(&mut reply).unwrap();
+    assert!(
+        reply[..n].starts_with(b":"),
+        "PUBLISH answered {:?}",
+        &reply[..n]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_errors_are_reported_without_the_password() {
+    let e = Fleet::connect("http://nope").await.unwrap_err();
+    assert!(matches!(e, breaker::fleet::FleetError::Url(_)), "{e}");
+    let e = Fleet::builder("redis://127.0.0.1:1/")
+        .quorum(0)
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, breaker::fleet::FleetError::Setting(_)), "{e}");
+    let e = Fleet::builder("redis://127.0.0.1:1/")
+        .instance("has space")
+        .connect()
+        .await
+        .unwrap_err();
+    assert!(matches!(e, breaker::fleet::FleetError::Setting(_)), "{e}");
+    let e = Fleet::connect("redis://:hunter2@127.0.0.1:1/")
+        .await
+        .unwrap_err();
+    assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+    // `rediss://`: TLS with feature `redis-tls`, an invalid URL without it.
+    let e = Fleet::connect("rediss://127.0.0.1:1/").await.unwrap_err();
+    if cfg!(feature = "redis-tls") {
+        assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
+    } else {
+        assert!(matches!(e, breaker::fleet::FleetError::Url(_)), "{e}");
+    }
+    // A password in the URL is used: a server that requires one accepts it.
+    let server = RedisServer::start();
+    assert_eq!(
+        server.command(&["CONFIG", "SET", "requirepass", "s3cret"]),
+        "+OK"
+    );
+    let url = format!("redis://:s3cret@127.0.0.1:{}/", server.port);
+    Fleet::connect(url)
+        .await
+        .expect("connect with the password");
+    let url = format!("redis://:wrong@127.0.0.1:{}/", server.port);
+    let e = Fleet::connect(url).await.unwrap_err();
+    assert!(!e.to_string().contains("wrong"), "{e}");
+}
+
+/// The fleet's log lines, counted by instance and words, through a process-wide subscriber.
+mod warn_log {
+    use std::sync::{Mutex, OnceLock};
+
+    use tracing::{
+        field::{Field, Visit},
+        span, Event, Metadata, Subscriber,
+    };
+
+    type Lines = Mutex<Vec<(String, String)>>;
+
+    static LINES: OnceLock<&'static Lines> = OnceLock::new();
+
+    /// (instance or breaker, message) of every event with such a field.
+    pub fn install() -> &'static Lines {
+        LINES.get_or_init(|| {
+            let lines: &'static Lines = Box::leak(Box::default());
+            let _ = tracing::subscriber::set_global_default(Collect(lines));
+            lines
+        })
+    }
+
+    pub fn count(lines: &Lines, instance_prefix: &str, words: &str) -> usize {
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(i, m)| i.starts_with(instance_prefix) && m.contains(words))
+            .count()
+    }
+
+    struct Collect(&'static Lines);
+
+    #[derive(Default)]
+    struct Fields {
+        instance: Option<String>,
+        message: String,
+    }
+
+    impl Visit for Fields {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            match field.name() {
+                "instance" | "breaker" => self.instance = Some(value.to_owned()),
+                "message" => self.message = value.to_owned(),
+                _ => {}
+            }
+        }
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            match field.name() {
+                "instance" | "breaker" => self.instance = Some(format!("{value:?}")),
+                "message" => self.message = format!("{value:?}"),
+                _ => {}
+            }
+        }
+    }
+
+    impl Subscriber for Collect {
+        fn enabled(&self, m: &Metadata<'_>) -> bool {
+            m.target() == "breaker" && *m.level() <= tracing::Level::INFO
+        }
+        fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+            span::Id::from_u64(1)
+        }
+        fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+        fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut f = Fields::default();
+            event.record(&mut f);
+            if let Some(instance) = f.instance {
+                self.0.lock().unwrap().push((instance, f.message));
+            }
+        }
+        fn enter(&self, _: &span::Id) {}
+        fn exit(&self, _: &span::Id) {}
+    }
+}
