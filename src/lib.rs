@@ -106,8 +106,7 @@ pub mod __private {
     /// `breaker::fleet::install` (without one, or without feature `redis`, it logs one `WARN`
     /// and stays local).
     pub fn join_fleet(breaker: Breaker) -> Breaker {
-        // Interim, until `breaker::fleet` (its own branch) is merged: the breaker stays local.
-        // Then this becomes `crate::fleet::join_installed(&breaker);`.
+        crate::fleet::join_installed(&breaker);
         breaker
     }
 
