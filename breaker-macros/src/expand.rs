@@ -619,8 +619,8 @@ fn breaker_binding(
     // call and finds it again with one type comparison. The key is borrowed, never moved,
     // and only for the lookup, so the body may then move what it was computed from.
     let keyed = Ident::new("__breaker_keyed", Span::mixed_site());
+    // (`attr` rejects `fleet = true` with `key`: the keyed map makes its breakers unseen.)
     let (expr, k) = (&key.value, krate_at(args, key.span));
-    // `attr` rejects `fleet = true` with `key`.
     // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
     // are imported unnamed, in this block only.
     let lookup = quote_spanned! {key.span=>
