@@ -65,7 +65,7 @@ pub mod tower;
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use core::result::Result::{Err, Ok};
+    pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
     pub use once_cell::sync::Lazy;
@@ -76,7 +76,18 @@ pub mod __private {
         task::{Context, Poll},
     };
 
-    use crate::{Breaker, BreakerError, CallError, CallFuture, Config};
+    use std::{
+        any::Any,
+        borrow::Borrow,
+        hash::Hash,
+        sync::{Mutex, OnceLock},
+    };
+
+    use breaker_runtime::{__internals::KeyArg, Classify};
+
+    use crate::{
+        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Verdict,
+    };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
     /// `name`, and functions that give the same name share one breaker.
@@ -88,6 +99,158 @@ pub mod __private {
             Breaker::get_or_create(name, config)
         } else {
             Breaker::new(name, config)
+        }
+    }
+
+    /// `fleet = true`: joins the breaker, as it is created, to the fleet installed with
+    /// `breaker::fleet::install` (without one, or without feature `redis`, it logs one `WARN`
+    /// and stays local).
+    pub fn join_fleet(breaker: Breaker) -> Breaker {
+        crate::fleet::join_installed(&breaker);
+        breaker
+    }
+
+    /// The value of `key = …`, borrowed, on its way to its breaker:
+    /// `(&&KeyProbe(&value)).__breaker_lookup(&STATIC)`. The method is found by autoref
+    /// specialisation (the first receiver type whose impl's bounds hold wins), so one
+    /// expansion serves every kind of key:
+    ///
+    /// 1. [`ByKeyArg`]: the built-in keys, references to them, `&str` and pairs, looked up
+    ///    in their borrowed form (`&str` in a map of `String`s) without allocating;
+    /// 2. [`ByOwnKey`], [`ByOwnKeyRef`]: a user's own `BreakerKey + Clone` type, or a
+    ///    reference to one, looked up as itself;
+    /// 3. [`NotAKey`]: anything else, an error on the expression saying what keys are.
+    pub struct KeyProbe<'a, Q: ?Sized>(pub &'a Q);
+
+    impl<Q: ?Sized> Clone for KeyProbe<'_, Q> {
+        fn clone(&self) -> Self {
+            *self
+        }
+    }
+
+    impl<Q: ?Sized> Copy for KeyProbe<'_, Q> {}
+
+    /// Level 1 of [`KeyProbe`].
+    pub trait ByKeyArg {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<Q: KeyArg + ?Sized> ByKeyArg for &KeyProbe<'_, Q> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<Q::Key, Q::Lookup>(&self.0.lookup())
+        }
+    }
+
+    /// Level 2 of [`KeyProbe`]: a key type of the user's, by value.
+    pub trait ByOwnKey {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<K: BreakerKey + Clone> ByOwnKey for KeyProbe<'_, K> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<K, K>(self.0)
+        }
+    }
+
+    /// Level 2 of [`KeyProbe`]: a key type of the user's, by reference.
+    pub trait ByOwnKeyRef {
+        /// The breaker of this key.
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
+    }
+
+    impl<K: BreakerKey + Clone> ByOwnKeyRef for KeyProbe<'_, &K> {
+        fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+            keyed.breaker::<K, K>(*self.0)
+        }
+    }
+
+    /// Level 3 of [`KeyProbe`]: not a key. Its bound is on the method, so it is checked
+    /// after the method is chosen and reported with [`Key`]'s message.
+    pub trait NotAKey {
+        /// The type of the key expression.
+        type Value: ?Sized;
+        /// Never runs: `Key` has no implementations.
+        fn __breaker_lookup(self, keyed: &KeyedStatic) -> Breaker
+        where
+            Self::Value: Key;
+    }
+
+    impl<Q: ?Sized> NotAKey for KeyProbe<'_, Q> {
+        type Value = Q;
+        fn __breaker_lookup(self, _: &KeyedStatic) -> Breaker
+        where
+            Q: Key,
+        {
+            unreachable!("`Key` has no implementations")
+        }
+    }
+
+    /// What `key = …` may give; implemented by nothing, so that a value that is not a key
+    /// is reported with this message (see [`KeyProbe`]).
+    #[diagnostic::on_unimplemented(
+        message = "`key = …` gives a `{Self}`, which cannot key a circuit breaker",
+        label = "one breaker per value of this expression: its type must be a key",
+        note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`), pairs of those, and references to them; for a type of your own implement `breaker::BreakerKey` and `Clone` (the docs of `BreakerKey` show how), or key by one of its fields"
+    )]
+    pub trait Key {}
+
+    /// The keyed breakers of one function with `key = …`. A static cannot name the key's
+    /// type, so the `KeyedBreaker` is made on the first call and kept type-erased; each call
+    /// finds it again with one `TypeId` comparison.
+    pub struct KeyedStatic {
+        init: fn() -> (&'static str, Config),
+        map: OnceLock<Box<dyn Any + Send + Sync>>,
+        /// Maps of other key types: a generic function's key type may change with its
+        /// instantiation, and every instantiation shares the static. Rare, so locked.
+        others: Mutex<Vec<Box<dyn Any + Send + Sync>>>,
+    }
+
+    impl KeyedStatic {
+        /// `init` gives the name and the configuration, on the first call.
+        pub const fn new(init: fn() -> (&'static str, Config)) -> Self {
+            KeyedStatic {
+                init,
+                map: OnceLock::new(),
+                others: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// The breaker of the key stored as `K` and looked up as `lookup`, made if it has
+        /// none. Panics with the `ConfigError` message if the configuration is invalid, as
+        /// `KeyedBreaker::new` does.
+        pub fn breaker<K, L>(&self, lookup: &L) -> Breaker
+        where
+            K: BreakerKey + Borrow<L>,
+            L: ?Sized + Hash + Eq + ToOwned<Owned = K>,
+        {
+            let map = self.map.get_or_init(|| Box::new(self.make::<K>()));
+            match map.downcast_ref::<KeyedBreaker<K>>() {
+                Some(map) => map.breaker(lookup),
+                None => self.other::<K>().breaker(lookup),
+            }
+        }
+
+        fn make<K: BreakerKey>(&self) -> KeyedBreaker<K> {
+            let (name, config) = (self.init)();
+            KeyedBreaker::new(name, config)
+        }
+
+        #[cold]
+        fn other<K: BreakerKey>(&self) -> KeyedBreaker<K> {
+            let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
+            let found = others
+                .iter()
+                .find_map(|m| m.downcast_ref::<KeyedBreaker<K>>());
+            match found {
+                Some(map) => map.clone(),
+                None => {
+                    let map = self.make::<K>();
+                    others.push(Box::new(map.clone()));
+                    map
+                }
+            }
         }
     }
 
@@ -135,11 +298,11 @@ pub mod __private {
     /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
     /// return type, named by the macro so `?` and `return` in the body know their type.
     #[allow(clippy::type_complexity)]
-    pub fn run<R, T, E, F, P>(
-        breaker: &'static Breaker,
+    pub fn run<'a, R, T, E, F, P>(
+        breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<CallFuture<'static, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
+    ) -> Map<CallFuture<'a, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -166,12 +329,12 @@ pub mod __private {
     /// One call of an `async fn` body through its breaker, with a fallback: a success in the
     /// function's own return type, or the `CallError` the fallback receives.
     #[allow(clippy::type_complexity)]
-    pub fn call<R, F, P>(
-        breaker: &'static Breaker,
+    pub fn call<'a, R, F, P>(
+        breaker: &'a Breaker,
         is_failure: P,
         body_: F,
     ) -> Map<
-        CallFuture<'static, Body<F, R, R::Ok, R::Err>, P>,
+        CallFuture<'a, Body<F, R, R::Ok, R::Err>, P>,
         Result<R::Ok, CallError<R::Err>>,
         Result<R, CallError<R::Err>>,
     >
@@ -199,6 +362,74 @@ pub mod __private {
     {
         breaker
             .call_sync_with(is_failure, move || body().into_result())
+            .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// [`run`] judged by `classify = …` instead of `is_failure`.
+    #[allow(clippy::type_complexity)]
+    pub fn run_classified<'a, R, T, E, F, C>(
+        breaker: &'a Breaker,
+        classify: C,
+        body_: F,
+    ) -> Map<CallFuture<'a, Body<F, R, T, E>, Classify<C>>, Result<T, CallError<E>>, R>
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: Future<Output = R>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        Map {
+            fut: breaker.call_classified(classify, body(body_)),
+            map: finish::<R>,
+        }
+    }
+
+    /// [`run_sync`] judged by `classify = …`.
+    pub fn run_sync_classified<R, T, E, F, C>(breaker: &Breaker, classify: C, body: F) -> R
+    where
+        R: Fallible<Ok = T, Err = E>,
+        E: FromBreakerError,
+        F: FnOnce() -> R,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        finish(breaker.call_sync_classified(classify, move || body().into_result()))
+    }
+
+    /// [`call`] judged by `classify = …`.
+    #[allow(clippy::type_complexity)]
+    pub fn call_classified<'a, R, F, C>(
+        breaker: &'a Breaker,
+        classify: C,
+        body_: F,
+    ) -> Map<
+        CallFuture<'a, Body<F, R, R::Ok, R::Err>, Classify<C>>,
+        Result<R::Ok, CallError<R::Err>>,
+        Result<R, CallError<R::Err>>,
+    >
+    where
+        R: Fallible,
+        F: Future<Output = R>,
+        C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
+    {
+        Map {
+            fut: breaker.call_classified(classify, body(body_)),
+            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+        }
+    }
+
+    /// [`call_sync`] judged by `classify = …`.
+    pub fn call_sync_classified<R, F, C>(
+        breaker: &Breaker,
+        classify: C,
+        body: F,
+    ) -> Result<R, CallError<R::Err>>
+    where
+        R: Fallible,
+        F: FnOnce() -> R,
+        C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
+    {
+        breaker
+            .call_sync_classified(classify, move || body().into_result())
             .map(|ok| R::from_result(Ok(ok)))
     }
 

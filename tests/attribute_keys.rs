@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use breaker::{circuit_breaker, registry, BreakerError, CallError, Config, State, Transition};
+use breaker::{
+    circuit_breaker, registry, BreakerError, CallError, Config, State, Transition, Verdict,
+};
 use tokio::time::advance;
 
 #[derive(Debug, thiserror::Error)]
@@ -463,4 +465,246 @@ async fn a_generic_function_has_one_breaker_for_all_instantiations() {
         .breaker()
         .unwrap()
         .is_open());
+}
+
+#[circuit_breaker(key = url.split('/').nth(2).unwrap_or(""), threshold = 2)]
+async fn deliver(url: &str, fail: bool) -> Result<(), Error> {
+    down_if(fail)
+}
+
+#[tokio::test(start_paused = true)]
+async fn key_gives_one_breaker_per_value_named_after_it() {
+    let broken = "https://broken.example/hook";
+    deliver(broken, true).await.unwrap_err();
+    deliver(broken, true).await.unwrap_err();
+    assert_eq!(state(&name("deliver[broken.example]")), State::Open);
+    // Another host has its own breaker, still closed.
+    deliver("https://fine.example/hook", false).await.unwrap();
+    assert_eq!(state(&name("deliver[fine.example]")), State::Closed);
+    let err = deliver(broken, false).await.unwrap_err();
+    assert_eq!(
+        err.breaker().unwrap().name(),
+        name("deliver[broken.example]")
+    );
+}
+
+struct Client {
+    host: String,
+    calls: AtomicU32,
+}
+
+impl Client {
+    #[circuit_breaker(key = self.host, threshold = 1, fallback = offline)]
+    async fn get(&self, fail: bool) -> Result<u32, Error> {
+        self.calls.fetch_add(1, SeqCst);
+        down_if(fail).map(|()| 1)
+    }
+
+    async fn offline(&self, _fail: bool, err: CallError<Error>) -> Result<u32, Error> {
+        match err {
+            CallError::Breaker(e) => {
+                assert_eq!(e.name(), format!("{}[{}]", name("get"), self.host));
+                Ok(0)
+            }
+            CallError::Inner(e) => Err(e),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn key_on_a_string_field_of_self_gives_one_breaker_per_instance() {
+    let a = Client {
+        host: "a.example".to_owned(),
+        calls: AtomicU32::new(0),
+    };
+    let b = Client {
+        host: "b.example".to_owned(),
+        calls: AtomicU32::new(0),
+    };
+    a.get(true).await.unwrap_err(); // opens a's breaker only
+    assert_eq!(a.get(false).await.unwrap(), 0); // open: the fallback answers
+    assert_eq!(a.calls.load(SeqCst), 1);
+    assert_eq!(b.get(false).await.unwrap(), 1);
+}
+
+fn judge(r: &Result<u16, Error>) -> Verdict {
+    match r {
+        Ok(429) => Verdict::OpenFor(Duration::from_secs(30)),
+        Ok(status) if *status >= 500 => Verdict::Failure,
+        Ok(_) => Verdict::Success,
+        Err(Error::BadRequest) => Verdict::Neutral,
+        Err(_) => Verdict::Failure,
+    }
+}
+
+#[circuit_breaker(classify = judge, threshold = 2, cool_off = "5s")]
+async fn http_get(status: u16) -> Result<u16, Error> {
+    Ok(status)
+}
+
+#[tokio::test(start_paused = true)]
+async fn classify_judges_ok_answers_and_open_for_opens_at_once() {
+    let n = name("http_get");
+    assert_eq!(http_get(503).await.unwrap(), 503); // a failure, still returned as it is
+    assert_eq!(state(&n), State::Closed);
+    assert_eq!(http_get(429).await.unwrap(), 429);
+    assert_eq!(state(&n), State::Open);
+    let err = http_get(200).await.unwrap_err();
+    assert_eq!(
+        err.breaker().unwrap().retry_in(),
+        Some(Duration::from_secs(30))
+    );
+}
+
+#[circuit_breaker(key = tenant, threshold = 1, classify = |r: &Result<u32, Error>| {
+    if matches!(r, Ok(0)) { Verdict::Failure } else { Verdict::Success }
+})]
+fn rows(tenant: u64, n: u32) -> Result<u32, Error> {
+    Ok(n)
+}
+
+#[test]
+fn classify_closure_on_a_keyed_plain_fn() {
+    assert_eq!(rows(7, 0).unwrap(), 0);
+    assert_eq!(state(&name("rows[7]")), State::Open);
+    assert_eq!(rows(8, 1).unwrap(), 1);
+    assert!(rows(7, 1).unwrap_err().breaker().unwrap().is_open());
+}
+
+#[async_trait::async_trait]
+trait Store {
+    async fn put(&self, key: String, value: u32) -> Result<u32, Error>;
+}
+
+struct Remote {
+    fallbacks: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Store for Remote {
+    #[circuit_breaker(threshold = 1, fallback = put_later)]
+    async fn put(&self, key: String, value: u32) -> Result<u32, Error> {
+        let _ = (&key, value);
+        Err(Error::Down)
+    }
+}
+
+impl Remote {
+    async fn put_later(
+        &self,
+        key: String,
+        value: u32,
+        err: CallError<Error>,
+    ) -> Result<u32, Error> {
+        assert_eq!(key, "k");
+        self.fallbacks.fetch_add(1, SeqCst);
+        match err {
+            CallError::Breaker(e) if e.is_open() => Ok(value),
+            CallError::Breaker(e) => Err(e.into()),
+            CallError::Inner(e) => Err(e),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn async_trait_methods_go_through_the_breaker_and_the_fallback() {
+    let r = Remote {
+        fallbacks: AtomicU32::new(0),
+    };
+    assert!(matches!(r.put("k".to_owned(), 5).await, Err(Error::Down)));
+    assert_eq!(r.put("k".to_owned(), 5).await.unwrap(), 5); // open: the fallback answers
+    assert_eq!(r.fallbacks.load(SeqCst), 2);
+    assert_eq!(state(&name("put")), State::Open);
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Region(u8);
+
+impl breaker::BreakerKey for Region {
+    fn fmt_key(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "region-{}", self.0)
+    }
+}
+
+#[circuit_breaker(key = region, threshold = 1)]
+fn in_region(region: &Region, fail: bool) -> Result<(), Error> {
+    down_if(fail)
+}
+
+#[test]
+fn a_key_type_of_ones_own_names_its_breakers() {
+    in_region(&Region(3), true).unwrap_err();
+    assert_eq!(state(&name("in_region[region-3]")), State::Open);
+    in_region(&Region(4), false).unwrap();
+}
+
+#[circuit_breaker(threshold = 1, fleet = true)]
+async fn fleet_member(fail: bool) -> Result<(), Error> {
+    down_if(fail)
+}
+
+#[tokio::test(start_paused = true)]
+async fn fleet_true_without_an_installed_fleet_stays_a_local_breaker() {
+    fleet_member(true).await.unwrap_err();
+    assert_eq!(state(&name("fleet_member")), State::Open);
+    assert!(fleet_member(false)
+        .await
+        .unwrap_err()
+        .breaker()
+        .unwrap()
+        .is_open());
+}
+
+#[circuit_breaker(threshold = 1, fallback = |id, _fail, err| match err {
+    CallError::Breaker(_) => Ok(id),
+    CallError::Inner(e) => Err(e),
+})]
+fn closure_fallback(id: u32, fail: bool) -> Result<u32, Error> {
+    down_if(fail).map(|()| 0)
+}
+
+#[test]
+fn a_closure_fallback_gets_the_arguments_and_the_call_error() {
+    assert!(matches!(closure_fallback(1, true), Err(Error::Down)));
+    assert_eq!(closure_fallback(2, false).unwrap(), 2); // open: the closure answers
+}
+
+#[cfg(feature = "http")]
+mod http_preset {
+    use super::*;
+
+    #[circuit_breaker(classify = breaker::http::classify, threshold = 1)]
+    async fn get(status: u16) -> Result<http::Response<()>, Error> {
+        Ok(http::Response::builder().status(status).body(()).unwrap())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_http_preset_judges_through_the_attribute() {
+        let n = name("http_preset::get");
+        assert_eq!(get(404).await.unwrap().status(), 404); // the caller's fault: neutral
+        assert_eq!(state(&n), State::Closed);
+        assert_eq!(get(503).await.unwrap().status(), 503); // returned as it is, counted a failure
+        assert_eq!(state(&n), State::Open);
+    }
+}
+
+mod judges {
+    pub fn not_bad_request(e: &super::Error) -> bool {
+        !matches!(e, super::Error::BadRequest)
+    }
+}
+
+#[circuit_breaker(threshold = 1, is_failure = judges::not_bad_request)]
+fn multi_segment_is_failure(fail: bool) -> Result<(), Error> {
+    if fail {
+        Err(Error::BadRequest)
+    } else {
+        Ok(())
+    }
+}
+
+#[test]
+fn is_failure_by_a_multi_segment_path() {
+    multi_segment_is_failure(true).unwrap_err(); // neutral
+    assert_eq!(state(&name("multi_segment_is_failure")), State::Closed);
 }

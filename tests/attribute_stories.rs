@@ -204,3 +204,81 @@ async fn fraud_vendor_opens_at_half_the_window_and_closes_after_three_probes() {
     assert_eq!(CALLS.load(SeqCst), before + 3);
     assert_eq!(state(name), State::Closed);
 }
+
+// The fleet tests' redis-server; this story uses only `start` and `url`.
+#[cfg(feature = "redis")]
+#[path = "support/redis.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+// Two instances of the inventory service share what they learn through Redis: this process
+// guards its calls with `fleet = true`, the other instance is a plain `Breaker` joined to a
+// fleet of its own. When the other opens, this one opens too, without having failed once.
+// Real time (the fleet's task talks to a real `redis-server`), awaited with a deadline.
+#[cfg(feature = "redis")]
+mod inventory_fleet {
+    use super::*;
+    use breaker::{fleet::Fleet, Breaker, Config};
+    use redis_server::RedisServer;
+
+    pub static CALLS: AtomicU32 = AtomicU32::new(0);
+
+    #[circuit_breaker(
+        threshold = 1,
+        cool_off = "30s",
+        name = "stories::inventory",
+        fleet = true
+    )]
+    pub async fn reserve(sku: &str) -> Result<u32, GatewayError> {
+        CALLS.fetch_add(1, SeqCst);
+        Ok(sku.len() as u32)
+    }
+
+    async fn fleet(server: &RedisServer, instance: &str) -> Fleet {
+        Fleet::builder(server.url())
+            .instance(instance)
+            .prefix("stories")
+            .connect()
+            .await
+            .expect("connect to the test's redis-server")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn fleet_true_opens_this_instance_when_another_opens() {
+        let server = RedisServer::start();
+        breaker::fleet::install(fleet(&server, "stories#this").await);
+        // The first call creates the breaker, which joins the installed fleet.
+        assert_eq!(reserve("apple").await.unwrap(), 5);
+
+        let other = fleet(&server, "stories#other").await;
+        let theirs = Breaker::new(
+            "stories::inventory",
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_secs(30)),
+        );
+        other.join(&theirs);
+        // Joining is asynchronous: let both tasks read the fleet's (absent) open state.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(theirs.call_sync(|| Err::<(), _>("down")).is_err()); // the other instance opens
+
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match reserve("apple").await {
+                Err(e) if e.is_open() => break,
+                _ => assert!(
+                    std::time::Instant::now() < deadline,
+                    "this instance did not open within 5 s"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let calls = CALLS.load(SeqCst);
+        assert!(reserve("apple").await.unwrap_err().is_open());
+        assert_eq!(
+            CALLS.load(SeqCst),
+            calls,
+            "open: the dependency is not called"
+        );
+    }
+}

@@ -33,6 +33,11 @@ pub(crate) const KEYS: &[&str] = &[
     "on_state_change",
     "config",
     "crate",
+    "key",
+    "max_keys",
+    "idle",
+    "classify",
+    "fleet",
 ];
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
@@ -75,6 +80,11 @@ pub(crate) struct Args {
     pub(crate) on_state_change: Option<Arg<Expr>>,
     pub(crate) config: Option<Arg<Expr>>,
     pub(crate) krate: Option<Arg<Path>>,
+    pub(crate) key: Option<Arg<Expr>>,
+    pub(crate) max_keys: Option<Arg<u32>>,
+    pub(crate) idle: Option<Arg<Duration>>,
+    pub(crate) classify: Option<Arg<Expr>>,
+    pub(crate) fleet: Option<Arg<bool>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -193,6 +203,11 @@ fn example(key: &Ident) -> String {
         "on_state_change" => "alert_on_call",
         "config" => "config_from_env()",
         "crate" => "\"::my_facade::breaker\"",
+        "key" => "self.host",
+        "max_keys" => "1000",
+        "idle" => "\"10m\"",
+        "classify" => "judge_response",
+        "fleet" => "true",
         _ => "…",
     };
     format!("write e.g. `{key} = {value}`")
@@ -256,6 +271,14 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             "name" => set!(name, name_value(&key, &value)),
             "config" => set!(config, Ok::<_, syn::Error>(value)),
             "crate" => set!(krate, crate_path(&key, &value)),
+            "key" => set!(key, Ok::<_, syn::Error>(value)),
+            "max_keys" => set!(max_keys, integer(&key, &value)),
+            "idle" => set!(idle, duration(&key, &value)),
+            "classify" => set!(
+                classify,
+                callable(&key, value, "a `fn(&Result<T, E>) -> breaker::Verdict`")
+            ),
+            "fleet" => set!(fleet, boolean(&key, &value)),
             _ => errors.push(unknown_key(&key)),
         }
     }
@@ -290,21 +313,68 @@ fn check_combinations(args: &Args, errors: &mut Errors) {
         args.success_threshold.as_ref().map(|a| &a.key),
         args.timeout.as_ref().map(|a| &a.key),
         args.max_concurrent.as_ref().map(|a| &a.key),
+        // The bounds of the keyed map are policy too: `Config::max_keys`, `Config::idle`.
+        args.max_keys.as_ref().map(|a| &a.key),
+        args.idle.as_ref().map(|a| &a.key),
     ]
     .into_iter()
     .flatten()
     .collect();
+    if args.key.is_none() {
+        for key in [
+            args.max_keys.as_ref().map(|a| &a.key),
+            args.idle.as_ref().map(|a| &a.key),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "`{key}` bounds the breakers of a keyed function, and this one has no \
+                     `key`: add `key = …` (one breaker per value, e.g. `key = self.host`) or \
+                     remove `{key}`"
+                ),
+            ));
+        }
+    }
+    if let (Some(classify), Some(is_failure)) = (&args.classify, &args.is_failure) {
+        let msg = "`classify` and `is_failure` cannot be combined: `classify` judges every \
+                   result, errors included; return `Verdict::Neutral` from it for the errors \
+                   `is_failure` lets pass, and remove `is_failure`";
+        let mut e = syn::Error::new(classify.key.span(), msg);
+        e.combine(syn::Error::new(
+            is_failure.key.span(),
+            "`is_failure` cannot be combined with `classify`: remove it and return \
+             `Verdict::Neutral` from `classify` for the errors it lets pass",
+        ));
+        errors.push(e);
+    }
+    if let (Some(_), Some(fleet)) = (&args.key, &args.fleet) {
+        if fleet.value {
+            errors.push(syn::Error::new(
+                fleet.key.span(),
+                "`fleet = true` cannot be combined with `key` yet: a keyed function's breakers \
+                 are made on the fly, one per key, and would stay local; remove `fleet`, or \
+                 use a `breaker::KeyedBreaker` and `Fleet::join` each key's breaker by hand",
+            ));
+        }
+    }
     if args.config.is_some() {
         for key in policy {
             let method = match key.to_string().as_str() {
                 "window" => "window_calls(…)` or `.window_duration(…)".to_owned(),
                 other => format!("{other}(…)"),
             };
+            let why = match key.to_string().as_str() {
+                "max_keys" | "idle" => " (the keyed map's bounds are part of the policy)",
+                _ => "",
+            };
             errors.push(syn::Error::new(
                 key.span(),
                 format!(
-                    "`{key}` cannot be combined with `config = …`: set it on the `Config` \
-                     (`.{method}`) or remove `config`"
+                    "`{key}` cannot be combined with `config = …`{why}: set it on the \
+                     `Config` (`.{method}`) or remove `config`"
                 ),
             ));
         }
@@ -559,16 +629,12 @@ fn duration(key: &Ident, value: &Expr) -> syn::Result<Duration> {
 fn window(key: &Ident, value: &Expr) -> syn::Result<WindowArg> {
     match lit(value) {
         Some(Lit::Str(_)) => duration(key, value).map(WindowArg::Duration),
-        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls).map_err(|e| {
-            if e.to_string().contains("at least 1") {
-                syn::Error::new(
-                    value.span(),
-                    "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
-                )
-            } else {
-                e
-            }
-        }),
+        // Zero is read here, not recognised in `integer`'s message afterwards.
+        Some(Lit::Int(i)) if i.base10_parse::<u64>().is_ok_and(|n| n == 0) => Err(syn::Error::new(
+            value.span(),
+            "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
+        )),
+        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls),
         _ => Err(syn::Error::new(
             value.span(),
             "`window` takes a number of calls or a duration string: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
@@ -604,6 +670,26 @@ fn callable(key: &Ident, value: Expr, what: &str) -> syn::Result<Expr> {
                 "`{key}` takes a path to {what} or a closure: {}",
                 example(key)
             ),
+        )),
+    }
+}
+
+/// `fleet = true` or `fleet = false`.
+fn boolean(key: &Ident, value: &Expr) -> syn::Result<bool> {
+    match lit(value) {
+        Some(Lit::Bool(b)) => Ok(b.value),
+        Some(Lit::Str(s)) if matches!(s.value().as_str(), "true" | "false") => {
+            Err(syn::Error::new(
+                s.span(),
+                format!(
+                    "`{key}` takes a boolean, not a string: write `{key} = {}` without quotes",
+                    s.value()
+                ),
+            ))
+        }
+        _ => Err(syn::Error::new(
+            value.span(),
+            format!("`{key}` takes `true` or `false`: {}", example(key)),
         )),
     }
 }

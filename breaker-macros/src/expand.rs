@@ -29,12 +29,15 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
     let mut errors = Errors::default();
     let args = attr::parse(args).map_err(|e| errors.push(e)).ok();
     let func = parse_fn(item).map_err(|e| errors.push(e)).ok();
-    if let (Some(args), Some(func)) = (&args, &func) {
-        check_fn(args, func, &mut errors);
+    let shape = func
+        .as_ref()
+        .and_then(|f| shape(f).map_err(|e| errors.push(e)).ok());
+    if let (Some(args), Some(func), Some(shape)) = (&args, &func, &shape) {
+        check_fn(args, func, shape, &mut errors);
     }
     errors.finish(())?;
-    match (args, func) {
-        (Some(args), Some(func)) => Ok(generate(&args, func)),
+    match (args, func, shape) {
+        (Some(args), Some(func), Some(shape)) => Ok(generate(&args, func, shape)),
         // Unreachable: a `None` above pushed an error.
         _ => Err(syn::Error::new(
             Span::call_site(),
@@ -82,8 +85,228 @@ fn parse_fn(item: TokenStream) -> syn::Result<ItemFn> {
     ))
 }
 
+/// How the function produces its `Result`.
+pub(crate) enum Shape {
+    /// `async fn`.
+    Async,
+    /// A plain `fn`.
+    Sync,
+    /// `fn … -> Pin<Box<dyn Future<Output = R> + …>> { Box::pin(async move { … }) }`: an
+    /// `async fn` of an `impl` that `#[async_trait]` (which expands first) rewrote. The inner
+    /// `async move` block is wrapped, as `tracing::instrument` does; `R` is kept.
+    Boxed(Box<Type>),
+}
+
+/// The function's shape, or an error saying what to write when it returns a future the
+/// attribute cannot wrap.
+fn shape(func: &ItemFn) -> syn::Result<Shape> {
+    let sig = &func.sig;
+    if sig.asyncness.is_some() {
+        return Ok(Shape::Async);
+    }
+    let ReturnType::Type(_, ty) = &sig.output else {
+        return Ok(Shape::Sync);
+    };
+    let write_async = |output: &Type| {
+        format!(
+            "write `async fn {}(…) -> {}`",
+            sig.ident,
+            shown(output.to_token_stream())
+        )
+    };
+    if let Type::ImplTrait(it) = ungroup(ty) {
+        if let Some(output) = future_output(&it.bounds) {
+            return Err(syn::Error::new_spanned(
+                ty,
+                format!(
+                    "`#[circuit_breaker]` wraps an `async fn`, not a function returning `impl \
+                     Future`: {} (in a trait impl, an `async fn` fulfils a trait's `fn … -> \
+                     impl Future<Output = …> + Send`)",
+                    write_async(output)
+                ),
+            ));
+        }
+    }
+    if let Some(output) = boxed_future_output(ty) {
+        if boxed_async_block(&func.block).is_some() {
+            return Ok(Shape::Boxed(Box::new(output.clone())));
+        }
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!(
+                "`#[circuit_breaker]` wraps an `async fn`, and cannot see into this boxed \
+                 future: {} (with `#[async_trait]` on the impl, keep the method an `async fn`: \
+                 that is supported)",
+                write_async(output)
+            ),
+        ));
+    }
+    Ok(Shape::Sync)
+}
+
+/// `Group` and parentheses around a type, as `macro_rules!` and users may leave them.
+fn ungroup(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(g) => ungroup(&g.elem),
+        Type::Paren(p) => ungroup(&p.elem),
+        other => other,
+    }
+}
+
+/// `R` of a bound list holding `Future<Output = R>`.
+fn future_output(
+    bounds: &syn::punctuated::Punctuated<syn::TypeParamBound, syn::Token![+]>,
+) -> Option<&Type> {
+    bounds.iter().find_map(|b| {
+        let syn::TypeParamBound::Trait(t) = b else {
+            return None;
+        };
+        let last = t.path.segments.last()?;
+        let syn::PathArguments::AngleBracketed(a) = &last.arguments else {
+            return None;
+        };
+        if last.ident != "Future" {
+            return None;
+        }
+        a.args.iter().find_map(|arg| match arg {
+            syn::GenericArgument::AssocType(at) if at.ident == "Output" => Some(&at.ty),
+            _ => None,
+        })
+    })
+}
+
+/// The single type argument of `ty` when its last path segment is `name` (`Pin<X>`, `Box<X>`).
+fn only_arg<'t>(ty: &'t Type, name: &str) -> Option<&'t Type> {
+    let Type::Path(p) = ungroup(ty) else {
+        return None;
+    };
+    let last = p.path.segments.last()?;
+    let syn::PathArguments::AngleBracketed(a) = &last.arguments else {
+        return None;
+    };
+    match (last.ident == name, a.args.first(), a.args.len()) {
+        (true, Some(syn::GenericArgument::Type(t)), 1) => Some(t),
+        _ => None,
+    }
+}
+
+/// `R` of `Pin<Box<dyn Future<Output = R> + …>>`.
+fn boxed_future_output(ty: &Type) -> Option<&Type> {
+    let boxed = only_arg(ty, "Pin")?;
+    match ungroup(only_arg(boxed, "Box")?) {
+        Type::TraitObject(obj) => future_output(&obj.bounds),
+        _ => None,
+    }
+}
+
+/// The `async move { … }` of a body that is exactly `Box::pin(async move { … })`.
+fn boxed_async_block(block: &syn::Block) -> Option<&syn::ExprAsync> {
+    let [syn::Stmt::Expr(Expr::Call(call), None)] = block.stmts.as_slice() else {
+        return None;
+    };
+    let Expr::Path(f) = &*call.func else {
+        return None;
+    };
+    let names: Vec<String> = f
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    if !names.ends_with(&["Box".to_owned(), "pin".to_owned()]) || call.args.len() != 1 {
+        return None;
+    }
+    match &call.args[0] {
+        Expr::Async(a) if a.capture.is_some() => Some(a),
+        _ => None,
+    }
+}
+
+/// [`boxed_async_block`], to rewrite.
+fn boxed_async_block_mut(block: &mut syn::Block) -> Option<&mut syn::ExprAsync> {
+    boxed_async_block(block)?;
+    match block.stmts.first_mut() {
+        Some(syn::Stmt::Expr(Expr::Call(call), None)) => match call.args.first_mut() {
+            Some(Expr::Async(a)) => Some(a),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Tokens as a user would write them, for messages.
+fn shown(tokens: TokenStream) -> String {
+    let mut s = tokens.to_string();
+    for (from, to) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" < ", "<"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        ("& ", "&"),
+    ] {
+        s = s.replace(from, to);
+    }
+    s
+}
+
+/// The first identifier among `tokens` (macro arguments included) that `bad` picks.
+fn find_ident(tokens: TokenStream, bad: &dyn Fn(&Ident) -> bool) -> Option<Ident> {
+    tokens.into_iter().find_map(|t| match t {
+        proc_macro2::TokenTree::Ident(i) if bad(&i) => Some(i),
+        proc_macro2::TokenTree::Group(g) => find_ident(g.stream(), bad),
+        _ => None,
+    })
+}
+
+/// `config` and `on_state_change` run in the static's initialiser, an item of its own: it
+/// cannot name `Self`, `self` or the function's generic parameters, and rustc's E0401 about
+/// "generic parameters from outer item" would point at a static the user never wrote.
+fn check_static_exprs(args: &Args, func: &ItemFn, errors: &mut Errors) {
+    let generics: Vec<String> = func
+        .sig
+        .generics
+        .params
+        .iter()
+        .filter_map(|p| match p {
+            syn::GenericParam::Type(t) => Some(t.ident.to_string()),
+            syn::GenericParam::Const(c) => Some(c.ident.to_string()),
+            syn::GenericParam::Lifetime(_) => None,
+        })
+        .collect();
+    for arg in [&args.config, &args.on_state_change].into_iter().flatten() {
+        let key = &arg.key;
+        let bad = |i: &Ident| i == "Self" || i == "self" || generics.iter().any(|g| i == g);
+        let Some(found) = find_ident(arg.value.to_token_stream(), &bad) else {
+            continue;
+        };
+        let msg = if found == "Self" {
+            format!(
+                "`{key}` is evaluated once, in the breaker's static, which cannot name `Self`: \
+                 write the type's name instead (e.g. `MyType::…`)"
+            )
+        } else if found == "self" {
+            format!(
+                "`{key}` is evaluated once, on the first call, in the breaker's static, so it \
+                 cannot use `self` or the function's arguments: build it from constants, the \
+                 environment or a global"
+            )
+        } else {
+            format!(
+                "`{key}` is evaluated once, in the breaker's static, which every instantiation \
+                 of this generic function shares, so it cannot use the generic parameter \
+                 `{found}`: use a concrete type"
+            )
+        };
+        errors.push(syn::Error::new(found.span(), msg));
+    }
+}
+
 /// What depends on the function as well as on the arguments.
-fn check_fn(args: &Args, func: &ItemFn, errors: &mut Errors) {
+fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut Errors) {
+    check_static_exprs(args, func, errors);
     let sig = &func.sig;
     if let Some(c) = &sig.constness {
         errors.push(syn::Error::new(
@@ -108,7 +331,7 @@ fn check_fn(args: &Args, func: &ItemFn, errors: &mut Errors) {
             "`#[circuit_breaker]` cannot wrap a variadic function",
         ));
     }
-    if sig.asyncness.is_none() {
+    if let Shape::Sync = shape {
         if let Some(t) = &args.timeout {
             errors.push(syn::Error::new(
                 t.key.span(),
@@ -118,11 +341,28 @@ fn check_fn(args: &Args, func: &ItemFn, errors: &mut Errors) {
             ));
         }
     }
+    if let (Some(fallback), Shape::Boxed(_)) = (&args.fallback, shape) {
+        if let Some(r) = sig.receiver().filter(|r| r.reference.is_none()) {
+            errors.push(syn::Error::new(
+                r.self_token.span,
+                format!(
+                    "with `#[async_trait]` and a `fallback`, take `&self` or `&mut self`: \
+                     async-trait moves `self` into the body, so `{}` could not receive it",
+                    shown(fallback.value.to_token_stream())
+                ),
+            ));
+        }
+    }
     if args.fallback.is_some() {
         for input in &sig.inputs {
             let FnArg::Typed(arg) = input else { continue };
             let plain =
                 matches!(&*arg.pat, Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none());
+            // `#[async_trait]` renames a pattern parameter `__argN` and destructures it in
+            // the body, moving it there.
+            let plain = plain
+                && !(matches!(shape, Shape::Boxed(_))
+                    && matches!(&*arg.pat, Pat::Ident(p) if p.ident.to_string().starts_with("__arg")));
             if !plain {
                 errors.push(syn::Error::new(
                     arg.pat.span(),
@@ -185,6 +425,7 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.probes,
         &args.success_threshold,
         &args.max_concurrent,
+        &args.max_keys,
     ];
     let durations = [
         &args.slow_call,
@@ -192,6 +433,7 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.max_cool_off,
         &args.jitter,
         &args.timeout,
+        &args.idle,
     ];
     // In the DESIGN table's order, so an expansion reads like the attribute.
     let mut calls: Vec<(usize, TokenStream)> = Vec::new();
@@ -236,35 +478,94 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
     cfg
 }
 
-/// The fallback applied to the function's arguments and the call's error.
-fn fallback_call(fallback: &Expr, func: &ItemFn, err: &Ident) -> TokenStream {
-    let sig = &func.sig;
+/// The fallback applied to the function's arguments and the call's error, passed through
+/// `wrap` (which awaits it for an `async fn`).
+///
+/// A parameter under `#[cfg(…)]` is passed only where it exists: one call per combination of
+/// the gated parameters, each under the `#[cfg]` that selects it (call arguments cannot carry
+/// `#[cfg]` themselves).
+fn fallback_call(
+    fallback: &Expr,
+    sig: &syn::Signature,
+    err: &Ident,
+    wrap: &dyn Fn(TokenStream) -> TokenStream,
+) -> TokenStream {
     let receiver = sig.receiver();
-    let mut args: Vec<TokenStream> = Vec::new();
+    // Each argument with the predicates of its `#[cfg(…)]` attributes.
+    let mut args: Vec<(TokenStream, Vec<TokenStream>)> = Vec::new();
     if let Some(r) = receiver {
-        args.push(r.self_token.to_token_stream());
+        args.push((r.self_token.to_token_stream(), Vec::new()));
     }
     for input in &sig.inputs {
         if let FnArg::Typed(arg) = input {
             if let Pat::Ident(p) = &*arg.pat {
-                args.push(p.ident.to_token_stream());
+                let cfgs = arg
+                    .attrs
+                    .iter()
+                    .filter(|a| a.path().is_ident("cfg"))
+                    .filter_map(|a| match &a.meta {
+                        syn::Meta::List(l) => Some(l.tokens.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                args.push((p.ident.to_token_stream(), cfgs));
             }
         }
     }
-    args.push(err.to_token_stream());
+    args.push((err.to_token_stream(), Vec::new()));
+    let gated: Vec<usize> = (0..args.len()).filter(|i| !args[*i].1.is_empty()).collect();
+    let span = fallback.span();
+    if gated.is_empty() {
+        let all: Vec<&TokenStream> = args.iter().map(|(a, _)| a).collect();
+        return wrap(apply(fallback, receiver.is_some(), &all));
+    }
+    if gated.len() > 4 {
+        return syn::Error::new(
+            span,
+            "a `fallback` receives at most four `#[cfg]`-gated parameters (each doubles the \
+             code generated for it): gate fewer parameters, or group them in a struct",
+        )
+        .into_compile_error();
+    }
+    let recover = Ident::new("__breaker_recover", Span::mixed_site());
+    let mut variants = TokenStream::new();
+    for mask in 0..(1u32 << gated.len()) {
+        let mut preds = Vec::new();
+        let mut passed = Vec::new();
+        for (i, (arg, cfgs)) in args.iter().enumerate() {
+            let on = match gated.iter().position(|g| *g == i) {
+                None => true,
+                Some(bit) => {
+                    let on = mask & (1 << bit) != 0;
+                    let all = quote!(all(#(#cfgs),*));
+                    preds.push(if on { all } else { quote!(not(#all)) });
+                    on
+                }
+            };
+            if on {
+                passed.push(arg);
+            }
+        }
+        let call = wrap(apply(fallback, receiver.is_some(), &passed));
+        variants.extend(quote!(#[cfg(all(#(#preds),*))] let #recover = #call;));
+    }
+    quote!({ #variants #recover })
+}
+
+/// `fallback(args…)`. A path is cast to the `fn` pointer of the right arity first, so a wrong
+/// arity is an error naming the fallback ("non-primitive cast: `fn(..) {cached_tax}` as
+/// `fn(_, _) -> _`"); in a method, a bare name is a method of `Self` (receiving `self`
+/// first). A closure is called as written; rustc reports a wrong arity on it.
+fn apply(fallback: &Expr, method: bool, args: &[&TokenStream]) -> TokenStream {
     let span = fallback.span();
     let path = match fallback {
         Expr::Path(p) => p,
-        // A closure is called as written; wrong arity is reported on it by rustc.
         other => return quote_spanned!(span=> (#other)(#(#args),*)),
     };
-    // In a method, a bare name is a method of `Self` (receiving `self` first).
-    let path = match (receiver, path.qself.is_none(), path.path.get_ident()) {
-        (Some(_), true, Some(ident)) => quote_spanned!(span=> Self::#ident),
+    let path = match (method, path.qself.is_none(), path.path.get_ident()) {
+        (true, true, Some(ident)) => quote_spanned!(span=> Self::#ident),
         _ => path.to_token_stream(),
     };
-    // The cast checks the arity with the fallback's name in the message
-    // ("non-primitive cast: `fn(..) {cached_tax}` as `fn(_, _) -> _`").
     let holes = args.iter().map(|_| quote_spanned!(span=> _));
     quote_spanned!(span=> (#path as fn(#(#holes),*) -> _)(#(#args),*))
 }
@@ -278,90 +579,251 @@ fn krate_at(args: &Args, span: Span) -> TokenStream {
     }
 }
 
-/// The rewritten function.
-fn generate(args: &Args, mut func: ItemFn) -> TokenStream {
-    let krate = krate_at(args, Span::call_site());
+/// `let __breaker: &Breaker = …;`: the function's static breaker or, with `key`, the breaker
+/// of this call's key, taken from the function's static keyed map.
+fn breaker_binding(
+    args: &Args,
+    func: &ItemFn,
+    krate: &TokenStream,
+    breaker: &Ident,
+) -> TokenStream {
     let fn_name = func.sig.ident.to_string();
     let (name, shared) = match &args.name {
+        // With `key` an explicit name names the keyed map; maps are not shared by name.
         Some(n) => (n.value.to_token_stream(), true),
         None => (
             quote!(#krate::__private::concat!(#krate::__private::module_path!(), "::", #fn_name)),
             false,
         ),
     };
-    let config = config(args, &krate);
+    let config = config(args, krate);
+    let fleet = args.fleet.as_ref().filter(|f| f.value);
     // Items are not hygienic: the static's name only needs to be one no user writes, and its
-    // own block keeps it out of the body's scope.
+    // own block keeps it out of the body's scope (a binding may not shadow a static in scope).
     let static_name = Ident::new("__BREAKER", Span::mixed_site());
-    let breaker = Ident::new("__breaker", Span::mixed_site());
+    let Some(key) = &args.key else {
+        let mut init = quote!(#krate::__private::breaker(#name, #shared, #config));
+        if let Some(f) = fleet {
+            let k = krate_at(args, f.span);
+            init = quote_spanned!(f.span=> #k::__private::join_fleet(#init));
+        }
+        return quote! {
+            let #breaker: &'static #krate::Breaker = {
+                static #static_name: #krate::__private::Lazy<#krate::Breaker> =
+                    #krate::__private::Lazy::new(|| #init);
+                &#static_name
+            };
+        };
+    };
+    // A static cannot name the key's type: `KeyedStatic` makes the keyed map on the first
+    // call and finds it again with one type comparison. The key is borrowed, never moved,
+    // and only for the lookup, so the body may then move what it was computed from.
+    let keyed = Ident::new("__breaker_keyed", Span::mixed_site());
+    // (`attr` rejects `fleet = true` with `key`: the keyed map makes its breakers unseen.)
+    let (expr, k) = (&key.value, krate_at(args, key.span));
+    // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
+    // are imported unnamed, in this block only.
+    let lookup = quote_spanned! {key.span=>
+        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(&#static_name)
+    };
+    quote! {
+        let #keyed: #krate::Breaker = {
+            use #krate::__private::{
+                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+            };
+            static #static_name: #krate::__private::KeyedStatic =
+                #krate::__private::KeyedStatic::new(|| (#name, #config));
+            #lookup
+        };
+        let #breaker: &#krate::Breaker = &#keyed;
+    }
+}
+
+/// With a fallback, `#[async_trait]`'s `let x = x;` at the top of the body (which moves each
+/// owned argument into the future) would leave nothing for the fallback: they go, so the body
+/// borrows its arguments as in an `async fn` (a `mut` moves back to the parameter), and
+/// `let mut __self = self;` of a `&mut self` method becomes a reborrow.
+fn unmove_async_trait_args(sig: &mut syn::Signature, body: &mut syn::Block) {
+    let names: Vec<Ident> = sig
+        .inputs
+        .iter()
+        .filter_map(|i| match i {
+            FnArg::Typed(t) => match &*t.pat {
+                Pat::Ident(p) => Some(p.ident.clone()),
+                _ => None,
+            },
+            FnArg::Receiver(_) => None,
+        })
+        .collect();
+    let mut made_mut: Vec<Ident> = Vec::new();
+    body.stmts.retain_mut(|stmt| {
+        let syn::Stmt::Local(local) = stmt else {
+            return true;
+        };
+        let (Pat::Ident(p), Some(init)) = (&local.pat, &mut local.init) else {
+            return true;
+        };
+        let Expr::Path(from) = &*init.expr else {
+            return true;
+        };
+        let Some(from) = from.path.get_ident() else {
+            return true;
+        };
+        if p.ident == "__self" && from == "self" {
+            if p.mutability.is_some() {
+                let s = from.clone();
+                *init.expr = syn::parse_quote_spanned!(s.span()=> &mut *#s);
+            }
+            return true;
+        }
+        if p.ident != *from || !names.contains(from) || init.diverge.is_some() {
+            return true;
+        }
+        if p.mutability.is_some() {
+            made_mut.push(p.ident.clone());
+        }
+        false
+    });
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(t) = input {
+            if let Pat::Ident(p) = &mut *t.pat {
+                if made_mut.contains(&p.ident) {
+                    p.mutability = Some(syn::Token![mut](p.ident.span()));
+                }
+            }
+        }
+    }
+}
+
+/// The call of `body` (the function's block) through `__breaker`, as the function's result.
+fn call_expr(
+    args: &Args,
+    sig: &syn::Signature,
+    ret: &Type,
+    body: &syn::Block,
+    is_async: bool,
+    breaker: &Ident,
+) -> TokenStream {
+    let krate = krate_at(args, Span::call_site());
+    let ret_span = ret.span();
+    let mut ret = ret.clone();
+    InferImplTrait.visit_type_mut(&mut ret);
+    let ret = ret.to_token_stream();
+    // A path is cast to the `fn` pointer it must be, so a wrong signature is one error
+    // naming it; a closure goes straight in, where its parameter types are inferred. The
+    // cast is a call argument, so it needs no parentheses (rustc's `unused_parens` would
+    // report them on a multi-segment path).
+    let (judge, classified) = match (&args.classify, &args.is_failure) {
+        (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
+            let (f, k) = (&c.value, krate_at(args, c.span));
+            let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
+            (
+                quote_spanned!(c.span=>
+                    #f as fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict),
+                true,
+            )
+        }
+        (Some(c), _) => (c.value.to_token_stream(), true),
+        (None, Some(p)) if matches!(p.value, Expr::Path(_)) => {
+            let (f, k) = (&p.value, krate_at(args, p.span));
+            (
+                quote_spanned!(p.span=> #f as fn(&<#ret as #k::__private::Fallible>::Err) -> bool),
+                false,
+            )
+        }
+        (None, Some(p)) => (p.value.to_token_stream(), false),
+        (None, None) => (quote!(#krate::__private::every_error), false),
+    };
+    let helper = |name: &str| {
+        let suffix = if classified { "_classified" } else { "" };
+        Ident::new(&format!("{name}{suffix}"), ret_span)
+    };
     let err = Ident::new("__breaker_err", Span::mixed_site());
     let ok = Ident::new("__breaker_ok", Span::mixed_site());
-
-    let (ret, ret_span) = match &func.sig.output {
-        ReturnType::Type(_, ty) => {
-            let mut ty = (**ty).clone();
-            InferImplTrait.visit_type_mut(&mut ty);
-            (ty.to_token_stream(), ty.span())
-        }
-        // `check_fn` rejected it; `()` keeps this total.
-        ReturnType::Default => (quote!(()), Span::call_site()),
-    };
-    let is_failure = match &args.is_failure {
-        // A path is cast to the `fn` pointer it must be, so a wrong signature is one error
-        // naming it; a closure goes straight in, where its parameter types are inferred.
-        Some(p) if matches!(p.value, Expr::Path(_)) => {
-            let (f, k) = (&p.value, krate_at(args, p.span));
-            quote_spanned!(p.span=> (#f as fn(&<#ret as #k::__private::Fallible>::Err) -> bool))
-        }
-        Some(p) => p.value.to_token_stream(),
-        None => quote!(#krate::__private::every_error),
-    };
-    let block = &func.block;
-    let is_async = func.sig.asyncness.is_some();
     let k = krate_at(args, ret_span);
-    let result = match &args.fallback {
+    let Some(fallback) = &args.fallback else {
         // Without a fallback the body may consume the arguments.
-        None if is_async => quote_spanned! {ret_span=>
-            #k::__private::run::<#ret, _, _, _, _>(#breaker, #is_failure, async move #block).await
-        },
-        None => quote_spanned! {ret_span=>
-            #k::__private::run_sync::<#ret, _, _, _, _>(#breaker, #is_failure, move || #block)
-        },
-        // With one the body borrows them: the fallback receives them after the body ran.
-        Some(fallback) => {
-            let call = if is_async {
-                quote_spanned! {ret_span=>
-                    #k::__private::call::<#ret, _, _>(#breaker, #is_failure, async #block).await
-                }
-            } else {
-                quote_spanned! {ret_span=>
-                    #k::__private::call_sync::<#ret, _, _>(#breaker, #is_failure, || #block)
-                }
-            };
-            let mut recover = fallback_call(&fallback.value, &func, &err);
-            if is_async {
-                let k = krate_at(args, fallback.span);
-                recover =
-                    quote_spanned!(fallback.span=> #k::__private::async_fallback(#recover).await);
+        return if is_async {
+            let run = helper("run");
+            quote_spanned! {ret_span=>
+                #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
             }
-            quote! {
-                match #call {
-                    #krate::__private::Ok(#ok) => #ok,
-                    #krate::__private::Err(#err) => #recover,
-                }
+        } else {
+            let run = helper("run_sync");
+            quote_spanned! {ret_span=>
+                #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
             }
+        };
+    };
+    // With one the body borrows them: the fallback receives them after the body ran.
+    let call = if is_async {
+        let call = helper("call");
+        quote_spanned! {ret_span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, async #body).await
+        }
+    } else {
+        let call = helper("call_sync");
+        quote_spanned! {ret_span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
         }
     };
-    // The static sits in a block of its own, so a user's `let __BREAKER` in the body (a
-    // binding may not shadow a static in scope) cannot clash with it.
-    let body = quote! {{
-        let #breaker: &'static #krate::Breaker = {
-            static #static_name: #krate::__private::Lazy<#krate::Breaker> =
-                #krate::__private::Lazy::new(|| #krate::__private::breaker(#name, #shared, #config));
-            &#static_name
+    let fk = krate_at(args, fallback.span);
+    let fspan = fallback.span;
+    let wrap = |call: TokenStream| {
+        if is_async {
+            quote_spanned!(fspan=> #fk::__private::async_fallback(#call).await)
+        } else {
+            call
+        }
+    };
+    let recover = fallback_call(&fallback.value, sig, &err, &wrap);
+    // A closure is called where it is written, which clippy's `redundant_closure_call` would
+    // report on the user's tokens.
+    let allow = match &fallback.value {
+        Expr::Path(_) => TokenStream::new(),
+        _ => quote!(#[allow(clippy::redundant_closure_call)]),
+    };
+    quote! {
+        match #call {
+            #krate::__private::Ok(#ok) => #ok,
+            #allow
+            #krate::__private::Err(#err) => #recover,
+        }
+    }
+}
+
+/// The rewritten function.
+fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
+    let krate = krate_at(args, Span::call_site());
+    let breaker = Ident::new("__breaker", Span::mixed_site());
+    let binding = breaker_binding(args, &func, &krate, &breaker);
+    let ret = match (&shape, &func.sig.output) {
+        (Shape::Boxed(r), _) => (**r).clone(),
+        (_, ReturnType::Type(_, ty)) => (**ty).clone(),
+        // `check_fn` rejected it; `()` keeps this total.
+        (_, ReturnType::Default) => syn::parse_quote!(()),
+    };
+    if let Shape::Boxed(_) = shape {
+        let ItemFn { sig, block, .. } = &mut func;
+        let Some(inner) = boxed_async_block_mut(block) else {
+            return syn::Error::new(sig.ident.span(), "expected `Box::pin(async move { … })`")
+                .into_compile_error();
         };
-        #result
-    }};
+        if args.fallback.is_some() {
+            unmove_async_trait_args(sig, &mut inner.block);
+        }
+        let result = call_expr(args, sig, &ret, &inner.block, true, &breaker);
+        return match syn::parse2::<syn::Block>(quote!({ #binding #result })) {
+            Ok(new_block) => {
+                inner.block = new_block;
+                func.into_token_stream()
+            }
+            Err(e) => e.into_compile_error(),
+        };
+    }
+    let is_async = matches!(shape, Shape::Async);
+    let result = call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
+    let body = quote!({ #binding #result });
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
     match syn::parse2::<syn::Block>(body) {
         Ok(new_block) => {

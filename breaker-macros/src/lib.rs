@@ -100,8 +100,93 @@ use proc_macro::TokenStream;
 /// | `on_state_change` | path to `fn(&Transition)`, or closure | none | called on every transition |
 /// | `config` | expression of type `breaker::Config` | none | built once, on the first call; replaces the policy keys (`threshold` … `max_concurrent`), combines with the others |
 /// | `crate` | string literal path | `"::breaker"` | where the facade is, when it is re-exported |
+/// | `key` | expression over the arguments (`self` included) | none | one breaker per value, evaluated before the body on every call (see [Keyed breakers](#keyed-breakers)) |
+/// | `max_keys` | integer ≥ 1 (needs `key`) | 10 000 | at most this many keys have a breaker; a new key evicts the least recently used |
+/// | `idle` | duration (needs `key`) | `"10m"` | a key's breaker unused this long, and indistinguishable from a fresh one, is dropped |
+/// | `classify` | path to `fn(&Result<T, E>) -> breaker::Verdict`, or closure | none | judges every finished call, `Ok` included; replaces `is_failure` (see [Judging results](#judging-results)) |
+/// | `fleet` | `true` or `false` | `false` | the breaker joins the fleet installed with `breaker::fleet::install` (see [Fleets](#fleets)) |
 ///
 /// Durations are humantime strings: `"250ms"`, `"10s"`, `"1m 30s"`; zero is an error.
+///
+/// # Keyed breakers
+///
+/// ```ignore
+/// #[circuit_breaker(key = url.host_str().unwrap_or(""), threshold = 5, cool_off = "30s")]
+/// async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> { todo!() }
+///
+/// impl TenantDb {
+///     #[circuit_breaker(key = self.tenant_id, failure_rate = 50, window = 20)]
+///     async fn query(&self, sql: &str) -> Result<Rows, DbError> { todo!() }
+/// }
+/// ```
+///
+/// - The expression is evaluated before the body and borrowed, never moved: `key =
+///   self.host` with a `String` field works in a `&self` method, and so does a temporary
+///   (`key = url.host_str().unwrap_or("")`) or a pair (`key = (host, port)`). The borrow ends
+///   once the key's breaker is found, before the body runs, so the body may move what the
+///   key was computed from.
+/// - Its type must be a key: `&str`, `String`, integers, `IpAddr`, `SocketAddr`,
+///   `http::uri::Authority` (feature `http`), pairs of those (a pair holding a `&str` makes
+///   a `String` per call), references to them, or a type of your own that implements
+///   `breaker::BreakerKey` and `Clone` (or a reference to one). Any other type is a compile
+///   error on the expression saying so. The lookup is chosen by the key's type at compile
+///   time (`__private::KeyProbe`), so the expansion is the same for every kind of key.
+/// - Each key's breaker is named `{name}[{key}]` (`hooks::deliver_webhook[example.com]`)
+///   and listed in the registry under that name; all keys share the attribute's policy.
+///   A key that already has a breaker costs one lookup and allocates nothing.
+/// - `max_keys` and `idle` bound the map and need `key`; they are part of the policy, so with
+///   `config = …` set them on the `Config` (`.max_keys(…)`, `.idle(…)`).
+/// - An explicit `name` names the keyed map; unlike an unkeyed breaker's, it is not shared
+///   with other functions that give the same name (each function has its own map).
+/// - In a generic function the key's type may depend on the instantiation; each key type
+///   then gets its own map, under the same name.
+/// - Without `key`, a `&self` method has one breaker for every instance of its type.
+///
+/// With `key` the static holds the function's keyed map, made on the first call, and the
+/// call then goes through the key's breaker exactly as without `key` (`fallback`,
+/// `is_failure` and `classify` included; `tests/expand/keyed.expanded.rs` shows it whole):
+///
+/// ```ignore
+/// let __breaker_keyed: ::breaker::Breaker = {
+///     static __BREAKER: ::breaker::__private::KeyedStatic =
+///         ::breaker::__private::KeyedStatic::new(|| (name, config));
+///     (&&::breaker::__private::KeyProbe(&(self.tenant_id))).__breaker_lookup(&__BREAKER)
+/// };
+/// let __breaker: &::breaker::Breaker = &__breaker_keyed;
+/// ::breaker::__private::run::<Result<Rows, DbError>, _, _, _, _>(__breaker, is_failure, body).await
+/// ```
+///
+/// # Judging results
+///
+/// `classify = judge` with `fn judge(r: &Result<T, E>) -> breaker::Verdict` judges every
+/// finished call: `Success`, `Failure` (an `Ok` answer that means failure, a 503 say),
+/// `Neutral` (counts for nothing) or `OpenFor(duration)` (opens the breaker at once, for at
+/// least `cool_off`). A path is checked against that `fn` pointer type, so a classifier of the
+/// wrong type is an error naming it; a closure's parameter type is inferred. It replaces
+/// `is_failure` (both together is a compile error). Classification changes what the breaker
+/// counts, never what the caller gets: an `Ok` judged a failure is still returned, and the
+/// fallback still runs for every `Err` and every refusal. A panic in `classify` counts as a
+/// failure and reaches the caller, as a panic in `is_failure` does.
+///
+/// # Fleets
+///
+/// `fleet = true` joins the breaker, when it is created, to the fleet installed with
+/// `breaker::fleet::install(fleet)` (feature `redis`). Without an installed fleet, or
+/// without the feature, the breaker logs one `WARN` and stays local. It cannot be combined
+/// with `key` yet (a keyed function's breakers are created on the fly and would stay local):
+/// use a `KeyedBreaker` and `Fleet::join` each key's breaker by hand.
+///
+/// # `#[async_trait]`, boxed and `impl Future` functions
+///
+/// `#[async_trait]` on the `impl` expands before this attribute and hands it
+/// `fn … -> Pin<Box<dyn Future<Output = R> + Send + '_>>` whose body is
+/// `Box::pin(async move { … })`: the attribute recognises that shape and wraps the inner
+/// block, so every key works as on an `async fn` (with a fallback the method must take
+/// `&self` or `&mut self`). `#[tracing::instrument]` stacks on such a method in either
+/// order; with a fallback put `#[circuit_breaker]` above it (instrument's own `async move`
+/// would otherwise move the arguments the fallback needs). A function returning `impl Future<Output = Result<…>>`, or a
+/// boxed future built otherwise, is a compile error asking for `async fn … -> Result<…>`;
+/// an `async fn` in an impl fulfils a trait's `fn … -> impl Future<Output = …> + Send`.
 ///
 /// # Rules
 ///
@@ -109,10 +194,21 @@ use proc_macro::TokenStream;
 ///   `anyhow::Result<T>`). Without a fallback `E` must implement
 ///   `From<breaker::BreakerError>`.
 /// - With a fallback, parameters must be plain names, and the body must not consume an
-///   argument the fallback needs (take it by reference).
-/// - The static breaker cannot mention the function's generic parameters or `Self`: a
-///   `config` or `on_state_change` that does is rejected by the compiler. A generic function
-///   has one breaker for all its instantiations.
+///   argument the fallback needs (take it by reference). A parameter under `#[cfg(…)]` is
+///   passed to the fallback only where it is compiled in; give the fallback's parameter the
+///   same `#[cfg]`.
+/// - With a fallback, a `mut` argument reaches the fallback as the body left it.
+/// - With a fallback, the body borrows the arguments (the fallback receives them after it
+///   ran), so the function's future is `Send` only if every argument the body uses is `Sync`:
+///   an argument that is `Send` but not `Sync` (`Cell<T>`, `RefCell<T>`,
+///   `Box<dyn Error + Send>`) makes it `!Send`, and `tokio::spawn` rejects it. Without a
+///   fallback the body owns its arguments and only needs them `Send`. Wrap such a value in a
+///   `Mutex`, pass a `Sync` view of it, or drop the fallback and handle
+///   `BreakerError` in the caller.
+/// - The static breaker cannot mention the function's generic parameters, `Self` or
+///   `self`: a `config` or `on_state_change` that does is a compile error on that token
+///   (name the type instead). A generic function has one breaker for all its
+///   instantiations.
 ///
 /// [`BreakerError`]: https://docs.rs/breaker/latest/breaker/enum.BreakerError.html
 #[proc_macro_attribute]

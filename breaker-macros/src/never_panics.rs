@@ -16,6 +16,9 @@ const ITEMS: &[&str] = &[
     "const fn c() -> Result<u8, E> { Ok(1) }",
     "fn no_return() {}",
     "fn pattern((a, b): (u8, u8)) -> Result<u8, E> { Ok(a + b) }",
+    "fn boxed<'a>(&'a self, x: String) -> Pin<Box<dyn Future<Output = Result<u8, E>> + Send + 'a>> { Box::pin(async move { let x = x; Ok(1) }) }",
+    "fn later(x: u8) -> impl Future<Output = Result<u8, E>> { async move { Ok(x) } }",
+    "fn gated(#[cfg(a)] x: u8, #[cfg(b)] y: u8) -> Result<u8, E> { Ok(1) }",
     "struct NotAFunction;",
     "",
 ];
@@ -25,7 +28,8 @@ const VALID: &str = r#"threshold = 5, failure_rate = 50, window = 20, min_calls 
     slow_call = "2s", cool_off = "10s", max_cool_off = "1m", jitter = "250ms", probes = 3,
     success_threshold = 2, timeout = "600ms", max_concurrent = 10, is_failure = is_5xx,
     fallback = cached_tax, name = "shop::get_tax", on_state_change = record,
-    crate = "::breaker""#;
+    crate = "::breaker", key = (self.host, port), max_keys = 100, idle = "5m",
+    fleet = false"#;
 
 /// Pieces of attribute arguments, right and wrong.
 #[rustfmt::skip]
@@ -33,6 +37,7 @@ const PIECES: &[&str] = &[
     "threshold", "failure_rate", "window", "min_calls", "slow_call", "cool_off",
     "max_cool_off", "jitter", "probes", "success_threshold", "timeout", "max_concurrent",
     "is_failure", "fallback", "name", "on_state_change", "config", "crate", "cooldown",
+    "key", "max_keys", "idle", "classify", "fleet", "false", "url.host_str()",
     "=", ",", ";", ":", "::", "0", "1", "100", "101", "4294967296", "99999999999999999999",
     "0.5", "1e3", "-1", "\"\"", "\"0s\"", "\"10s\"", "\"1m 30s\"", "\"abc\"", "\"584942417355y\"",
     "\"::breaker\"", "\"not a path\"", "|e| true", "|a, b, e| async move { Ok(1) }", "x::y::z",

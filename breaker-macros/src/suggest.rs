@@ -22,6 +22,15 @@ const ALIASES: &[(&str, &str)] = &[
     ("on_transition", "on_state_change"),
     ("predicate", "is_failure"),
     ("should_trip", "is_failure"),
+    ("key_by", "key"),
+    ("partition", "key"),
+    ("per_key", "key"),
+    ("max_breakers", "max_keys"),
+    ("idle_timeout", "idle"),
+    ("ttl", "idle"),
+    ("classifier", "classify"),
+    ("judge", "classify"),
+    ("distributed", "fleet"),
 ];
 
 /// The valid key closest to `unknown`, if one is close enough to be a likely typo.

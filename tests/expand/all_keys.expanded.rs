@@ -27,10 +27,10 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
         _,
     >(
             __breaker,
-            (is_transient
+            is_transient
                 as fn(
                     &<Result<Score, FraudError> as ::breaker::__private::Fallible>::Err,
-                ) -> bool),
+                ) -> bool,
             async {
                 let score = vendor.score(order).await?;
                 Ok(score)

@@ -23,6 +23,7 @@ where
         || { Ok(items.iter().cloned().count()) },
     ) {
         ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
+        #[allow(clippy::redundant_closure_call)]
         ::breaker::__private::Err(__breaker_err) => {
             (|items, _err| Ok(items.len()))(items, __breaker_err)
         }

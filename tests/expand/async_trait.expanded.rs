@@ -1,0 +1,63 @@
+impl Store for Remote {
+    fn put<'life0, 'async_trait>(
+        &'life0 self,
+        key: String,
+        mut value: Vec<u8>,
+    ) -> ::core::pin::Pin<
+        Box<
+            dyn ::core::future::Future<
+                Output = Result<usize, StoreError>,
+            > + ::core::marker::Send + 'async_trait,
+        >,
+    >
+    where
+        'life0: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            let __breaker: &'static ::breaker::Breaker = {
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+                ::breaker::__private::breaker(
+                    ::breaker::__private::concat!(
+                        ::breaker::__private::module_path!(), "::", "put"
+                    ),
+                    false,
+                    ::breaker::Config::default().threshold(2),
+                ));
+                &__BREAKER
+            };
+            match ::breaker::__private::call::<
+                Result<usize, StoreError>,
+                _,
+                _,
+            >(
+                    __breaker,
+                    ::breaker::__private::every_error,
+                    async {
+                        if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<
+                            Result<usize, StoreError>,
+                        > {
+                            #[allow(unreachable_code)] return __ret;
+                        }
+                        let __self = self;
+                        let __ret: Result<usize, StoreError> = {
+                            value.push(0);
+                            __self.client.put(&key, &value).await
+                        };
+                        #[allow(unreachable_code)] __ret
+                    },
+                )
+                .await
+            {
+                ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
+                ::breaker::__private::Err(__breaker_err) => {
+                    ::breaker::__private::async_fallback(
+                            (Self::put_later
+                                as fn(_, _, _, _) -> _)(self, key, value, __breaker_err),
+                        )
+                        .await
+                }
+            }
+        })
+    }
+}

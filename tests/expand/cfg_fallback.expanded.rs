@@ -1,0 +1,39 @@
+async fn lookup(
+    id: u32,
+    #[cfg(feature = "trace")]
+    trace: &Trace,
+) -> Result<Row, DbError> {
+    let __breaker: &'static ::breaker::Breaker = {
+        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+        ::breaker::__private::breaker(
+            ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "lookup"
+            ),
+            false,
+            ::breaker::Config::default(),
+        ));
+        &__BREAKER
+    };
+    match ::breaker::__private::call::<
+        Result<Row, DbError>,
+        _,
+        _,
+    >(__breaker, ::breaker::__private::every_error, async { db.get(id).await })
+        .await
+    {
+        ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
+        ::breaker::__private::Err(__breaker_err) => {
+            #[cfg(all(not(all(feature = "trace"))))]
+            let __breaker_recover = ::breaker::__private::async_fallback(
+                    (cached as fn(_, _) -> _)(id, __breaker_err),
+                )
+                .await;
+            #[cfg(all(all(feature = "trace")))]
+            let __breaker_recover = ::breaker::__private::async_fallback(
+                    (cached as fn(_, _, _) -> _)(id, trace, __breaker_err),
+                )
+                .await;
+            __breaker_recover
+        }
+    }
+}

@@ -1,0 +1,71 @@
+impl TenantDb {
+    async fn query(&self, sql: &str) -> Result<Rows, DbError> {
+        let __breaker_keyed: ::breaker::Breaker = {
+            use ::breaker::__private::{
+                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+            };
+            static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+            (
+                ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "query"
+                ),
+                ::breaker::Config::default()
+                    .failure_rate(50)
+                    .window_calls(20)
+                    .max_keys(1000)
+                    .idle(::breaker::__private::Duration::from_secs(300)),
+            ));
+            (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
+                .__breaker_lookup(&__BREAKER)
+        };
+        let __breaker: &::breaker::Breaker = &__breaker_keyed;
+        ::breaker::__private::run::<
+            Result<Rows, DbError>,
+            _,
+            _,
+            _,
+            _,
+        >(
+                __breaker,
+                ::breaker::__private::every_error,
+                async move { self.pool.query(sql).await },
+            )
+            .await
+    }
+}
+async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
+    let __breaker_keyed: ::breaker::Breaker = {
+        use ::breaker::__private::{
+            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+        };
+        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+        (
+            ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "deliver_webhook"
+            ),
+            ::breaker::Config::default(),
+        ));
+        (&&::breaker::__private::KeyProbe(&(url.host_str().unwrap_or(""))))
+            .__breaker_lookup(&__BREAKER)
+    };
+    let __breaker: &::breaker::Breaker = &__breaker_keyed;
+    match ::breaker::__private::call::<
+        Result<(), HookError>,
+        _,
+        _,
+    >(
+            __breaker,
+            ::breaker::__private::every_error,
+            async { client.post(url, body).await },
+        )
+        .await
+    {
+        ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
+        ::breaker::__private::Err(__breaker_err) => {
+            ::breaker::__private::async_fallback(
+                    (queue_hook as fn(_, _, _) -> _)(url, body, __breaker_err),
+                )
+                .await
+        }
+    }
+}
