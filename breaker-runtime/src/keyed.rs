@@ -247,7 +247,7 @@ struct Map<K> {
     max_keys: usize,
     idle: u64,
     hasher: std::hash::RandomState,
-    shards: [RwLock<HashTable<Entry<K>>>; SHARDS],
+    shards: [Shard<K>; SHARDS],
     len: AtomicUsize,
     /// Time origin of the stamps below.
     origin: Instant,
@@ -256,6 +256,12 @@ struct Map<K> {
     /// When the last WARN about evicting non-fresh breakers was logged (0: never).
     warned: AtomicU64,
 }
+
+/// One shard, on cache lines of its own: a read lock is a write to the lock's word, and two
+/// threads reading two shards must not share a line (128 bytes: adjacent-line prefetchers
+/// pair lines).
+#[repr(align(128))]
+struct Shard<K>(RwLock<HashTable<Entry<K>>>);
 
 struct Entry<K> {
     hash: u64,
@@ -291,7 +297,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
                 max_keys: policy.max_keys,
                 idle: policy.idle,
                 hasher: std::hash::RandomState::new(),
-                shards: std::array::from_fn(|_| RwLock::new(HashTable::new())),
+                shards: std::array::from_fn(|_| Shard(RwLock::new(HashTable::new()))),
                 len: AtomicUsize::new(0),
                 origin: Instant::now(),
                 swept: AtomicU64::new(0),
@@ -400,7 +406,7 @@ impl<K: BreakerKey> Map<K> {
     }
 
     fn shard(&self, hash: u64) -> &RwLock<HashTable<Entry<K>>> {
-        &self.shards[(hash >> 59) as usize % SHARDS]
+        &self.shards[(hash >> 59) as usize % SHARDS].0
     }
 
     fn now(&self) -> u64 {
@@ -484,7 +490,7 @@ impl<K: BreakerKey> Map<K> {
     fn sweep(&self, now: u64) {
         let mut dropped = Vec::new();
         for shard in &self.shards {
-            let mut shard = write(shard);
+            let mut shard = write(&shard.0);
             shard.retain(|e| {
                 if e.touched.swap(false, Relaxed) {
                     e.seen.store(now, Relaxed);
@@ -513,7 +519,7 @@ impl<K: BreakerKey> Map<K> {
             return false;
         }
         let mut shards: Vec<RwLockWriteGuard<'_, HashTable<Entry<K>>>> =
-            self.shards.iter().map(write).collect();
+            self.shards.iter().map(|s| write(&s.0)).collect();
         let len: usize = shards.iter().map(|s| s.len()).sum();
         if len < self.max_keys {
             return false;
