@@ -109,7 +109,7 @@ impl Core {
             let cause = Cause::Verdict {
                 open_for: Duration::from_nanos(open_for),
             };
-            self.trip_for(generation, cause, Some(open_for), clock);
+            self.trip(generation, cause, clock);
             return;
         }
         let tag = streak_tag(generation);
@@ -157,24 +157,13 @@ impl Core {
 
     /// Opens a closed breaker, if it is still in the generation that saw the failures.
     pub(super) fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
-        self.trip_for(generation, cause, None, clock)
-    }
-
-    /// [`trip`](Self::trip), for `open_for` (clamped) instead of the cool-off when given.
-    pub(super) fn trip_for(
-        &self,
-        generation: u64,
-        cause: Cause,
-        open_for: Option<Nanos>,
-        clock: &impl Clock,
-    ) {
         let mut inner = lock(&self.inner);
         let w = self.word();
         if w != Word::new(State::Closed, generation) {
             return;
         }
         inner.reopenings = 0;
-        self.transition_for(&mut inner, w, State::Open, cause, clock.now(), open_for);
+        self.transition(&mut inner, w, State::Open, cause, clock.now());
         drop(inner);
         self.dispatch();
     }

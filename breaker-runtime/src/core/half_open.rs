@@ -226,7 +226,7 @@ impl Core {
                     open_for: Duration::from_nanos(open_for),
                 };
                 let now = clock.now();
-                self.transition_for(&mut inner, w, State::Open, cause, now, Some(open_for));
+                self.transition(&mut inner, w, State::Open, cause, now);
                 true
             }
             Outcome::Neutral | Outcome::Cancelled => false,

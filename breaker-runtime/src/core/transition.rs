@@ -15,7 +15,9 @@ use crate::{
 
 impl Core {
     /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
-    /// Must hold the lock, with `from` the word read under it.
+    /// Must hold the lock, with `from` the word read under it. An opening caused by a
+    /// [`Cause::Verdict`] lasts what the dependency asked for (clamped to at least the
+    /// cool-off, at most `max_cool_off` or one hour), without jitter.
     pub(super) fn transition(
         &self,
         inner: &mut Inner,
@@ -24,21 +26,10 @@ impl Core {
         cause: Cause,
         now: Nanos,
     ) -> Word {
-        self.transition_for(inner, from, to, cause, now, None)
-    }
-
-    /// [`transition`](Self::transition); an opening lasts `open_for` (clamped to at least the
-    /// cool-off, at most `max_cool_off` or one hour) when given, without jitter: the
-    /// dependency named the time.
-    pub(super) fn transition_for(
-        &self,
-        inner: &mut Inner,
-        from: Word,
-        to: State,
-        cause: Cause,
-        now: Nanos,
-        open_for: Option<Nanos>,
-    ) -> Word {
+        let open_for = match cause {
+            Cause::Verdict { open_for } => Some(crate::clock::to_nanos(open_for)),
+            _ => None,
+        };
         let next = from.next(to);
         let mut cool_off = None;
         for lease in inner.leases.iter_mut() {
