@@ -68,7 +68,45 @@ pub mod __private {
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
-    pub use once_cell::sync::Lazy;
+
+    /// The static of an annotated function: made on first use by `init`. Unlike
+    /// `once_cell`'s or std's `Lazy`, a panicking `init` (a `config = …` whose `ConfigError`
+    /// `Breaker::new` reports) does not poison it into "previously poisoned": every later
+    /// use panics again with the same message, so every call keeps saying what is wrong.
+    pub struct Lazy<T> {
+        cell: std::sync::OnceLock<Result<T, String>>,
+        init: fn() -> T,
+    }
+
+    impl<T> Lazy<T> {
+        /// A static made by `init` on first use.
+        pub const fn new(init: fn() -> T) -> Self {
+            Lazy {
+                cell: std::sync::OnceLock::new(),
+                init,
+            }
+        }
+    }
+
+    impl<T> core::ops::Deref for Lazy<T> {
+        type Target = T;
+
+        fn deref(&self) -> &T {
+            let made = self.cell.get_or_init(|| {
+                std::panic::catch_unwind(self.init).map_err(|panic| {
+                    panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "the breaker's initialiser panicked".to_owned())
+                })
+            });
+            match made {
+                Ok(value) => value,
+                Err(message) => panic!("{message}"),
+            }
+        }
+    }
 
     use core::{
         future::Future,

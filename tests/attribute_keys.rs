@@ -708,3 +708,31 @@ fn is_failure_by_a_multi_segment_path() {
     multi_segment_is_failure(true).unwrap_err(); // neutral
     assert_eq!(state(&name("multi_segment_is_failure")), State::Closed);
 }
+
+/// A `config = …` that is invalid panics on the first call with the `ConfigError`, and on
+/// every later call with the same message, not with "previously poisoned" (issue 10).
+#[circuit_breaker(config = Config::default().threshold(0), name = "attribute_keys::bad_config")]
+fn badly_configured() -> Result<(), Error> {
+    Ok(())
+}
+
+#[test]
+fn an_invalid_config_says_what_is_wrong_on_every_call() {
+    for _ in 0..2 {
+        let panic = std::panic::catch_unwind(badly_configured).unwrap_err();
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap();
+        assert!(message.contains("threshold"), "{message}");
+        assert!(!message.contains("poison"), "{message}");
+    }
+}
+
+/// The attribute caps `probes` and count windows with the runtime's own numbers.
+#[test]
+fn the_attributes_caps_are_the_runtimes() {
+    assert_eq!(Config::MAX_PROBES, 1_000);
+    assert_eq!(Config::MAX_WINDOW_CALLS, 100_000);
+}

@@ -256,7 +256,7 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             "cool_off" => set!(cool_off, duration(&key, &value)),
             "max_cool_off" => set!(max_cool_off, duration(&key, &value)),
             "jitter" => set!(jitter, duration(&key, &value)),
-            "probes" => set!(probes, integer(&key, &value)),
+            "probes" => set!(probes, at_most(&key, &value, MAX_PROBES, PROBES_WHY)),
             "success_threshold" => set!(success_threshold, integer(&key, &value)),
             "timeout" => set!(timeout, duration(&key, &value)),
             "max_concurrent" => set!(max_concurrent, integer(&key, &value)),
@@ -459,6 +459,25 @@ fn lit(value: &Expr) -> Option<&Lit> {
     }
 }
 
+/// The runtime's `Config::MAX_PROBES` and `Config::MAX_WINDOW_CALLS` (a proc-macro crate
+/// cannot depend on the runtime; `tests/attribute_keys.rs` checks the numbers agree).
+const MAX_PROBES: u32 = 1_000;
+const MAX_WINDOW_CALLS: u32 = 100_000;
+const PROBES_WHY: &str = "half-open lets a few calls test a recovering dependency, and the probe table is allocated up front";
+const WINDOW_WHY: &str = "the window keeps one entry per call, allocated up front; for a longer stretch write a duration, e.g. `window = \"1m\"`";
+
+/// [`integer`], at most `max`.
+fn at_most(key: &Ident, value: &Expr, max: u32, why: &str) -> syn::Result<u32> {
+    let n = integer(key, value)?;
+    if n > max {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`{key}` is at most {max} (got {n}): {why}"),
+        ));
+    }
+    Ok(n)
+}
+
 /// An integer key: a literal from 1 to `u32::MAX`.
 fn integer(key: &Ident, value: &Expr) -> syn::Result<u32> {
     let wrong = |what: &str| {
@@ -634,7 +653,7 @@ fn window(key: &Ident, value: &Expr) -> syn::Result<WindowArg> {
             value.span(),
             "`window` must hold at least 1 call: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",
         )),
-        Some(Lit::Int(_)) => integer(key, value).map(WindowArg::Calls),
+        Some(Lit::Int(_)) => at_most(key, value, MAX_WINDOW_CALLS, WINDOW_WHY).map(WindowArg::Calls),
         _ => Err(syn::Error::new(
             value.span(),
             "`window` takes a number of calls or a duration string: write e.g. `window = 20` (the last 20 calls) or `window = \"1m\"` (the calls of the last minute)",

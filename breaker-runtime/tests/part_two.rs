@@ -381,3 +381,20 @@ fn many_threads_many_keys_lose_no_call() {
     );
     assert_eq!(pinned.stats().successes, 10_000);
 }
+
+/// What users move across threads is `Send + Sync`, checked at compile time (issue 10).
+#[test]
+fn the_public_types_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Breaker>();
+    send_sync::<breaker_runtime::Handle>();
+    send_sync::<breaker_runtime::BreakerError>();
+    send_sync::<CallError<std::io::Error>>();
+    send_sync::<KeyedBreaker<String>>();
+    send_sync::<breaker_runtime::Name>();
+    send_sync::<breaker_runtime::Registry>();
+    type Fut = std::future::Ready<Result<u8, std::io::Error>>;
+    send_sync::<breaker_runtime::CallFuture<'static, Fut, fn(&std::io::Error) -> bool>>();
+    send::<breaker_runtime::CallFuture<'static, Fut, fn(&std::io::Error) -> bool, Breaker>>();
+}
