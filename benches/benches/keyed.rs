@@ -72,7 +72,10 @@ fn keyed(c: &mut Criterion) {
     });
 
     for (row, keys) in [
-        ("two_threads_distinct", [hosts[1].as_str(), hosts[2].as_str()]),
+        (
+            "two_threads_distinct",
+            [hosts[1].as_str(), hosts[2].as_str()],
+        ),
         ("two_threads_shared", [key, key]),
     ] {
         g.bench_function(row, |b| {
