@@ -398,3 +398,62 @@ fn the_public_types_are_send_and_sync() {
     send_sync::<breaker_runtime::CallFuture<'static, Fut, fn(&std::io::Error) -> bool>>();
     send::<breaker_runtime::CallFuture<'static, Fut, fn(&std::io::Error) -> bool, Breaker>>();
 }
+
+mod eviction_model {
+    //! Random key streams and outcomes against the eviction rule: the bound always holds,
+    //! and no open breaker is evicted while an evictable one exists.
+
+    use std::collections::BTreeMap;
+
+    use breaker_runtime::{registry, Config, KeyedBreaker};
+    use proptest::prelude::*;
+
+    const MAX: usize = 4;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Known {
+        Fresh,
+        Open,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn the_bound_holds_and_open_breakers_outlive_fresh_ones(
+            ops in proptest::collection::vec((0u32..12, any::<bool>()), 1..80),
+            run in any::<u64>(),
+        ) {
+            let name = format!("p2::model{run}");
+            // threshold 1 and a long cool-off: a failure opens a key's breaker for the run.
+            let config = Config::default().threshold(1).max_keys(MAX);
+            let k = KeyedBreaker::<u32>::new(&name, config);
+            let live = |key: u32| registry().get(format!("{name}[{key}]")).is_some();
+            let mut known: BTreeMap<u32, Known> = BTreeMap::new();
+            for (key, ok) in ops {
+                known.retain(|k, _| live(*k));
+                let new = !known.contains_key(&key);
+                let full = known.len() >= MAX;
+                let fresh_existed = known.iter().any(|(k, s)| *k != key && *s == Known::Fresh);
+                let open_before: Vec<u32> = known
+                    .iter()
+                    .filter(|(k, s)| **k != key && **s == Known::Open)
+                    .map(|(k, _)| *k)
+                    .collect();
+                let _ = k.call_sync(&key, || if ok { Ok(()) } else { Err(()) });
+                prop_assert!(k.len() <= MAX, "len {} > {MAX}", k.len());
+                if new && full && fresh_existed {
+                    for o in open_before {
+                        prop_assert!(live(o), "open key {o} evicted while a fresh one existed");
+                    }
+                }
+                let state = known.get(&key).copied();
+                let next = match (state, ok) {
+                    (Some(Known::Open), _) => Known::Open, // open: refused, stays open
+                    (_, true) => Known::Fresh,
+                    (_, false) => Known::Open,
+                };
+                known.insert(key, next);
+            }
+        }
+    }
+}
