@@ -239,6 +239,8 @@ pub mod __private {
     /// finds it again with one `TypeId` comparison.
     pub struct KeyedStatic {
         init: fn() -> (&'static str, Config),
+        /// `fleet = true`: each key's breaker joins the installed fleet as it is made.
+        fleet: bool,
         map: OnceLock<Box<dyn Any + Send + Sync>>,
         /// Maps of other key types: a generic function's key type may change with its
         /// instantiation, and every instantiation shares the static. Rare, so locked.
@@ -250,6 +252,18 @@ pub mod __private {
         pub const fn new(init: fn() -> (&'static str, Config)) -> Self {
             KeyedStatic {
                 init,
+                fleet: false,
+                map: OnceLock::new(),
+                others: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// [`new`](Self::new), with `fleet = true`: every key's breaker joins the fleet
+        /// installed with `breaker::fleet::install` when it is made.
+        pub const fn in_fleet(init: fn() -> (&'static str, Config)) -> Self {
+            KeyedStatic {
+                init,
+                fleet: true,
                 map: OnceLock::new(),
                 others: Mutex::new(Vec::new()),
             }
@@ -272,7 +286,11 @@ pub mod __private {
 
         fn make<K: BreakerKey>(&self) -> KeyedBreaker<K> {
             let (name, config) = (self.init)();
-            KeyedBreaker::new(name, config)
+            let map = KeyedBreaker::new(name, config);
+            if self.fleet {
+                map.on_new(crate::fleet::join_installed);
+            }
+            map
         }
 
         #[cold]

@@ -280,5 +280,44 @@ mod inventory_fleet {
             calls,
             "open: the dependency is not called"
         );
+
+        // Keyed: each key's breaker joins the fleet as it is made, under its own name.
+        assert_eq!(reserve_at("pear").await.unwrap(), 4);
+        let their_pear = Breaker::new(
+            "stories::stock[pear]",
+            Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_secs(30)),
+        );
+        other.join(&their_pear);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(their_pear.call_sync(|| Err::<(), _>("down")).is_err());
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            match reserve_at("pear").await {
+                Err(e) if e.is_open() => break,
+                _ => assert!(
+                    std::time::Instant::now() < deadline,
+                    "this instance's `pear` breaker did not open within 5 s"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(
+            reserve_at("plum").await.unwrap(),
+            4,
+            "another key stays closed"
+        );
+    }
+
+    #[circuit_breaker(
+        key = sku,
+        threshold = 1,
+        cool_off = "30s",
+        name = "stories::stock",
+        fleet = true
+    )]
+    pub async fn reserve_at(sku: &str) -> Result<u32, GatewayError> {
+        Ok(sku.len() as u32)
     }
 }

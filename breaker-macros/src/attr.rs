@@ -350,16 +350,6 @@ fn check_combinations(args: &Args, errors: &mut Errors) {
         ));
         errors.push(e);
     }
-    if let (Some(_), Some(fleet)) = (&args.key, &args.fleet) {
-        if fleet.value {
-            errors.push(syn::Error::new(
-                fleet.key.span(),
-                "`fleet = true` cannot be combined with `key` yet: a keyed function's breakers \
-                 are made on the fly, one per key, and would stay local; remove `fleet`, or \
-                 use a `breaker::KeyedBreaker` and `Fleet::join` each key's breaker by hand",
-            ));
-        }
-    }
     if args.config.is_some() {
         for key in policy {
             let method = match key.to_string().as_str() {

@@ -619,7 +619,14 @@ fn breaker_binding(
     // call and finds it again with one type comparison. The key is borrowed, never moved,
     // and only for the lookup, so the body may then move what it was computed from.
     let keyed = Ident::new("__breaker_keyed", Span::mixed_site());
-    // (`attr` rejects `fleet = true` with `key`: the keyed map makes its breakers unseen.)
+    // With `fleet = true` every key's breaker joins the installed fleet as it is made.
+    let make = match fleet {
+        Some(f) => {
+            let k = krate_at(args, f.span);
+            quote_spanned!(f.span=> #k::__private::KeyedStatic::in_fleet)
+        }
+        None => quote!(#krate::__private::KeyedStatic::new),
+    };
     let (expr, k) = (&key.value, krate_at(args, key.span));
     // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
     // are imported unnamed, in this block only.
@@ -632,7 +639,7 @@ fn breaker_binding(
                 ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
             };
             static #static_name: #krate::__private::KeyedStatic =
-                #krate::__private::KeyedStatic::new(|| (#name, #config));
+                #make(|| (#name, #config));
             #lookup
         };
         let #breaker: &#krate::Breaker = &#keyed;

@@ -172,9 +172,8 @@ use proc_macro::TokenStream;
 ///
 /// `fleet = true` joins the breaker, when it is created, to the fleet installed with
 /// `breaker::fleet::install(fleet)` (feature `redis`). Without an installed fleet, or
-/// without the feature, the breaker logs one `WARN` and stays local. It cannot be combined
-/// with `key` yet (a keyed function's breakers are created on the fly and would stay local):
-/// use a `KeyedBreaker` and `Fleet::join` each key's breaker by hand.
+/// without the feature, the breaker logs one `WARN` and stays local. With `key`, every key's
+/// breaker joins as it is created (the fleet shares signals per breaker name, so per key).
 ///
 /// # `#[async_trait]`, boxed and `impl Future` functions
 ///

@@ -255,6 +255,8 @@ struct Map<K> {
     swept: AtomicU64,
     /// When the last WARN about evicting non-fresh breakers was logged (0: never).
     warned: AtomicU64,
+    /// Called with each new key's breaker, outside the map's locks (`fleet = true`).
+    on_new: std::sync::OnceLock<fn(&Breaker)>,
 }
 
 /// One shard, on cache lines of its own: a read lock is a write to the lock's word, and two
@@ -302,6 +304,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
                 origin: Instant::now(),
                 swept: AtomicU64::new(0),
                 warned: AtomicU64::new(0),
+                on_new: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -391,6 +394,14 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         self.breaker(key).call_sync_classified(classify, call)
     }
 
+    /// Calls `f` with every breaker this map creates from now on, after it is listed and
+    /// outside the map's locks: how the attribute's `fleet = true` joins each key's breaker
+    /// to the fleet. Set once; a second call is ignored.
+    #[doc(hidden)]
+    pub fn on_new(&self, f: fn(&Breaker)) {
+        let _ = self.inner.on_new.set(f);
+    }
+
     /// Drops every evictable breaker (see the type's docs) not called for `idle`, now.
     /// Happens by itself when new keys arrive; call it to free memory at a quiet time.
     pub fn retain_active(&self) {
@@ -467,6 +478,9 @@ impl<K: BreakerKey> Map<K> {
         drop(shard);
         if evicted_busy {
             self.warn_busy_eviction(now);
+        }
+        if let Some(on_new) = self.on_new.get() {
+            on_new(&breaker);
         }
         breaker
     }
