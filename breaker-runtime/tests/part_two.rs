@@ -313,7 +313,7 @@ async fn idle_fresh_breakers_are_dropped_when_new_keys_arrive() {
     );
     assert_eq!(k.breaker("sick").state(), State::Open);
     assert!(
-        registry().get("p2::idle[healthy]").is_none(),
+        common::left_registry("p2::idle[healthy]"),
         "it left the registry"
     );
 }

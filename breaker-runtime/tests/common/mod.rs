@@ -123,3 +123,31 @@ pub async fn poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Ou
     })
     .await
 }
+
+/// Whether the registry no longer lists `name`, once any other test's snapshot that may hold
+/// the breaker for an instant has let go (tests of one binary run in parallel, and a
+/// snapshot keeps every breaker it reads alive while it reads). Waits on those threads by
+/// yielding, a bounded number of times; never on time.
+#[allow(dead_code)]
+pub fn left_registry(name: &str) -> bool {
+    for _ in 0..1_000_000 {
+        if breaker_runtime::registry().get(name).is_none() {
+            return true;
+        }
+        std::thread::yield_now();
+    }
+    false
+}
+
+/// Whether `done` holds once other threads holding a breaker for an instant (see
+/// [`left_registry`]) have let go: yields between tries, a bounded number of times.
+#[allow(dead_code)]
+pub fn once_released(mut done: impl FnMut() -> bool) -> bool {
+    (0..1_000_000).any(|_| {
+        let ok = done();
+        if !ok {
+            std::thread::yield_now();
+        }
+        ok
+    })
+}
