@@ -28,7 +28,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
-        Arc, RwLock, RwLockReadGuard, RwLockWriteGuard,
+        Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
     },
     time::Duration,
 };
@@ -257,6 +257,20 @@ struct Map<K> {
     warned: AtomicU64,
     /// Called with each new key's breaker, outside the map's locks (`fleet = true`).
     on_new: std::sync::OnceLock<fn(&Breaker)>,
+    /// The next evictable breakers found by the last scan, least recently used last.
+    victims: Mutex<Vec<Victim>>,
+}
+
+/// A breaker a scan found evictable, and how to find it again.
+#[derive(Debug, Clone, Copy)]
+struct Victim {
+    /// Recency as the scan ranked it.
+    recency: u64,
+    /// Its stamp at the scan: a different one now means it was used since.
+    seen: u64,
+    id: usize,
+    hash: u64,
+    shard: usize,
 }
 
 /// One shard, on cache lines of its own: a read lock is a write to the lock's word, and two
@@ -305,6 +319,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
                 swept: AtomicU64::new(0),
                 warned: AtomicU64::new(0),
                 on_new: std::sync::OnceLock::new(),
+                victims: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -416,8 +431,12 @@ impl<K: BreakerKey> Map<K> {
         self.hasher.hash_one(key)
     }
 
+    fn shard_index(&self, hash: u64) -> usize {
+        (hash >> 59) as usize % SHARDS
+    }
+
     fn shard(&self, hash: u64) -> &RwLock<HashTable<Entry<K>>> {
-        &self.shards[(hash >> 59) as usize % SHARDS].0
+        &self.shards[self.shard_index(hash)].0
     }
 
     fn now(&self) -> u64 {
@@ -454,11 +473,53 @@ impl<K: BreakerKey> Map<K> {
     {
         let now = self.now();
         self.sweep_if_due(now);
-        let evicted_busy = self.make_room(now);
-        let mut shard = write(self.shard(hash));
-        if let Some(e) = shard.find(hash, |e| e.key.borrow() == key) {
-            return e.breaker.clone();
+        let at = self.shard_index(hash);
+        let mut evicted = None;
+        let mut busy = false;
+        let breaker = if self.reserve() {
+            // Below the bound: a place is reserved; only this key's shard is locked.
+            let mut shard = write(&self.shards[at].0);
+            if let Some(e) = shard.find(hash, |e| e.key.borrow() == key) {
+                self.len.fetch_sub(1, Relaxed); // a racing caller made it: give the place back
+                return e.breaker.clone();
+            }
+            self.put(&mut shard, key, hash, now)
+        } else {
+            // At the bound: evict one and insert under every shard's lock, so no other new
+            // key slips in between (the count does not change: one out, one in).
+            let mut shards: Vec<RwLockWriteGuard<'_, HashTable<Entry<K>>>> =
+                self.shards.iter().map(|s| write(&s.0)).collect();
+            if let Some(e) = shards[at].find(hash, |e| e.key.borrow() == key) {
+                return e.breaker.clone();
+            }
+            if !self.reserve() {
+                (evicted, busy) = self.evict_one(&mut shards, now);
+            }
+            self.put(&mut shards[at], key, hash, now)
+        };
+        // Dropped here, outside the shards' locks: the last clone unlists the breaker.
+        drop(evicted);
+        if busy {
+            self.warn_busy_eviction(now);
         }
+        if let Some(on_new) = self.on_new.get() {
+            on_new(&breaker);
+        }
+        breaker
+    }
+
+    /// Takes one place below `max_keys`, if there is one.
+    fn reserve(&self) -> bool {
+        self.len
+            .fetch_update(Relaxed, Relaxed, |n| (n < self.max_keys).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Creates `key`'s breaker in `shard` (its place already counted in `len`).
+    fn put<Q>(&self, shard: &mut HashTable<Entry<K>>, key: &Q, hash: u64, now: u64) -> Breaker
+    where
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
         let key = key.to_owned();
         let name = KeyName(&self.name, &key).to_string();
         let breaker = Breaker::try_new(name, self.config.clone())
@@ -474,14 +535,6 @@ impl<K: BreakerKey> Map<K> {
             },
             |e| e.hash,
         );
-        self.len.fetch_add(1, Relaxed);
-        drop(shard);
-        if evicted_busy {
-            self.warn_busy_eviction(now);
-        }
-        if let Some(on_new) = self.on_new.get() {
-            on_new(&breaker);
-        }
         breaker
     }
 
@@ -524,53 +577,73 @@ impl<K: BreakerKey> Map<K> {
         drop(dropped);
     }
 
-    /// At `max_keys`, evicts to make room for one more: a batch of the least recently used
-    /// evictable breakers (an eighth of the bound, so the scan is amortised over the keys
-    /// that follow), else the least recently used closed one, else the least recently used
-    /// of any state. Returns whether a breaker that was not fresh had to go.
-    fn make_room(&self, now: u64) -> bool {
-        if self.len.load(Relaxed) < self.max_keys {
-            return false;
-        }
-        let mut shards: Vec<RwLockWriteGuard<'_, HashTable<Entry<K>>>> =
-            self.shards.iter().map(|s| write(&s.0)).collect();
+    /// At `max_keys`, evicts one breaker to make room for one more: the least recently used
+    /// evictable one, else the least recently used closed one, else the least recently used
+    /// of any state. Returns it (to drop outside the locks) and whether it was not fresh.
+    ///
+    /// Finding the least recently used takes a scan of every entry; the scan keeps the next
+    /// evictable ones in order (up to an eighth of the bound) as [`Victim`]s, so a stream of
+    /// new keys pays for one scan per `max_keys / 8` of them. A queued victim is taken only if
+    /// it is still there, still evictable and not called since the scan; otherwise the next.
+    fn evict_one(
+        &self,
+        shards: &mut [RwLockWriteGuard<'_, HashTable<Entry<K>>>],
+        now: u64,
+    ) -> (Option<Entry<K>>, bool) {
         let len: usize = shards.iter().map(|s| s.len()).sum();
-        if len < self.max_keys {
-            return false;
-        }
-        // (class, recency, identity, hash, shard): class 0 evictable, 1 closed, 2 any.
-        let mut candidates: Vec<(u8, u64, usize, u64, usize)> = Vec::with_capacity(len);
-        for (i, shard) in shards.iter().enumerate() {
-            for e in shard.iter() {
-                let seen = if e.touched.load(Relaxed) {
-                    now
-                } else {
-                    e.seen.load(Relaxed)
-                };
-                candidates.push((e.class(), seen, e.id(), e.hash, i));
+        let mut victims = self.victims.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut taken = None;
+        while let Some(v) = victims.pop() {
+            if let Ok(entry) = shards[v.shard].find_entry(v.hash, |e| e.id() == v.id) {
+                let e = entry.get();
+                if !e.touched.load(Relaxed) && e.seen.load(Relaxed) == v.seen && e.evictable() {
+                    taken = Some((entry.remove().0, false));
+                    break;
+                }
             }
         }
-        candidates.sort_unstable_by_key(|&(class, seen, ..)| (class, seen));
-        let need = len + 1 - self.max_keys;
-        let fresh = candidates.iter().take_while(|c| c.0 == 0).count();
-        let batch = if fresh >= need {
-            fresh.min(need.max(self.max_keys / 8))
-        } else {
-            need
-        };
-        let mut dropped = Vec::with_capacity(batch);
-        let mut busy = false;
-        for &(class, _, id, hash, i) in &candidates[..batch] {
-            if let Ok(entry) = shards[i].find_entry(hash, |e| e.id() == id) {
-                let (e, _) = entry.remove();
-                busy |= class > 0;
-                self.len.fetch_sub(1, Relaxed);
-                dropped.push(e.breaker);
+        if taken.is_none() {
+            // (class, victim): class 0 evictable, 1 closed, 2 any.
+            let mut candidates: Vec<(u8, Victim)> = Vec::with_capacity(len);
+            for (shard, table) in shards.iter().enumerate() {
+                for e in table.iter() {
+                    let touched = e.touched.load(Relaxed);
+                    let seen = e.seen.load(Relaxed);
+                    let victim = Victim {
+                        recency: if touched { now } else { seen },
+                        seen,
+                        id: e.id(),
+                        hash: e.hash,
+                        shard,
+                    };
+                    candidates.push((e.class(), victim));
+                }
+            }
+            candidates.sort_unstable_by_key(|(class, v)| (*class, v.recency));
+            let (class, first) = candidates[0];
+            if let Ok(entry) = shards[first.shard].find_entry(first.hash, |e| e.id() == first.id) {
+                taken = Some((entry.remove().0, class > 0));
+            }
+            if class == 0 {
+                // The next evictable ones, least recent last (popped first).
+                let more = (self.max_keys / 8).max(1);
+                // (A breaker called since the last sweep ranks as used now, and would be
+                // refused at its turn: not queued.)
+                let queue = candidates[1..]
+                    .iter()
+                    .take_while(|(class, _)| *class == 0)
+                    .filter(|(_, v)| v.recency == v.seen)
+                    .take(more)
+                    .map(|(_, v)| *v);
+                victims.extend(queue);
+                victims.reverse();
             }
         }
-        drop(shards);
-        drop(dropped);
-        busy
+        drop(victims);
+        match taken {
+            Some((entry, busy)) => (Some(entry), busy),
+            None => (None, false),
+        }
     }
 
     fn warn_busy_eviction(&self, now: u64) {

@@ -457,3 +457,25 @@ mod eviction_model {
         }
     }
 }
+
+#[test]
+fn at_the_bound_exactly_the_least_recently_used_fresh_breaker_goes() {
+    let k = KeyedBreaker::<String>::new("p2::lru", Config::default().max_keys(3));
+    for key in ["a", "b", "c"] {
+        let _ = k.call_sync(key, || Ok::<_, ()>(()));
+    }
+    let _ = k.call_sync("a", || Ok::<_, ()>(())); // a is used again: b is the oldest now
+    let _ = k.call_sync("d", || Ok::<_, ()>(()));
+    assert_eq!(k.len(), 3, "one out, one in");
+    assert!(common::left_registry("p2::lru[b]"));
+    for key in ["a", "c", "d"] {
+        assert!(
+            registry().get(format!("p2::lru[{key}]")).is_some(),
+            "{key} kept"
+        );
+    }
+    for i in 0..50 {
+        let _ = k.call_sync(&format!("new-{i}"), || Ok::<_, ()>(()));
+        assert_eq!(k.len(), 3);
+    }
+}
