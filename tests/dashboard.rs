@@ -610,6 +610,21 @@ impl Chromium {
     /// Checks `condition` (a JS expression) in the page until it is truthy, up to 40 times per
     /// round, 25 ms apart in the browser, for at most 30 rounds; its value, or a panic that
     /// shows `show` (a JS expression) as it last was.
+    /// Refreshes the page and waits until `name`'s row is in `class` with `transitions`
+    /// listed; the row.
+    async fn row_after_refresh(&self, name: &str, class: &str, transitions: usize) -> Value {
+        self.eval("dashboard.refresh()").await;
+        self.wait_for(
+            &format!(
+                "{r} && {r}.class === '{class}' && {l}.length === {transitions} && {r}",
+                r = row(name),
+                l = listed(name)
+            ),
+            &format!("[{}, {}]", row(name), listed(name)),
+        )
+        .await
+    }
+
     async fn wait_for(&self, condition: &str, show: &str) -> Value {
         let round = format!(
             "new Promise((done) => {{ let n = 0; const check = () => {{ \
@@ -752,17 +767,7 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
     fail(&payments).await;
     fail(&payments).await;
     assert_eq!(payments.state(), State::Open);
-    browser.eval("dashboard.refresh()").await;
-    let shown = browser
-        .wait_for(
-            &format!(
-                "{r} && {r}.class === 'open' && {l}.length === 1 && {r}",
-                r = row(NAME),
-                l = listed(NAME)
-            ),
-            &format!("[{}, {}]", row(NAME), listed(NAME)),
-        )
-        .await;
+    let shown = browser.row_after_refresh(NAME, "open", 1).await;
     assert_eq!(shown["state"], "open");
     assert_eq!(
         (&shown["calls"], &shown["failed"]),
@@ -795,33 +800,13 @@ async fn the_page_shows_a_breaker_live_through_every_state_in_a_real_browser() {
     // open → half-open once the cool-off is over (reading the state moves it).
     tokio::time::advance(Duration::from_secs(3600)).await;
     assert_eq!(payments.state(), State::HalfOpen);
-    browser.eval("dashboard.refresh()").await;
-    let shown = browser
-        .wait_for(
-            &format!(
-                "{r} && {r}.class === 'half_open' && {l}.length === 2 && {r}",
-                r = row(NAME),
-                l = listed(NAME)
-            ),
-            &format!("[{}, {}]", row(NAME), listed(NAME)),
-        )
-        .await;
+    let shown = browser.row_after_refresh(NAME, "half_open", 2).await;
     assert_eq!(shown["state"], "half-open");
 
     // half-open → closed: the probe succeeds.
     succeed(&payments).await;
     assert_eq!(payments.state(), State::Closed);
-    browser.eval("dashboard.refresh()").await;
-    let shown = browser
-        .wait_for(
-            &format!(
-                "{r} && {r}.class === 'closed' && {l}.length === 3 && {r}",
-                r = row(NAME),
-                l = listed(NAME)
-            ),
-            &format!("[{}, {}]", row(NAME), listed(NAME)),
-        )
-        .await;
+    let shown = browser.row_after_refresh(NAME, "closed", 3).await;
     assert_eq!(
         (&shown["calls"], &shown["failed"], &shown["rejected"]),
         (&json!("5"), &json!("2"), &json!("1"))
