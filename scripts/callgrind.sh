@@ -134,8 +134,47 @@ with=$(per_call attr closed_sync)
 echo "| closed_sync (attribute) | ${R[attr, closed_sync]} | $with |"
 if [[ $with != "${R[attr, closed_sync]}" ]]; then differs=1; fi
 bin=$plain_bin
+
+# The targets of issue 15, checked: each MET or MISSED, and the script fails if any is missed.
+echo
+echo "Targets (issue 15):"
+echo
+echo "| target | figure | bound | |"
+echo "|---|---:|---:|---|"
+missed=0
+check() { # check NAME FIGURE BOUND: FIGURE <= BOUND
+    local verdict=MET
+    if [[ $2 == - || $3 == - ]] || ! awk -v a="$2" -v b="$3" 'BEGIN { exit !(a <= b) }'; then
+        verdict=MISSED
+        missed=1
+    fi
+    echo "| $1 | $2 | $3 | $verdict |"
+}
+best_peer() { # best_peer WORKLOAD: the fewest instructions among the peers
+    local best=- p v
+    for p in failsafe recloser tower; do
+        v=${R[$p, $1]}
+        [[ $v == - ]] && continue
+        if [[ $best == - ]] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$v; fi
+    done
+    echo "$best"
+}
+for w in closed_async open_async; do
+    base=${R[base, bare_async]}
+    mine=$(minus "${R[breaker, $w]}" "$base")
+    bound=$(awk -v p="$(minus "$(best_peer "$w")" "$base")" 'BEGIN { printf "%.1f", p * 1.25 }')
+    check "$w within 1.25x of the best peer (Ir over the bare async fn)" "$mine" "$bound"
+done
+check "open_sync: a refusal costs at most a clock read + 20 Ir" \
+    "$(minus "${R[breaker, open_sync]}" "${R[base, bare]}")" \
+    "$(awk -v c="${R[base, clock_read]}" 'BEGIN { printf "%.1f", c + 20 }')"
+check "part two compiled in changes no count (0 = none)" "$differs" 0
+
 if ((differs)); then
     echo "$0: a part-two feature changed the instruction count of a plain breaker's call" >&2
+fi
+if ((missed)); then
+    echo "$0: a target of issue 15 is missed (see the table)" >&2
     exit 1
 fi
 

@@ -71,10 +71,11 @@ pub mod __private {
 
     /// The static of an annotated function: made on first use by `init`. Unlike
     /// `once_cell`'s or std's `Lazy`, a panicking `init` (a `config = …` whose `ConfigError`
-    /// `Breaker::new` reports) does not poison it into "previously poisoned": every later
-    /// use panics again with the same message, so every call keeps saying what is wrong.
+    /// `Breaker::new` reports) does not poison it into "previously poisoned": the cell stays
+    /// empty, so every later use runs `init` again and panics with the same message, and
+    /// every call keeps saying what is wrong. Once made, a use is `OnceLock::get`'s one load.
     pub struct Lazy<T> {
-        cell: std::sync::OnceLock<Result<T, String>>,
+        cell: std::sync::OnceLock<T>,
         init: fn() -> T,
     }
 
@@ -91,20 +92,9 @@ pub mod __private {
     impl<T> core::ops::Deref for Lazy<T> {
         type Target = T;
 
+        #[inline]
         fn deref(&self) -> &T {
-            let made = self.cell.get_or_init(|| {
-                std::panic::catch_unwind(self.init).map_err(|panic| {
-                    panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "the breaker's initialiser panicked".to_owned())
-                })
-            });
-            match made {
-                Ok(value) => value,
-                Err(message) => panic!("{message}"),
-            }
+            self.cell.get_or_init(self.init)
         }
     }
 
