@@ -161,20 +161,25 @@ async fn main() {
     }
     report();
 
+    // The service answers `status` with `Retry-After: secs` once, then recovers at once; the
+    // client does not know, and keeps away as asked. How long until it came back.
+    let stay_away = async |svc: &Service, status: u16, secs: u64| -> Duration {
+        svc.set(status, Some(secs));
+        let mut soonest = round().await;
+        let asked_at = svc.last_seen.lock().unwrap().unwrap();
+        report();
+        svc.set(200, None);
+        while svc.last_seen.lock().unwrap().unwrap() == asked_at {
+            pause(soonest).await;
+            soonest = round().await;
+            report();
+        }
+        svc.last_seen.lock().unwrap().unwrap() - asked_at
+    };
+
     println!("\n== inventory: outage, 503 with Retry-After: {outage_secs}");
     println!("   (the 503 opens the breaker; reqwest-retry's second attempt is refused at once)");
-    inventory.set(503, Some(outage_secs));
-    let mut soonest = round().await;
-    let asked_at = inventory.last_seen.lock().unwrap().unwrap();
-    report();
-    // The service recovers at once; the client does not know, and keeps away as asked.
-    inventory.set(200, None);
-    while inventory.last_seen.lock().unwrap().unwrap() == asked_at {
-        pause(soonest).await;
-        soonest = round().await;
-        report();
-    }
-    let away = inventory.last_seen.lock().unwrap().unwrap() - asked_at;
+    let away = stay_away(&inventory, 503, outage_secs).await;
     println!(
         "-> inventory asked for {outage_secs}s; the next request reached it {:.2}s later",
         away.as_secs_f64()
@@ -187,17 +192,7 @@ async fn main() {
 
     pause(None).await;
     println!("\n== pricing: under load, 429 with Retry-After: {load_secs}");
-    pricing.set(429, Some(load_secs));
-    let mut soonest = round().await;
-    let asked_at = pricing.last_seen.lock().unwrap().unwrap();
-    report();
-    pricing.set(200, None);
-    while pricing.last_seen.lock().unwrap().unwrap() == asked_at {
-        pause(soonest).await;
-        soonest = round().await;
-        report();
-    }
-    let away = pricing.last_seen.lock().unwrap().unwrap() - asked_at;
+    let away = stay_away(&pricing, 429, load_secs).await;
     println!(
         "-> pricing asked for {load_secs}s; the next request reached it {:.2}s later",
         away.as_secs_f64()

@@ -625,6 +625,18 @@ impl Chromium {
         .await
     }
 
+    /// Runs `click` (a control's button), waits for the confirmation dialog, confirms.
+    async fn confirm(&self, click: &str) {
+        self.eval(click).await;
+        self.wait_for(
+            "document.getElementById('confirm').open",
+            "document.body.innerText",
+        )
+        .await;
+        self.eval("document.getElementById('confirm-ok').click()")
+            .await;
+    }
+
     async fn wait_for(&self, condition: &str, show: &str) -> Value {
         let round = format!(
             "new Promise((done) => {{ let n = 0; const check = () => {{ \
@@ -1006,16 +1018,7 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
     assert_eq!(b.state(), State::Closed);
 
     // Force open, confirmed.
-    browser.eval(&click(NAME, "button.force_open")).await;
-    browser
-        .wait_for(
-            "document.getElementById('confirm').open",
-            "document.body.innerText",
-        )
-        .await;
-    browser
-        .eval("document.getElementById('confirm-ok').click()")
-        .await;
+    browser.confirm(&click(NAME, "button.force_open")).await;
     browser
         .wait_for(
             &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
@@ -1025,16 +1028,7 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
     assert_eq!(b.state(), State::ForcedOpen);
 
     // Reset, confirmed: closed, counts cleared.
-    browser.eval(&click(NAME, "button.reset")).await;
-    browser
-        .wait_for(
-            "document.getElementById('confirm').open",
-            "document.body.innerText",
-        )
-        .await;
-    browser
-        .eval("document.getElementById('confirm-ok').click()")
-        .await;
+    browser.confirm(&click(NAME, "button.reset")).await;
     let shown = browser
         .wait_for(
             &format!(
