@@ -159,3 +159,47 @@ fn owned_and_classified_calls_allocate_nothing() {
     });
     assert_eq!(n, 0);
 }
+
+/// Pending at its first poll, `Ok` at the next.
+#[derive(Default)]
+struct PendingOnce(bool);
+
+impl Future for PendingOnce {
+    type Output = Result<(), ()>;
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if std::mem::replace(&mut self.0, true) {
+            Poll::Ready(Ok(()))
+        } else {
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// A `timeout` costs a timer only when the call has to wait: a timed call that is ready at its
+/// first poll makes none (it needs no runtime either), and an untimed call that waits makes
+/// none, so both allocate nothing.
+#[test]
+fn a_timer_is_made_only_for_a_timed_call_that_waits() {
+    let timed = Breaker::new(
+        "alloc::timed",
+        Config::default().timeout(Duration::from_secs(1)),
+    );
+    exercise(&timed); // no runtime here: a timer would panic ("no reactor running")
+    assert_eq!(allocations(|| exercise(&timed)), 0, "timed, ready at once");
+
+    let untimed = Breaker::new("alloc::untimed_waits", Config::default());
+    let waits = |b: &Breaker| {
+        let mut call = pin!(b.call(PendingOnce::default()));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(call.as_mut().poll(&mut cx), Poll::Ready(Ok(())));
+    };
+    waits(&untimed);
+    assert_eq!(
+        allocations(|| (0..100).for_each(|_| waits(&untimed))),
+        0,
+        "untimed, waits once"
+    );
+    assert_eq!(untimed.stats().successes, 101);
+}

@@ -317,6 +317,24 @@ async fn a_timeout_is_a_failure_and_a_breaker_error() {
     assert_eq!((s.failures, s.timeouts), (1, 1));
 }
 
+/// The deadline counts from admission, not from the call's first wait: a dependency that
+/// spends 400 ms of its 600 ms before it first yields has 200 ms left.
+#[tokio::test(start_paused = true)]
+async fn a_timeout_counts_from_admission() {
+    let b = Breaker::new(
+        "sem::timeout_from_admission",
+        Config::default().timeout(600 * MS),
+    );
+    let started = tokio::time::Instant::now();
+    let slow_start = async {
+        advance(400 * MS).await; // the clock moves inside the first poll, then it yields
+        tokio::time::sleep(25 * SEC).await;
+        Ok::<_, &str>(())
+    };
+    assert!(open_error(b.call(slow_start).await).is_timeout());
+    assert_eq!(started.elapsed(), 600 * MS);
+}
+
 #[tokio::test(start_paused = true)]
 async fn neutral_errors_count_for_nothing() {
     let config = Config::default().threshold(2).cool_off(SEC);
