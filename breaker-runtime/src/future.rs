@@ -131,11 +131,13 @@ where
                 match shared.core.enter_closed() {
                     Some(ticket) => *this.stage = Stage::Fast(ticket.ticket()),
                     None => {
-                        let refused = match shared.core.refuse(&shared.clock) {
-                            Some(refused) => Err(refused),
-                            None => admit_slow(host, this.stage),
-                        };
-                        if let Err(refused) = refused {
+                        // Each refusal straight into the output: no intermediate `Result`
+                        // to move the error through.
+                        if let Some(refused) = shared.core.refuse(&shared.clock) {
+                            *this.stage = Stage::Done;
+                            return Poll::Ready(Err(CallError::Breaker(refused)));
+                        }
+                        if let Err(refused) = admit_slow(host, this.stage) {
                             *this.stage = Stage::Done;
                             return Poll::Ready(Err(CallError::Breaker(refused)));
                         }
