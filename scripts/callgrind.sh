@@ -64,7 +64,11 @@ per_call() {
 }
 
 declare -A R
-impls=(breaker attr failsafe recloser tower)
+impls=(breaker attr failsafe recloser tower resilience)
+peers=(failsafe recloser tower resilience)
+header="| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker | tower-resilience |"
+rule="|---|---:|---:|---:|---:|---:|---:|"
+blanks=" | | | | |" # the forced_open_sync row: breaker only, the other impls' cells empty
 workloads=(closed_sync open_sync closed_async open_async)
 
 for w in bare atomic_add clock_read mutex_lock bare_async; do
@@ -94,17 +98,19 @@ echo "| one tokio::time::Instant::now() (syscall not counted, see notes) | ${R[b
 echo "| one uncontended std::sync::Mutex lock | ${R[base, mutex_lock]} |"
 echo "| bare async fn, awaited on current_thread | ${R[base, bare_async]} |"
 echo
-echo "| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "$header"
+echo "$rule"
 for w in "${workloads[@]}"; do
-    echo "| $w | ${R[breaker, $w]} | ${R[attr, $w]} | ${R[failsafe, $w]} | ${R[recloser, $w]} | ${R[tower, $w]} |"
+    row="| $w"
+    for i in "${impls[@]}"; do row+=" | ${R[$i, $w]}"; done
+    echo "$row |"
 done
-echo "| forced_open_sync | ${R[breaker, forced_sync]} | | | | |"
+echo "| forced_open_sync | ${R[breaker, forced_sync]}$blanks |"
 echo
 echo "Over the bare call (sync rows) / the bare async fn (async rows):"
 echo
-echo "| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker |"
-echo "|---|---:|---:|---:|---:|---:|"
+echo "$header"
+echo "$rule"
 for w in "${workloads[@]}"; do
     base=${R[base, bare]}
     [[ $w == *_async ]] && base=${R[base, bare_async]}
@@ -112,7 +118,7 @@ for w in "${workloads[@]}"; do
     for i in "${impls[@]}"; do row+=" | $(minus "${R[$i, $w]}" "$base")"; done
     echo "$row |"
 done
-echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}") | | | | |"
+echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}")$blanks |"
 
 # Part two at no cost: the same workloads with every integration compiled in.
 cargo build --quiet --release --bin cg --features part-two --target-dir "$root/benches/target/part-two"
@@ -152,7 +158,7 @@ check() { # check NAME FIGURE BOUND: FIGURE <= BOUND
 }
 best_peer() { # best_peer WORKLOAD: the fewest instructions among the peers
     local best=- p v
-    for p in failsafe recloser tower; do
+    for p in "${peers[@]}"; do
         v=${R[$p, $1]}
         [[ $v == - ]] && continue
         if [[ $best == - ]] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$v; fi

@@ -15,8 +15,10 @@
 //!   (one lock for every key; the same read-lock and `Arc` clone as ours).
 //! - `lookup_std_hashmap`: the lookup alone in a plain `HashMap<String, Breaker>` (no lock at
 //!   all: the floor of any map).
-//! - `two_threads_distinct` / `two_threads_shared`: per-thread cost with two threads calling
-//!   at once, on two different keys or on one key; compare with `keyed_str`.
+//! - `one_thread` / `two_threads_distinct` / `two_threads_shared`: per-thread time per call
+//!   (the slower thread's time for its calls), with one thread, then with two threads calling
+//!   at once on two different keys or on one key, all through the same spawn-and-barrier
+//!   harness: `two_threads_* ÷ one_thread` is the per-thread slowdown (`report` prints it).
 
 use std::{
     collections::HashMap,
@@ -71,16 +73,18 @@ fn keyed(c: &mut Criterion) {
         b.iter(|| black_box(plain.get(black_box(key)).cloned()))
     });
 
-    for (row, keys) in [
+    let rows: [(&str, &[&str]); 3] = [
+        ("one_thread", &[key]),
         (
             "two_threads_distinct",
-            [hosts[1].as_str(), hosts[2].as_str()],
+            &[hosts[1].as_str(), hosts[2].as_str()],
         ),
-        ("two_threads_shared", [key, key]),
-    ] {
+        ("two_threads_shared", &[key, key]),
+    ];
+    for (row, keys) in rows {
         g.bench_function(row, |b| {
             b.iter_custom(|iters| {
-                let start = Barrier::new(2);
+                let start = Barrier::new(keys.len());
                 let times: Vec<Duration> = std::thread::scope(|s| {
                     let handles: Vec<_> = keys
                         .iter()

@@ -1,4 +1,5 @@
-//! `breaker` against failsafe, recloser and tower-circuitbreaker, side by side, in one run:
+//! `breaker` against failsafe, recloser, tower-circuitbreaker and tower-resilience-circuitbreaker,
+//! side by side, in one run:
 //!
 //! ```text
 //! cd benches && cargo bench --bench peers
@@ -6,23 +7,38 @@
 //!
 //! Groups: `baselines`, `closed_sync`, `open_sync`, `closed_async`, `open_async`,
 //! `scaling_1t`, `scaling_2t`. `cargo run --release --bin report` turns the estimates into the
-//! table of `RESULTS.md`. The workloads themselves are in `src/lib.rs`.
+//! table of `RESULTS.md`; `scripts/wall.sh` runs this bench (with `keyed` and `tower_layer`)
+//! three times and prints the medians over the runs. The workloads themselves are in
+//! `src/lib.rs`.
 
 use std::{hint::black_box, time::Duration};
 
 use breaker_bench::{
-    async_loop, current_thread, on_threads, Attr, Baselines, Failsafe, Recloser, Runtime, Tower,
-    TowerShared,
+    async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Recloser,
+    Runtime, Tower, TowerResilience, TowerShared,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
 
 type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
 
+/// Whether criterion's command line sets `flag` (e.g. `--measurement-time 0.5`): a group's own
+/// setting would override it, so the groups below set a time only when the command line does
+/// not (`scripts/wall.sh --quick` relies on it).
+fn cli_sets(flag: &str) -> bool {
+    std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")))
+}
+
 fn group<'a>(c: &'a mut Criterion, name: &str) -> Group<'a> {
     let mut g = c.benchmark_group(name);
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .sample_size(30);
+    if !cli_sets("--warm-up-time") {
+        g.warm_up_time(Duration::from_millis(500));
+    }
+    if !cli_sets("--measurement-time") {
+        g.measurement_time(Duration::from_millis(1500));
+    }
+    if !cli_sets("--sample-size") {
+        g.sample_size(30);
+    }
     g
 }
 
@@ -57,6 +73,7 @@ fn closed_sync(c: &mut Criterion) {
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
+    let mut resilience = TowerResilience::new();
     let mut g = group(c, "closed_sync");
     g.bench_function("breaker", |b| {
         b.iter(|| black_box(runtime.closed_sync(black_box(1)).is_ok()))
@@ -75,6 +92,9 @@ fn closed_sync(c: &mut Criterion) {
     g.bench_function("tower", |b| {
         b.iter(|| black_box(tower.closed_sync(black_box(1)).is_ok()))
     });
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| black_box(resilience.closed_sync(black_box(1)).is_ok()))
+    });
     g.finish();
 }
 
@@ -82,6 +102,7 @@ fn open_sync(c: &mut Criterion) {
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
+    let mut resilience = TowerResilience::new();
     let mut g = group(c, "open_sync");
     g.bench_function("breaker", |b| {
         b.iter(|| black_box(runtime.open_sync(black_box(1)).is_ok()))
@@ -103,6 +124,9 @@ fn open_sync(c: &mut Criterion) {
     g.bench_function("tower", |b| {
         b.iter(|| black_box(tower.open_sync(black_box(1)).is_ok()))
     });
+    g.bench_function("tower_resilience", |b| {
+        b.iter(|| black_box(resilience.open_sync(black_box(1)).is_ok()))
+    });
     g.finish();
 }
 
@@ -110,6 +134,7 @@ fn closed_async(c: &mut Criterion) {
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
+    let mut resilience = TowerResilience::new();
     let base = Baselines::new();
     let rt = current_thread();
     let mut g = group(c, "closed_async");
@@ -141,6 +166,17 @@ fn closed_async(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function("tower_resilience", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for i in 0..n {
+                    black_box(resilience.closed_async(black_box(i)).await.is_ok());
+                }
+                start.elapsed()
+            })
+        })
+    });
     g.finish();
 }
 
@@ -148,6 +184,7 @@ fn open_async(c: &mut Criterion) {
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
+    let mut resilience = TowerResilience::new();
     let rt = current_thread();
     let mut g = group(c, "open_async");
     g.bench_function("breaker", |b| {
@@ -175,19 +212,36 @@ fn open_async(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function("tower_resilience", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for i in 0..n {
+                    black_box(resilience.open_async(black_box(i)).await.is_err());
+                }
+                start.elapsed()
+            })
+        })
+    });
     g.finish();
 }
 
 /// The same shared objects hammered by 1 and then by 2 threads; criterion reports
 /// per-thread time per call, so `scaling_2t/x ÷ scaling_1t/x` is the per-thread slowdown.
+/// tower-resilience's service is `Clone` with a shared circuit: each thread calls its own clone
+/// of one service, as its users do (tower-circuitbreaker's is not: threads share it behind a
+/// mutex).
 fn scaling(c: &mut Criterion) {
     let base = Baselines::new();
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let tower = TowerShared::new();
+    let resilience = TowerResilience::new();
     for threads in [1usize, 2] {
         let mut g = group(c, &format!("scaling_{threads}t"));
-        g.measurement_time(Duration::from_secs(2));
+        if !cli_sets("--measurement-time") {
+            g.measurement_time(Duration::from_secs(2));
+        }
         g.bench_function("bare", |b| {
             b.iter_custom(|n| {
                 on_threads(threads, n, |x| {
@@ -251,6 +305,18 @@ fn scaling(c: &mut Criterion) {
                 on_threads(threads, n, |x| {
                     black_box(tower.closed_sync(x).is_ok());
                 })
+            })
+        });
+        g.bench_function("tower_resilience", |b| {
+            b.iter_custom(|n| {
+                on_threads_with(
+                    threads,
+                    n,
+                    || resilience.clone(),
+                    |mine, x| {
+                        black_box(mine.closed_sync_contended(x).is_ok());
+                    },
+                )
             })
         });
         g.finish();

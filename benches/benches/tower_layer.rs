@@ -62,9 +62,19 @@ fn tower_layer(c: &mut Criterion) {
         .build()
         .unwrap();
     let mut g = c.benchmark_group("tower_layer");
-    g.warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
-        .sample_size(30);
+    // A group's own setting overrides criterion's command line: set each only when the
+    // command line does not (`scripts/wall.sh --quick` passes short times).
+    let cli_sets =
+        |flag: &str| std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
+    if !cli_sets("--warm-up-time") {
+        g.warm_up_time(Duration::from_millis(500));
+    }
+    if !cli_sets("--measurement-time") {
+        g.measurement_time(Duration::from_millis(1500));
+    }
+    if !cli_sets("--sample-size") {
+        g.sample_size(30);
+    }
 
     let mut bare = inner();
     g.bench_function("bare", |b| b.iter_custom(|n| requests(&rt, n, &mut bare)));

@@ -13,9 +13,15 @@
 //! | failsafe 1.3 | `consecutive_failures(5, constant(1 h))` | same, tripped |
 //! | recloser 1.4 | `error_rate(0.5)`, `closed_len(100)` | same with `closed_len(10)`, tripped |
 //! | tower-circuitbreaker 0.2 | defaults (count window of 100, 50 %) | same, `force_open()` |
+//! | tower-resilience-circuitbreaker 0.14 | `consecutive_failures(5)`, `wait_duration_in_open(1 h)` | same, tripped by 5 failures |
 //!
 //! tower-circuitbreaker has no blocking API: its "sync" rows poll its (boxed) future once with
 //! a no-op waker; the future is ready at once because its `tokio::sync::Mutex` is uncontended.
+//! tower-resilience-circuitbreaker has none either: its "sync" rows poll `poll_ready`, then the
+//! (boxed) future of `call`, once each with a no-op waker. Its rows call `poll_ready` before
+//! `call`, as the tower contract asks (its `poll_ready` is where an open circuit is judged);
+//! tower-circuitbreaker's `poll_ready` only asks the inner service, which is always ready, so
+//! its rows call `call` alone.
 
 use std::{
     cell::Cell,
@@ -509,6 +515,102 @@ impl TowerShared {
 }
 
 // ---------------------------------------------------------------------------------------
+// tower-resilience-circuitbreaker 0.14
+// ---------------------------------------------------------------------------------------
+
+pub type ResilienceCb = tower_resilience_circuitbreaker::CircuitBreaker<
+    OpService,
+    tower_resilience_circuitbreaker::DefaultClassifier,
+>;
+pub type ResilienceError = tower_resilience_circuitbreaker::CircuitBreakerError<io::Error>;
+
+/// Its closest configuration to the others': trip after 5 consecutive failures (its
+/// `FailureModel::ConsecutiveFailures`, no sliding-window gating), stay open for an hour.
+pub fn resilience_new() -> ResilienceCb {
+    use tower::Layer;
+    tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+        .consecutive_failures(5)
+        .wait_duration_in_open(HOUR)
+        .build()
+        .expect("a valid tower-resilience config")
+        .layer(OpService)
+}
+
+/// One request as the tower contract asks: `poll_ready` until ready, then `call`. (An open
+/// circuit is judged in `poll_ready`, and `call` then refuses without taking the inner call.)
+pub async fn resilience_request(svc: &mut ResilienceCb, x: u64) -> Result<u64, ResilienceError> {
+    use tower::Service;
+    std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+    svc.call(x).await
+}
+
+/// tower-resilience-circuitbreaker, the maintained successor of tower-circuitbreaker: a tower
+/// `Service` (its `call` takes `&mut self` and returns a boxed future).
+///
+/// It is `Clone`, and clones share their circuit (an `Arc<tokio::sync::Mutex<Circuit>>` and
+/// an atomic copy of the state): that is how its users give each task or thread its own
+/// service, so the 2-thread scaling group gives each thread its own clone (see
+/// [`on_threads_with`]) instead of sharing one behind a lock as it must for
+/// tower-circuitbreaker ([`TowerShared`]).
+#[derive(Clone)]
+pub struct TowerResilience {
+    closed: ResilienceCb,
+    open: ResilienceCb,
+}
+
+impl TowerResilience {
+    pub fn new() -> Self {
+        let mut open = resilience_new();
+        for _ in 0..5 {
+            let _ = poll_once(resilience_request(&mut open, FAIL));
+        }
+        assert!(open.is_open(), "tower-resilience: not tripped");
+        assert!(
+            matches!(
+                poll_once(resilience_request(&mut open, 1)),
+                Err(ResilienceError::OpenCircuit)
+            ),
+            "tower-resilience: not refusing"
+        );
+        TowerResilience {
+            closed: resilience_new(),
+            open,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&mut self, x: u64) -> Result<u64, ResilienceError> {
+        poll_once(resilience_request(&mut self.closed, x))
+    }
+
+    /// [`Self::closed_sync`] for threads calling clones at once: the call's future may wait
+    /// for the circuit's `tokio::sync::Mutex`, so it is polled until ready ([`poll_spin`]).
+    #[inline(never)]
+    pub fn closed_sync_contended(&mut self, x: u64) -> Result<u64, ResilienceError> {
+        poll_spin(resilience_request(&mut self.closed, x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&mut self, x: u64) -> Result<u64, ResilienceError> {
+        poll_once(resilience_request(&mut self.open, x))
+    }
+
+    pub async fn closed_async(&mut self, x: u64) -> Result<u64, ResilienceError> {
+        resilience_request(&mut self.closed, x).await
+    }
+
+    pub async fn open_async(&mut self, x: u64) -> Result<u64, ResilienceError> {
+        resilience_request(&mut self.open, x).await
+    }
+}
+
+impl Default for TowerResilience {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Drivers
 // ---------------------------------------------------------------------------------------
 
@@ -519,18 +621,30 @@ pub fn on_threads<F>(threads: usize, iters: u64, f: F) -> Duration
 where
     F: Fn(u64) + Sync,
 {
+    on_threads_with(threads, iters, || (), |_: &mut (), x| f(x))
+}
+
+/// [`on_threads`] with per-thread state: each thread calls `make` once, before the barrier
+/// and outside the measured time, then `f(&mut its_state, i)`. For services that each thread
+/// owns a clone of (tower-resilience-circuitbreaker: clones share one circuit).
+pub fn on_threads_with<S, M, F>(threads: usize, iters: u64, make: M, f: F) -> Duration
+where
+    M: Fn() -> S + Sync,
+    F: Fn(&mut S, u64) + Sync,
+{
     let barrier = Barrier::new(threads);
     std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 s.spawn(|| {
+                    let mut state = make();
                     // One call before the barrier, so first-call set-up (a stripe, an epoch
                     // handle) is not measured.
-                    f(1);
+                    f(&mut state, 1);
                     barrier.wait();
                     let start = Instant::now();
                     for i in 0..iters {
-                        f(black_box(i));
+                        f(&mut state, black_box(i));
                     }
                     start.elapsed()
                 })

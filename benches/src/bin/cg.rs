@@ -2,14 +2,17 @@
 //! then runs one workload `n` times. `scripts/callgrind.sh` runs it for `n` and `2n` and
 //! takes the difference, so set-up, warm-up and exit cancel out.
 //!
-//! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`.
+//! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`, `resilience`
+//! (tower-resilience-circuitbreaker).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
 //! `forced_sync`.
 
 use std::{hint::black_box, process::ExitCode};
 
-use breaker_bench::{current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Tower};
+use breaker_bench::{
+    current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Tower, TowerResilience,
+};
 
 const WARM_UP: u64 = 1000;
 
@@ -94,6 +97,10 @@ fn main() -> ExitCode {
         }
         "tower" => {
             let mut b = Tower::new();
+            workloads!(b, n, imp, workload)
+        }
+        "resilience" => {
+            let mut b = TowerResilience::new();
             workloads!(b, n, imp, workload)
         }
         _ => return unknown(imp, workload),

@@ -1,5 +1,7 @@
 //! Turns the estimates of the last `cargo bench --bench peers` run into the markdown tables of
-//! `RESULTS.md`: `cargo run --release --bin report` (from `benches/`).
+//! `RESULTS.md`: `cargo run --release --bin report` (from `benches/`). When the same runs
+//! also hold `--bench keyed` and `--bench tower_layer` (as `scripts/wall.sh` makes them), their
+//! tables follow: the keyed call with its 2-thread ÷ 1-thread ratios, and the tower layers.
 //!
 //! It reads the median of each benchmark from
 //! `target/criterion/<group>/<benchmark>/new/estimates.json`; nothing is estimated here.
@@ -12,14 +14,15 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const IMPLS: [(&str, &str); 5] = [
+const IMPLS: [(&str, &str); 6] = [
     ("breaker", "breaker"),
     ("breaker_attr", "breaker (attribute)"),
     ("failsafe", "failsafe 1.3"),
     ("recloser", "recloser 1.4"),
     ("tower", "tower-circuitbreaker 0.2"),
+    ("tower_resilience", "tower-resilience 0.14"),
 ];
-const PEERS: [&str; 3] = ["failsafe", "recloser", "tower"];
+const PEERS: [&str; 4] = ["failsafe", "recloser", "tower", "tower_resilience"];
 
 /// The median point estimate (ns) in one criterion `estimates.json`.
 fn median(path: &Path) -> Option<f64> {
@@ -127,7 +130,7 @@ fn main() {
         print!(" {name} |");
     }
     println!(" baseline |");
-    println!("|---|---:|---:|---:|---:|---:|---|");
+    println!("|---|{}---|", "---:|".repeat(IMPLS.len()));
     let rows: [(&str, &str, &str, Option<f64>); 4] = [
         (
             "closed_sync",
@@ -213,6 +216,80 @@ fn main() {
             ratio(r("breaker_attr")),
             best.map_or("–".to_owned(), |(p, v)| format!("{p} ({})", ns(Some(v)))),
             ratio(best.and_then(|(_, v)| Some(v / m.get(group, "breaker")?))),
+        );
+    }
+
+    keyed(&m);
+    tower_layer(&m);
+}
+
+/// `--bench keyed`, if the runs hold it: each row, then the 2-thread rows over the 1-thread
+/// one (per-thread time per call, all three through the same harness).
+fn keyed(m: &Medians) {
+    let g = "keyed";
+    if m.get(g, "keyed_str").is_none() {
+        return;
+    }
+    let k = |b: &str| m.get(g, b);
+    println!("\nKeyed (`--bench keyed`; wall time per call; the thread rows: per-thread time per call):\n");
+    println!("| row | median |");
+    println!("|---|---:|");
+    for (id, label) in [
+        ("unkeyed", "unkeyed `Breaker::call_sync`"),
+        ("keyed_str", "keyed, `String` key (1 000 keys)"),
+        ("keyed_u64", "keyed, `u64` key"),
+        (
+            "lookup_std_rwlock_hashmap",
+            "lookup alone: `RwLock<HashMap>`",
+        ),
+        ("lookup_std_hashmap", "lookup alone: `HashMap`"),
+        ("one_thread", "keyed, 1 thread"),
+        ("two_threads_distinct", "keyed, 2 threads on distinct keys"),
+        ("two_threads_shared", "keyed, 2 threads on one shared key"),
+    ] {
+        println!("| {label} | {} |", ns(k(id)));
+    }
+    let over = |a: &str, b: &str| Some(k(a)? / k(b)?);
+    println!("\n| 2 threads ÷ 1 thread (per-thread time per call) | ratio |");
+    println!("|---|---:|");
+    println!(
+        "| distinct keys | {} |",
+        ratio(over("two_threads_distinct", "one_thread"))
+    );
+    println!(
+        "| one shared key | {} |",
+        ratio(over("two_threads_shared", "one_thread"))
+    );
+    println!(
+        "| keyed ÷ unkeyed (1 thread, `String` key) | {} |",
+        ratio(over("keyed_str", "unkeyed"))
+    );
+}
+
+/// `--bench tower_layer`, if the runs hold it: each row and its cost over the bare service.
+fn tower_layer(m: &Medians) {
+    let g = "tower_layer";
+    let Some(bare) = m.get(g, "bare") else {
+        return;
+    };
+    println!("\nTower layers (`--bench tower_layer`; per request: `ready().await`, then `call(x).await`):\n");
+    println!("| row | median | over the bare service |");
+    println!("|---|---:|---:|");
+    for id in [
+        "bare",
+        "breaker",
+        "tower_resilience",
+        "breaker_http",
+        "engine_owned",
+        "engine_owned_classified",
+        "breaker_open",
+        "tower_resilience_open",
+    ] {
+        let v = m.get(g, id);
+        println!(
+            "| {id} | {} | {} |",
+            ns(v),
+            v.map_or("–".to_owned(), |v| format!("+{:.2} ns", v - bare))
         );
     }
 }
