@@ -141,6 +141,54 @@ echo "| closed_sync (attribute) | ${R[attr, closed_sync]} | $with |"
 if [[ $with != "${R[attr, closed_sync]}" ]]; then differs=1; fi
 bin=$plain_bin
 
+# A fleet member's call path costs what a local one's does: the same workloads on a breaker
+# joined to a `breaker::fleet::Fleet` on a real redis-server (`cg fleet`, feature `fleet`),
+# against a local breaker (`cg breaker`) from the same binary. The fleet's task and the tokio
+# worker run on threads of their own, so both rows count only inside the workload function
+# (`--toggle-collect` on its demangled name: the function and everything it calls).
+fleet_bin="$root/benches/target/fleet/release/cg"
+# ir_in FUNCTION IMPL WORKLOAD K: instructions inside FUNCTION over one run of fleet_bin.
+ir_in() {
+    local rc=0
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" --toggle-collect="$1" \
+        "$fleet_bin" "$2" "$3" "$4" >/dev/null 2>"$tmp/log" || rc=$?
+    if ((rc != 0)); then
+        echo "$0: cg $2 $3 $4 failed (exit $rc):" >&2
+        cat "$tmp/log" >&2
+        exit 1
+    fi
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/log"
+}
+# per_call_in FUNCTION IMPL WORKLOAD: instructions per call inside FUNCTION, one decimal.
+per_call_in() {
+    local a b
+    a=$(ir_in "$1" "$2" "$3" "$N")
+    b=$(ir_in "$1" "$2" "$3" $((2 * N)))
+    if ! awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a) }'; then
+        echo "$0: --toggle-collect=$1 counted nothing per call (cg $2 $3): no such function?" >&2
+        exit 1
+    fi
+    awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }'
+}
+fleet_workloads=(closed_sync open_sync)
+echo
+echo "A fleet member (joined to a fleet on a loopback redis-server) against a local breaker,"
+echo "counted inside the workload function only (\`--toggle-collect\`, \`--features fleet\`):"
+echo
+if command -v redis-server >/dev/null; then
+    cargo build --quiet --release --bin cg --features fleet --target-dir "$root/benches/target/fleet"
+    echo "| workload | local | fleet member |"
+    echo "|---|---:|---:|"
+    for w in "${fleet_workloads[@]}"; do
+        R[local_in, $w]=$(per_call_in "breaker_bench::Runtime::$w" breaker "$w")
+        R[fleet_in, $w]=$(per_call_in "breaker_bench::FleetMember::$w" fleet "$w")
+        echo "| $w | ${R[local_in, $w]} | ${R[fleet_in, $w]} |"
+    done
+else
+    echo "The fleet rows need redis-server (apt-get install -y redis-server): not measured."
+    for w in "${fleet_workloads[@]}"; do R[local_in, $w]=-; R[fleet_in, $w]=-; done
+fi
+
 # The targets of issue 15, checked: each MET or MISSED, and the script fails if any is missed.
 echo
 echo "Targets (issue 15):"
@@ -175,6 +223,10 @@ check "open_sync: a refusal costs at most a clock read + 20 Ir" \
     "$(minus "${R[breaker, open_sync]}" "${R[base, bare]}")" \
     "$(awk -v c="${R[base, clock_read]}" 'BEGIN { printf "%.1f", c + 20 }')"
 check "part two compiled in changes no count (0 = none)" "$differs" 0
+for w in "${fleet_workloads[@]}"; do
+    check "$w: a fleet member costs what a local breaker does (+ 0.5 Ir)" "${R[fleet_in, $w]}" \
+        "$(awk -v l="${R[local_in, $w]}" 'BEGIN { if (l == "-") print "-"; else printf "%.1f", l + 0.5 }')"
+done
 
 if ((differs)); then
     echo "$0: a part-two feature changed the instruction count of a plain breaker's call" >&2

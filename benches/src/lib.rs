@@ -9,6 +9,7 @@
 //! | implementation | closed instance | open instance |
 //! | --- | --- | --- |
 //! | `breaker` runtime API | `Config::default().threshold(5)` | same, tripped by 5 failures (cool-off 1 h) |
+//! | `breaker`, a fleet member (feature `fleet`) | as the runtime API's, joined to a fleet on a loopback `redis-server` | same, tripped by 5 failures |
 //! | `breaker` attribute | `#[circuit_breaker(threshold = 5)]` | same, tripped by 5 failures |
 //! | failsafe 1.3 | `consecutive_failures(5, constant(1 h))` | same, tripped |
 //! | recloser 1.4 | `error_rate(0.5)`, `closed_len(100)` | same with `closed_len(10)`, tripped |
@@ -607,6 +608,146 @@ impl TowerResilience {
 impl Default for TowerResilience {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// breaker, a fleet member (feature `fleet`)
+// ---------------------------------------------------------------------------------------
+
+/// `redis-server` on a free loopback port, killed on drop.
+#[cfg(feature = "fleet")]
+struct RedisServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+#[cfg(feature = "fleet")]
+impl RedisServer {
+    fn start() -> Result<Self, String> {
+        use std::process::{Command, Stdio};
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("finding a free loopback port: {e}"))?
+            .port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                if e.kind() == io::ErrorKind::NotFound {
+                    "redis-server not found: the fleet rows need it \
+                     (apt-get install -y redis-server)"
+                        .to_owned()
+                } else {
+                    format!("starting redis-server: {e}")
+                }
+            })?;
+        let server = RedisServer { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while server.ask(b"PING\r\n").as_deref() != Some("+PONG") {
+            if Instant::now() > deadline {
+                return Err(format!("redis-server on port {port} did not answer PING"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(server)
+    }
+
+    /// One inline command, its reply's first line (`None` if Redis does not answer).
+    fn ask(&self, command: &[u8]) -> Option<String> {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.write_all(command).ok()?;
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).ok()?;
+        Some(line.trim_end().to_owned())
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+#[cfg(feature = "fleet")]
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `breaker::Breaker`s that are members of a [`breaker::fleet::Fleet`] on a real
+/// `redis-server` (started on a free loopback port, killed on drop), configured like
+/// [`Runtime`]'s. The fleet's background task runs on a multi-thread tokio runtime with one
+/// worker, kept in the struct; the calls are made on the caller's thread, as in [`Runtime`].
+#[cfg(feature = "fleet")]
+pub struct FleetMember {
+    // Dropped in this order: the breakers leave, the fleet and its task stop, then Redis.
+    closed: Breaker,
+    open: Breaker,
+    _fleet: breaker::fleet::Fleet,
+    _rt: tokio::runtime::Runtime,
+    _redis: RedisServer,
+}
+
+#[cfg(feature = "fleet")]
+impl FleetMember {
+    /// Starts `redis-server`, connects a fleet, makes the two breakers members and trips the
+    /// open one; returns once the fleet's task has written that opening to Redis, so both
+    /// joins have been handled. An error if `redis-server` is missing or does not answer.
+    pub fn new() -> Result<Self, String> {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        let redis = RedisServer::start()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| format!("a tokio runtime: {e}"))?;
+        let fleet = rt
+            .block_on(breaker::fleet::Fleet::connect(&redis.url()))
+            .map_err(|e| e.to_string())?;
+        let config = || Config::default().threshold(5).cool_off(HOUR);
+        let closed = Breaker::new(format!("bench::fleet::closed{n}"), config());
+        let open_name = format!("bench::fleet::open{n}");
+        let open = Breaker::new(open_name.clone(), config());
+        fleet.join(&closed);
+        fleet.join(&open);
+        for _ in 0..5 {
+            let _ = open.call_sync(|| op(FAIL));
+        }
+        assert!(open.call_sync(|| op(1)).is_err(), "fleet: not tripped");
+        // The task handles its commands in order: closed's join, open's join, its opening.
+        let exists = format!("EXISTS {{breaker:{open_name}}}:open\r\n");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while redis.ask(exists.as_bytes()).as_deref() != Some(":1") {
+            if Instant::now() > deadline {
+                return Err("the fleet did not write the opening to Redis".to_owned());
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(closed.call_sync(|| op(1)).is_ok(), "fleet: closed is not");
+        Ok(FleetMember {
+            closed,
+            open,
+            _fleet: fleet,
+            _rt: rt,
+            _redis: redis,
+        })
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.closed.call_sync(|| op(x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.open.call_sync(|| op(x))
     }
 }
 

@@ -3,7 +3,8 @@
 //! takes the difference, so set-up, warm-up and exit cancel out.
 //!
 //! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`, `resilience`
-//! (tower-resilience-circuitbreaker).
+//! (tower-resilience-circuitbreaker); with feature `fleet`, `fleet` (a `breaker` that is a
+//! member of a fleet on a `redis-server` it starts; `closed_sync` and `open_sync` only).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
 //! `forced_sync`.
@@ -102,6 +103,22 @@ fn main() -> ExitCode {
         "resilience" => {
             let mut b = TowerResilience::new();
             workloads!(b, n, imp, workload)
+        }
+        #[cfg(feature = "fleet")]
+        "fleet" => {
+            let b = match breaker_bench::FleetMember::new() {
+                Ok(b) => b,
+                Err(why) => {
+                    eprintln!("cg: fleet: {why}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| b.closed_sync(x)),
+                "open_sync" => sync_loop(n, |x| b.open_sync(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
         }
         _ => return unknown(imp, workload),
     };
