@@ -17,30 +17,10 @@ use breaker_bench::{
     async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Recloser,
     Runtime, Tower, TowerResilience, TowerShared,
 };
-use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion};
+use common::{cli_sets, group};
+use criterion::{criterion_group, criterion_main, Criterion};
 
-type Group<'a> = BenchmarkGroup<'a, criterion::measurement::WallTime>;
-
-/// Whether criterion's command line sets `flag` (e.g. `--measurement-time 0.5`): a group's own
-/// setting would override it, so the groups below set a time only when the command line does
-/// not (`scripts/wall.sh --quick` relies on it).
-fn cli_sets(flag: &str) -> bool {
-    std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-}
-
-fn group<'a>(c: &'a mut Criterion, name: &str) -> Group<'a> {
-    let mut g = c.benchmark_group(name);
-    if !cli_sets("--warm-up-time") {
-        g.warm_up_time(Duration::from_millis(500));
-    }
-    if !cli_sets("--measurement-time") {
-        g.measurement_time(Duration::from_millis(1500));
-    }
-    if !cli_sets("--sample-size") {
-        g.sample_size(30);
-    }
-    g
-}
+mod common;
 
 fn attr() -> Option<Attr> {
     let attr = Attr::new();

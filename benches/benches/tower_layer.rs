@@ -22,9 +22,12 @@ use std::{
 };
 
 use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+use common::group;
 use criterion::{criterion_group, criterion_main, Criterion};
 use tower::{service_fn, util::ServiceFn, Layer, Service, ServiceExt};
 use tower_resilience_circuitbreaker::CircuitBreakerLayer as ResilienceLayer;
+
+mod common;
 
 fn op(x: u64) -> Ready<Result<u64, io::Error>> {
     ready(Ok(x))
@@ -61,20 +64,7 @@ fn tower_layer(c: &mut Criterion) {
         .enable_time()
         .build()
         .unwrap();
-    let mut g = c.benchmark_group("tower_layer");
-    // A group's own setting overrides criterion's command line: set each only when the
-    // command line does not (`scripts/wall.sh --quick` passes short times).
-    let cli_sets =
-        |flag: &str| std::env::args().any(|a| a == flag || a.starts_with(&format!("{flag}=")));
-    if !cli_sets("--warm-up-time") {
-        g.warm_up_time(Duration::from_millis(500));
-    }
-    if !cli_sets("--measurement-time") {
-        g.measurement_time(Duration::from_millis(1500));
-    }
-    if !cli_sets("--sample-size") {
-        g.sample_size(30);
-    }
+    let mut g = group(c, "tower_layer");
 
     let mut bare = inner();
     g.bench_function("bare", |b| b.iter_custom(|n| requests(&rt, n, &mut bare)));
