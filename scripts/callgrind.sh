@@ -76,6 +76,7 @@ for w in bare atomic_add clock_read mutex_lock bare_async; do
     echo "  base $w: ${R[base, $w]}" >&2
 done
 R[breaker, forced_sync]=$(per_call breaker forced_sync)
+R[breaker, owned_async]=$(per_call breaker owned_async)
 for i in "${impls[@]}"; do
     for w in "${workloads[@]}"; do
         R[$i, $w]=$(per_call "$i" "$w")
@@ -106,6 +107,7 @@ for w in "${workloads[@]}"; do
     echo "$row |"
 done
 echo "| forced_open_sync | ${R[breaker, forced_sync]}$blanks |"
+echo "| owned_async (closed, \`call_owned\` on a cloned handle) | ${R[breaker, owned_async]}$blanks |"
 echo
 echo "Over the bare call (sync rows) / the bare async fn (async rows):"
 echo
@@ -119,6 +121,7 @@ for w in "${workloads[@]}"; do
     echo "$row |"
 done
 echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}")$blanks |"
+echo "| owned_async | $(minus "${R[breaker, owned_async]}" "${R[base, bare_async]}")$blanks |"
 
 # Part two at no cost: the same workloads with every integration compiled in.
 cargo build --quiet --release --bin cg --features part-two --target-dir "$root/benches/target/part-two"
@@ -223,6 +226,12 @@ check "open_sync: a refusal costs at most a clock read + 20 Ir" \
     "$(minus "${R[breaker, open_sync]}" "${R[base, bare]}")" \
     "$(awk -v c="${R[base, clock_read]}" 'BEGIN { printf "%.1f", c + 20 }')"
 check "part two compiled in changes no count (0 = none)" "$differs" 0
+# An owned call future is the borrowed one with the breaker held by `Arc`: the same poll. The
+# one extra is the caller's `Breaker::clone` into it and its release (a `lock inc` and a
+# `lock dec`, each with its branch: 4 Ir).
+check "owned_async: the borrowed call + the handle's clone and release (4 Ir)" \
+    "${R[breaker, owned_async]}" \
+    "$(awk -v c="${R[breaker, closed_async]}" 'BEGIN { printf "%.1f", c + 4 }')"
 for w in "${fleet_workloads[@]}"; do
     check "$w: a fleet member costs what a local breaker does (+ 0.5 Ir)" "${R[fleet_in, $w]}" \
         "$(awk -v l="${R[local_in, $w]}" 'BEGIN { if (l == "-") print "-"; else printf "%.1f", l + 0.5 }')"

@@ -198,6 +198,13 @@ impl Runtime {
     pub async fn open_async(&self, x: u64) -> Result<u64, CallError<io::Error>> {
         self.open.call(op_async(x)).await
     }
+
+    /// The closed async call through an owned (`'static`) call future, as a spawned task or a
+    /// tower service makes it: the breaker's handle cloned into the future (one reference
+    /// count up, and down when the future ends).
+    pub async fn owned_async(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.closed.clone().call_owned(op_async(x)).await
+    }
 }
 
 impl Default for Runtime {

@@ -7,7 +7,7 @@
 //! member of a fleet on a `redis-server` it starts; `closed_sync` and `open_sync` only).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
-//! `forced_sync`.
+//! `forced_sync` and `owned_async`.
 
 use std::{hint::black_box, process::ExitCode};
 
@@ -80,6 +80,7 @@ fn main() -> ExitCode {
                 "forced_sync" => sync_loop(n, |x| b.forced_sync(x)),
                 "closed_async" => async_loop!(n, |x| b.closed_async(x)),
                 "open_async" => async_loop!(n, |x| b.open_async(x)),
+                "owned_async" => async_loop!(n, |x| b.owned_async(x)),
                 _ => return unknown(imp, workload),
             }
             true
