@@ -12,7 +12,7 @@ use crate::{
     handle::Handle,
     registry,
     snapshot::Snapshot,
-    verdict::{Classify, Judge},
+    verdict::{Classify, EveryError, Judge},
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
@@ -131,22 +131,22 @@ impl Breaker {
     /// The future is polled only if the call is admitted, which happens on the first poll. If
     /// it is dropped before it finishes, the call counts for nothing and gives its slots back.
     /// A panic in it counts as a failure and unwinds to the caller unchanged.
-    pub fn call<F, T, E>(&self, call: F) -> CallFuture<'_, F, fn(&E) -> bool>
+    pub fn call<F, T, E>(&self, call: F) -> CallFuture<'_, F, EveryError>
     where
         F: Future<Output = Result<T, E>>,
     {
-        CallFuture::new(&*self.shared, every_error::<E>, call)
+        CallFuture::new(&*self.shared, EveryError, call)
     }
 
     /// Like [`call`](Self::call), but the future owns the breaker, so it is `'static` when
     /// `call` is: for `tokio::spawn` and tower services. The caller clones explicitly, as
     /// with tokio's `acquire_owned`: `tokio::spawn(breaker.clone().call_owned(fut))`.
     /// [`call`](Self::call) keeps borrowing, with no reference-count traffic per call.
-    pub fn call_owned<F, T, E>(self, call: F) -> CallFuture<'static, F, fn(&E) -> bool, Breaker>
+    pub fn call_owned<F, T, E>(self, call: F) -> CallFuture<'static, F, EveryError, Breaker>
     where
         F: Future<Output = Result<T, E>>,
     {
-        CallFuture::new(self, every_error::<E>, call)
+        CallFuture::new(self, EveryError, call)
     }
 
     /// Like [`call`](Self::call), with `classify` judging every finished call, `Ok` values
@@ -204,7 +204,7 @@ impl Breaker {
     /// call cannot be cut short); `slow_call` still measures it.
     #[inline]
     pub fn call_sync<T, E>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
-        self.call_sync_with(every_error::<E>, call)
+        self.call_sync_with(EveryError, call)
     }
 
     /// Like [`call_sync`](Self::call_sync), with `is_failure` deciding which errors count.
@@ -237,11 +237,6 @@ impl Breaker {
     pub fn snapshot(&self) -> Snapshot {
         self.handle().snapshot()
     }
-}
-
-/// The default `is_failure`: every error counts against the dependency.
-fn every_error<E>(_: &E) -> bool {
-    true
 }
 
 impl Breaker {

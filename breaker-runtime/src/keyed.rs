@@ -37,7 +37,8 @@ use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use crate::{
-    clock::to_nanos, future::CallFuture, Breaker, CallError, Config, ConfigError, Verdict,
+    clock::to_nanos, future::CallFuture, Breaker, CallError, Config, ConfigError, EveryError,
+    Verdict,
 };
 
 /// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
@@ -353,11 +354,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
     /// happens now; the call is admitted on the future's first poll.
-    pub fn call<Q, F, T, E>(
-        &self,
-        key: &Q,
-        call: F,
-    ) -> CallFuture<'static, F, fn(&E) -> bool, Breaker>
+    pub fn call<Q, F, T, E>(&self, key: &Q, call: F) -> CallFuture<'static, F, EveryError, Breaker>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,

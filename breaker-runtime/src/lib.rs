@@ -72,7 +72,7 @@ pub use crate::{
     snapshot::Snapshot,
     state::State,
     stats::Stats,
-    verdict::{Classify, Judge, Verdict},
+    verdict::{Classify, EveryError, Judge, Verdict},
 };
 
 /// Names the call futures' type parameters mention; not for use.

@@ -65,6 +65,25 @@ impl<T, E, P: FnOnce(&E) -> bool> Judge<T, E> for P {
     }
 }
 
+/// The judge of [`Breaker::call`](crate::Breaker::call) and
+/// [`call_owned`](crate::Breaker::call_owned): every `Err` is a failure. A type of its own
+/// rather than a `fn` pointer, so the call future carries no pointer for it and a failure
+/// is judged without an indirect call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EveryError;
+
+impl<T, E> Judge<T, E> for EveryError {
+    const OK_IS_SUCCESS: bool = true;
+
+    #[inline]
+    fn judge(self, result: &Result<T, E>) -> Verdict {
+        match result {
+            Ok(_) => Verdict::Success,
+            Err(_) => Verdict::Failure,
+        }
+    }
+}
+
 /// A classifier over the whole result, `FnOnce(&Result<T, E>) -> Verdict`, as a [`Judge`].
 #[derive(Debug, Clone, Copy)]
 pub struct Classify<C>(pub C);
