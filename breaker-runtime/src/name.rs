@@ -28,6 +28,14 @@ impl Name {
     }
 }
 
+#[cfg(all(test, not(breaker_loom)))]
+impl Name {
+    /// Whether the two are one allocation (clones), not only the same text.
+    pub(crate) fn same_allocation(&self, other: &Name) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 impl From<&str> for Name {
     fn from(s: &str) -> Self {
         Name(Arc::from(s))

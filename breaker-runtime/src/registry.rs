@@ -6,19 +6,25 @@ use std::sync::{
     Arc, Mutex, MutexGuard, PoisonError, Weak,
 };
 
-use crate::{call::Shared, handle::Handle, snapshot::Snapshot};
+use crate::{call::Shared, handle::Handle, snapshot::Snapshot, Name};
 
 /// The process-wide list of live breakers; see [`registry()`].
 pub struct Registry {
     /// Live breakers in order of creation. Entries are weak: the registry never keeps a
     /// breaker alive; a breaker leaves the list when its last clone and handle are dropped
     /// (`Shared`'s `Drop` removes its entry by id).
+    ///
+    /// A lookup by name upgrades only the entries of that name, and a snapshot holds one
+    /// breaker at a time: a keyed breaker takes "held by nobody else" as "nothing in flight"
+    /// when it picks what to evict, and a scan that held every breaker at once would make
+    /// them all look busy to it (evicting breakers with state, a WARN per scrape).
     breakers: Mutex<Vec<Entry>>,
     next_id: AtomicU64,
 }
 
 struct Entry {
     id: u64,
+    name: Name,
     shared: Weak<Shared>,
 }
 
@@ -53,40 +59,43 @@ impl Registry {
         self.breakers.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Strong references to the live breakers, in order of creation. Returned, so that
-    /// they are dropped after the lock: dropping the last one runs `Shared::drop`, which
-    /// takes the lock to unlist itself.
-    fn all(&self) -> Vec<Arc<Shared>> {
+    /// Weak references to the live breakers, in order of creation; with `name`, only those
+    /// of that name. Upgraded by the caller after the lock: dropping the last strong one
+    /// runs `Shared::drop`, which takes the lock to unlist itself.
+    fn weak(&self, name: Option<&str>) -> Vec<Weak<Shared>> {
         self.lock()
             .iter()
-            .filter_map(|e| e.shared.upgrade())
+            .filter(|e| name.is_none_or(|n| *e.name == *n))
+            .map(|e| e.shared.clone())
             .collect()
     }
 
     /// A handle to the most recently created live breaker with this name (a `&str`, or a
     /// transition's [`Name`](crate::Name)).
     pub fn get(&self, name: impl AsRef<str>) -> Option<Handle> {
-        let name = name.as_ref();
-        self.all()
-            .into_iter()
+        self.weak(Some(name.as_ref()))
+            .iter()
             .rev()
-            .find(|s| *s.core.name == *name)
+            .find_map(Weak::upgrade)
             .map(|shared| Handle { shared })
     }
 
     /// Every live breaker, in order of creation. Reading each state moves an open breaker
-    /// whose cool-off ended to half-open, as `Handle::state` does.
+    /// whose cool-off ended to half-open, as `Handle::state` does. Holds one breaker at a
+    /// time.
     pub fn snapshot(&self) -> Vec<Snapshot> {
-        self.all()
-            .into_iter()
+        self.weak(None)
+            .iter()
+            .filter_map(Weak::upgrade) // lazily: each dropped before the next is upgraded
             .map(|shared| Handle { shared }.snapshot())
             .collect()
     }
 
     /// Handles to every live breaker, in order of creation.
     pub fn handles(&self) -> Vec<Handle> {
-        self.all()
-            .into_iter()
+        self.weak(None)
+            .iter()
+            .filter_map(Weak::upgrade)
             .map(|shared| Handle { shared })
             .collect()
     }
@@ -108,7 +117,12 @@ impl Registry {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         shared.listed.store(id, Ordering::Relaxed);
         let weak = Arc::downgrade(shared);
-        self.lock().push(Entry { id, shared: weak });
+        let name = shared.core.name.clone();
+        self.lock().push(Entry {
+            id,
+            name,
+            shared: weak,
+        });
     }
 
     pub(crate) fn unlist(&self, id: u64) {
@@ -127,8 +141,8 @@ impl Registry {
         let existing = list
             .iter()
             .rev()
-            .filter_map(|e| e.shared.upgrade())
-            .find(|s| *s.core.name == *name);
+            .filter(|e| *e.name == *name)
+            .find_map(|e| e.shared.upgrade());
         if let Some(shared) = existing {
             return Ok((shared, true));
         }
@@ -137,6 +151,7 @@ impl Registry {
         shared.listed.store(id, Ordering::Relaxed);
         list.push(Entry {
             id,
+            name: shared.core.name.clone(),
             shared: Arc::downgrade(&shared),
         });
         Ok((shared, false))

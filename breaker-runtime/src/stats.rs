@@ -117,6 +117,13 @@ impl Here {
     pub(crate) fn slot(self) -> Slot {
         self.slot
     }
+
+    /// The stripe's index, to spread other per-thread things the same way (a refusal's
+    /// copy of the name).
+    #[inline(always)]
+    pub(crate) fn index(self) -> usize {
+        self.slot.0
+    }
 }
 
 /// `Here` is neither `Send` nor `Sync`: these two traits have an impl each for every type

@@ -95,8 +95,26 @@ impl Core {
 
     #[inline]
     pub(super) fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
-        self.counters.add(Count::Rejected);
-        BreakerError::open(&self.name, retry_in.map(Duration::from_nanos))
+        let at = here();
+        self.counters.add_here(at, Count::Rejected);
+        BreakerError::open(self.refusal_name(at), retry_in.map(Duration::from_nanos))
+    }
+
+    /// The name a refusal carries: this thread's copy once the breaker has opened (a
+    /// reference count on a line other threads rarely touch), else the name itself.
+    #[inline(always)]
+    fn refusal_name(&self, at: Here) -> &Name {
+        match self.refusal_names.get() {
+            Some(copies) => &copies[at.index() % NAME_COPIES],
+            None => &self.name,
+        }
+    }
+
+    /// Makes the refusals' copies of the name, once (on the first opening: under the lock,
+    /// off the call path).
+    pub(super) fn make_refusal_names(&self) {
+        self.refusal_names
+            .get_or_init(|| Box::new(std::array::from_fn(|_| Name::from(self.name.as_str()))));
     }
 
     #[inline(never)]

@@ -30,7 +30,7 @@
 //! `probes` places in half-open, held under a *lease* (an id and an end); a *stripe* is a
 //! thread's share of the stats counters.
 
-use std::collections::VecDeque;
+use std::{collections::VecDeque, sync::OnceLock};
 
 use crate::{
     clock::{Clock, Nanos},
@@ -134,12 +134,20 @@ const STREAK_COUNT: u64 = u32::MAX as u64;
 /// said so in the log); the state itself is always right.
 const MAX_QUEUED: usize = 1024;
 
+/// Copies of the name an open breaker hands out (see [`Core::refusal_names`]): threads on
+/// stripes `i` and `j` share one only when `i ≡ j (mod 8)`.
+const NAME_COPIES: usize = 8;
+
 fn streak_tag(generation: u64) -> u64 {
     (generation & STREAK_COUNT) << 32
 }
 
 pub struct Core {
     pub(crate) name: Name,
+    /// Copies of the name for refusals to carry, made when the breaker first opens: each
+    /// thread takes the one its stripe picks, so threads refused at once do not all count
+    /// references on the one cache line of `name`.
+    refusal_names: OnceLock<Box<[Name; NAME_COPIES]>>,
     pub(crate) policy: Policy,
     hook: Option<Hook>,
     word: AtomicU64,
@@ -209,6 +217,7 @@ impl Core {
         let rng = jitter::seed(&name);
         Core {
             name,
+            refusal_names: OnceLock::new(),
             hook,
             word: AtomicU64::new(Word::INITIAL.0),
             open_until: AtomicU64::new(0),

@@ -112,3 +112,43 @@ fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
     c.set(State::ForcedOpen, &clock);
     assert_eq!(calls.load(SeqCst), 1, "hooks still run");
 }
+
+/// Every refusal clones the name into its error. Clones of one `Arc` count on one cache
+/// line, which threads refused at once would fight over (2 threads: 3× slower each, measured
+/// in `benches`' `scaling_open`): an open breaker hands each thread the copy its stripe picks.
+#[test]
+fn threads_refused_at_once_count_on_different_copies_of_the_name() {
+    let c = core(Config::default().threshold(1));
+    let clock = FakeClock::default();
+    let refusal = |c: &Core| match c.refuse(&FakeClock::default()) {
+        Some(crate::BreakerError::Open { name, .. }) => name,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure); // opens it, which makes the copies
+    assert_eq!(c.peek(), State::Open);
+    let copies = c.refusal_names.get().expect("made at the opening");
+    let both_alive = std::sync::Barrier::new(2);
+    let on_thread = || {
+        let at = crate::stats::here();
+        let name = refusal(&c);
+        both_alive.wait(); // so the two threads hold two different stripes
+        (at.index(), name)
+    };
+    let ((a, name_a), (b, name_b)) = std::thread::scope(|s| {
+        let first = s.spawn(on_thread);
+        let second = s.spawn(on_thread);
+        (first.join().unwrap(), second.join().unwrap())
+    });
+    assert_ne!(a, b);
+    for (at, name) in [(a, &name_a), (b, &name_b)] {
+        assert_eq!(*name, "core::tests");
+        assert!(name.same_allocation(&copies[at % NAME_COPIES]));
+        assert!(!name.same_allocation(&c.name));
+    }
+    assert_eq!(
+        name_a.same_allocation(&name_b),
+        a % NAME_COPIES == b % NAME_COPIES
+    );
+}

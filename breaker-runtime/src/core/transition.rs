@@ -52,6 +52,7 @@ impl Core {
                 };
                 cool_off = Some(Duration::from_nanos(total));
                 self.open_until.store(now.saturating_add(total), Release);
+                self.make_refusal_names();
             }
             State::Closed | State::Disabled => {
                 inner.reopenings = 0;
@@ -64,7 +65,8 @@ impl Core {
                     }
                 }
             }
-            State::HalfOpen | State::ForcedOpen => {}
+            State::ForcedOpen => self.make_refusal_names(),
+            State::HalfOpen => {}
         }
         self.word.store(next.0, Release);
         if from.state() != to || open_for.is_some() {
