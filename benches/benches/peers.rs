@@ -303,6 +303,46 @@ fn scaling(c: &mut Criterion) {
     }
 }
 
+/// Refusals by an open breaker on 1, then 2 threads at once: when a dependency is down every
+/// thread is refused, so the refusal must not serialise them either. Left out: the attribute
+/// (its `io::Error` allocates per refusal), tower-circuitbreaker (shared behind a mutex) and
+/// tower-resilience (its contended open path needs a tokio runtime on the calling thread).
+fn scaling_open(c: &mut Criterion) {
+    let (runtime, failsafe, recloser) = (Runtime::new(), Failsafe::new(), Recloser::new());
+    for threads in [1usize, 2] {
+        let mut g = group(c, &format!("scaling_open_{threads}t"));
+        g.bench_function("breaker", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(runtime.open_sync(x).is_err());
+                })
+            })
+        });
+        g.bench_function("breaker_forced", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(runtime.forced_sync(x).is_err());
+                })
+            })
+        });
+        g.bench_function("failsafe", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(failsafe.open_sync(x).is_err());
+                })
+            })
+        });
+        g.bench_function("recloser", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(recloser.open_sync(x).is_err());
+                })
+            })
+        });
+        g.finish();
+    }
+}
+
 criterion_group!(
     benches,
     baselines,
@@ -310,6 +350,7 @@ criterion_group!(
     open_sync,
     closed_async,
     open_async,
-    scaling
+    scaling,
+    scaling_open
 );
 criterion_main!(benches);

@@ -197,6 +197,26 @@ fn main() {
         print!(" {} |", ns(m.get("scaling_2t", id)));
     }
     println!(" atomic add: {} |", ns(m.get("scaling_2t", "atomic_add")));
+    print!("| 2 threads refused by one open breaker: per-thread cost ÷ 1-thread cost |");
+    let open_scaling =
+        |id: &str| Some(m.get("scaling_open_2t", id)? / m.get("scaling_open_1t", id)?);
+    for (id, _) in IMPLS {
+        print!(" {} |", ratio(open_scaling(id)));
+    }
+    println!(
+        " breaker forced open (no clock read): {} |",
+        ratio(open_scaling("breaker_forced"))
+    );
+    print!("| 1 thread, open rejection (scaling group) |");
+    for (id, _) in IMPLS {
+        print!(" {} |", ns(m.get("scaling_open_1t", id)));
+    }
+    println!(" |");
+    print!("| 2 threads, per-thread time per rejection |");
+    for (id, _) in IMPLS {
+        print!(" {} |", ns(m.get("scaling_open_2t", id)));
+    }
+    println!(" |");
 
     println!("\nBaselines: bare call {}, one relaxed atomic add {}, one clock read {}, one uncontended mutex {}, bare async fn {}.\n",
         ns(base("bare")), ns(base("atomic_add")), ns(base("clock_read")), ns(base("mutex_lock")), ns(bare_async));
