@@ -176,11 +176,11 @@ impl Future for PendingOnce {
     }
 }
 
-/// A `timeout` costs a timer only when the call has to wait: a timed call that is ready at its
-/// first poll makes none (it needs no runtime either), and an untimed call that waits makes
-/// none, so both allocate nothing.
+/// A `timeout` costs a timer only when the call has to wait, and the timer is made in place:
+/// a timed call that is ready at its first poll makes none (it needs no runtime either), and no
+/// call allocates, timed or not, ready at once or after a wait.
 #[test]
-fn a_timer_is_made_only_for_a_timed_call_that_waits() {
+fn no_call_allocates_timed_or_not_waiting_or_not() {
     let timed = Breaker::new(
         "alloc::timed",
         Config::default().timeout(Duration::from_secs(1)),
@@ -188,13 +188,13 @@ fn a_timer_is_made_only_for_a_timed_call_that_waits() {
     exercise(&timed); // no runtime here: a timer would panic ("no reactor running")
     assert_eq!(allocations(|| exercise(&timed)), 0, "timed, ready at once");
 
-    let untimed = Breaker::new("alloc::untimed_waits", Config::default());
     let waits = |b: &Breaker| {
         let mut call = pin!(b.call(PendingOnce::default()));
         let mut cx = Context::from_waker(Waker::noop());
         assert!(call.as_mut().poll(&mut cx).is_pending());
         assert_eq!(call.as_mut().poll(&mut cx), Poll::Ready(Ok(())));
     };
+    let untimed = Breaker::new("alloc::untimed_waits", Config::default());
     waits(&untimed);
     assert_eq!(
         allocations(|| (0..100).for_each(|_| waits(&untimed))),
@@ -202,4 +202,20 @@ fn a_timer_is_made_only_for_a_timed_call_that_waits() {
         "untimed, waits once"
     );
     assert_eq!(untimed.stats().successes, 101);
+
+    // A timed call that waits makes its timer, which needs the runtime's time driver.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        waits(&timed);
+        assert_eq!(
+            allocations(|| (0..100).for_each(|_| waits(&timed))),
+            0,
+            "timed, waits once"
+        );
+    });
+    let s = timed.stats();
+    assert_eq!((s.successes, s.timeouts), (2 * 1332 + 101, 0));
 }
