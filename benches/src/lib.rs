@@ -747,6 +747,8 @@ impl FleetMember {
         })
     }
 
+    // The same bodies as `Runtime`'s, on purpose: callgrind counts inside a function chosen
+    // by name (`--toggle-collect`), so the fleet rows need functions of their own.
     #[inline(never)]
     pub fn closed_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
         self.closed.call_sync(|| op(x))
