@@ -157,3 +157,21 @@ impl Registry {
         Ok((shared, false))
     }
 }
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::{Breaker, Config};
+
+    /// A keyed breaker reads "held by nobody but the map" as "nothing in flight" when it picks
+    /// what to evict, so a lookup must not hold breakers of other names, even for an instant:
+    /// it takes weak references to that name's entries only.
+    #[test]
+    fn a_lookup_by_name_takes_only_that_names_breakers() {
+        let a = Breaker::new("registry::tests::a", Config::default());
+        let _b = Breaker::new("registry::tests::b", Config::default());
+        let found = registry().weak(Some("registry::tests::a"));
+        assert_eq!(found.len(), 1, "only a's entry");
+        assert!(Weak::ptr_eq(&found[0], &Arc::downgrade(&a.shared)));
+    }
+}
