@@ -40,7 +40,16 @@
 //! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// docs.rs builds every feature and marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+// Without `redis` the module holds only the glue of `fleet = true` (which then logs a WARN);
+// its page describes the feature, so its links lead to items that only `redis` compiles.
+#[cfg_attr(
+    not(feature = "redis"),
+    doc(hidden),
+    allow(rustdoc::broken_intra_doc_links)
+)]
 pub mod fleet;
 
 pub use breaker_macros::circuit_breaker;

@@ -20,7 +20,7 @@ use crate::{
 /// [`registry()`](crate::registry) from its creation.
 ///
 /// ```
-/// use breaker_runtime::{Breaker, CallError, Config, State};
+/// use breaker::{Breaker, CallError, Config, State};
 ///
 /// let payments = Breaker::new("docs::payments", Config::default().threshold(2));
 /// for _ in 0..2 {
@@ -121,7 +121,7 @@ impl Breaker {
         }
     }
 
-    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
+    /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
     pub fn retry_in(&self) -> Option<Duration> {
         self.shared.core.retry_in(&self.shared.clock)
     }

@@ -25,7 +25,7 @@ pub enum Window {
 ///
 /// ```
 /// use std::time::Duration;
-/// use breaker_runtime::{Breaker, Config};
+/// use breaker::{Breaker, Config};
 ///
 /// let config = Config::default()
 ///     .failure_rate(50)
@@ -42,7 +42,7 @@ pub enum Window {
 /// Counts are `u32`, so a negative one is a compile error, not a surprise at run time:
 ///
 /// ```compile_fail,E0600
-/// let config = breaker_runtime::Config::default().threshold(-1);
+/// let config = breaker::Config::default().threshold(-1);
 /// ```
 #[derive(Clone)]
 pub struct Config {
@@ -199,7 +199,7 @@ impl Config {
 
     /// Whether two configurations describe the same policy once defaults are resolved
     /// (`Config::default()` and `Config::default().threshold(5)` do); hooks are not compared
-    /// (see [`same_hooks`](Self::same_hooks)).
+    /// (see `same_hooks`).
     pub fn same_policy(&self, other: &Config) -> bool {
         match (self.validate(), other.validate()) {
             (Ok(a), Ok(b)) => a == b,

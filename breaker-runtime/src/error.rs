@@ -12,7 +12,7 @@ use crate::Name;
 /// final and wait [`retry_in`](Self::retry_in) at least.
 ///
 /// ```
-/// use breaker_runtime::{Breaker, CallError, Config};
+/// use breaker::{Breaker, CallError, Config};
 ///
 /// let b = Breaker::new("docs::errors", Config::default());
 /// b.handle().force_open();

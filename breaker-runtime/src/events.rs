@@ -79,7 +79,7 @@ impl fmt::Display for Cause {
 /// One change of state, as `on_state_change` receives it.
 ///
 /// ```
-/// use breaker_runtime::{Breaker, Config, State};
+/// use breaker::{Breaker, Config, State};
 /// use std::sync::{Arc, Mutex};
 ///
 /// let seen = Arc::new(Mutex::new(Vec::new()));
@@ -147,7 +147,7 @@ static OBSERVERS: RwLock<Vec<(u64, ObserverFn)>> = RwLock::new(Vec::new());
 ///
 /// ```
 /// use std::sync::{Arc, Mutex};
-/// use breaker_runtime::{observe, Breaker, Config, State};
+/// use breaker::{observe, Breaker, Config, State};
 ///
 /// let seen = Arc::new(Mutex::new(Vec::new()));
 /// let log = seen.clone();

@@ -8,7 +8,7 @@ use crate::{call::Shared, snapshot::Snapshot, State, Stats};
 /// [`Registry::get`](crate::Registry::get).
 ///
 /// ```
-/// use breaker_runtime::{registry, Breaker, Config, State};
+/// use breaker::{registry, Breaker, Config, State};
 ///
 /// let _b = Breaker::new("docs::handle", Config::default());
 /// let h = registry().get("docs::handle").unwrap();
@@ -40,7 +40,7 @@ impl Handle {
         self.shared.core.counters.read()
     }
 
-    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
+    /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
     pub fn retry_in(&self) -> Option<Duration> {
         self.shared.core.retry_in(&self.shared.clock)
     }

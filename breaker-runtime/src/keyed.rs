@@ -59,7 +59,7 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 ///
 /// ```
 /// use std::fmt;
-/// use breaker_runtime::{BreakerKey, Config, KeyedBreaker};
+/// use breaker::{BreakerKey, Config, KeyedBreaker};
 ///
 /// #[derive(Clone, PartialEq, Eq, Hash)]
 /// struct Tenant(u32);
@@ -200,7 +200,7 @@ impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
 /// errors, events, the registry and metrics, and is listed in the registry while it lives.
 ///
 /// ```
-/// use breaker_runtime::{Config, KeyedBreaker, State};
+/// use breaker::{Config, KeyedBreaker, State};
 ///
 /// let hooks = KeyedBreaker::<String>::new("docs::webhooks", Config::default().threshold(1));
 /// let _ = hooks.call_sync("dead.example", || Err::<(), _>("connection refused"));

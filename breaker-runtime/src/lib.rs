@@ -3,7 +3,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use breaker_runtime::{Breaker, CallError, Config, State};
+//! use breaker::{Breaker, CallError, Config, State};
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
 //! let tax = Breaker::new(
@@ -38,6 +38,8 @@
 //! | `error` | [`BreakerError`], [`CallError`] |
 //! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
 #![forbid(unsafe_code)]
+// docs.rs builds every feature and marks each item with the feature it needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod breaker;

@@ -12,7 +12,7 @@ use std::{borrow::Borrow, fmt, ops::Deref, sync::Arc};
 /// Reads like a `&str`: it derefs to one, compares with one and displays as one.
 ///
 /// ```
-/// use breaker_runtime::{Breaker, Config};
+/// use breaker::{Breaker, Config};
 /// let b = Breaker::new("docs::name", Config::default());
 /// b.handle().force_open();
 /// let err = b.call_sync(|| Ok::<(), ()>(())).unwrap_err().into_breaker().unwrap();

@@ -39,7 +39,7 @@ impl std::fmt::Debug for Registry {
 /// The process-wide registry: every live breaker, in order of creation.
 ///
 /// ```
-/// use breaker_runtime::{registry, Breaker, Config};
+/// use breaker::{registry, Breaker, Config};
 ///
 /// let b = Breaker::new("docs::registry", Config::default());
 /// assert!(registry().snapshot().iter().any(|s| s.name == "docs::registry"));

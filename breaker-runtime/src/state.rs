@@ -5,7 +5,7 @@ use std::fmt;
 /// The state of a breaker.
 ///
 /// ```
-/// use breaker_runtime::{Breaker, Config, State};
+/// use breaker::{Breaker, Config, State};
 /// let b = Breaker::new("docs::state", Config::default());
 /// assert_eq!(b.state(), State::Closed);
 /// b.handle().force_open();

@@ -10,7 +10,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use std::time::Duration;
-/// use breaker_runtime::{Breaker, Config, State, Verdict};
+/// use breaker::{Breaker, Config, State, Verdict};
 ///
 /// // An HTTP-ish client that returns Ok(status) for every answer.
 /// let b = Breaker::new("docs::verdict", Config::default().threshold(1));
