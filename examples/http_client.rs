@@ -21,7 +21,7 @@ use std::{
 use axum::{extract::State as Extract, http::StatusCode, response::IntoResponse, Router};
 use breaker::{
     reqwest::{breaker_error, CircuitBreakerMiddleware},
-    Config, State,
+    State,
 };
 use reqwest_middleware::ClientBuilder;
 use reqwest_retry::{policies::ExponentialBackoff, RetryTransientMiddleware};
@@ -87,12 +87,9 @@ async fn main() {
     let (pricing_addr, pricing) = serve("pricing", started).await;
 
     // Retries outside, the breaker inside: it sees every attempt, and its refusal ends the
-    // retry loop at once (reqwest-retry treats a middleware error as fatal).
-    let breakers = CircuitBreakerMiddleware::with_config(
-        Config::default()
-            .threshold(5)
-            .cool_off(Duration::from_secs(1)),
-    );
+    // retry loop at once (reqwest-retry treats a middleware error as fatal). The default
+    // policy: a `Retry-After` shorter than its 10 s cool-off is still honoured exactly.
+    let breakers = CircuitBreakerMiddleware::new();
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(RetryTransientMiddleware::new_with_policy(
             ExponentialBackoff::builder()
@@ -184,7 +181,12 @@ async fn main() {
         "-> inventory asked for {outage_secs}s; the next request reached it {:.2}s later",
         away.as_secs_f64()
     );
+    // Back as soon as asked: a tick late at most, never the 10 s cool-off.
     assert!(away >= Duration::from_secs(outage_secs));
+    assert!(
+        away < Duration::from_secs(outage_secs) + 2 * tick,
+        "{away:?}"
+    );
     assert_eq!(
         breakers.breaker(&inventory_addr.to_string()).state(),
         State::Closed
@@ -198,6 +200,7 @@ async fn main() {
         away.as_secs_f64()
     );
     assert!(away >= Duration::from_secs(load_secs));
+    assert!(away < Duration::from_secs(load_secs) + 2 * tick, "{away:?}");
 
     println!("\n== done in {:.2}s", started.elapsed().as_secs_f64());
     report();

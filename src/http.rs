@@ -8,15 +8,15 @@
 //! | status | [`Verdict`] | why |
 //! | --- | --- | --- |
 //! | 1xx, 2xx, 3xx | `Success` | the server answered |
-//! | 429 Too Many Requests | `OpenFor(Retry-After)`, `OpenFor(ZERO)` without one | the server asked us to stay away; zero is raised to the breaker's `cool_off` |
+//! | 429 Too Many Requests | `OpenFor(Retry-After)`, `OpenFor(ZERO)` without one | the server asked us to stay away; zero opens for the breaker's `cool_off` |
 //! | 503 with `Retry-After` | `OpenFor(Retry-After)` | the server said for how long it is down |
 //! | 503 without, 500, 502, 504, other 5xx, 408 | `Failure` | the dependency is failing (408: it was too slow to read us) |
 //! | other 4xx | `Neutral` | the caller's fault (a 404, a 400): counts for nothing |
 //! | 600..=999 (not HTTP) | `Failure` | whatever answered is not a well-behaved server |
 //!
-//! An `OpenFor` verdict opens the breaker at once for that long, clamped by the engine to at
-//! least `cool_off` and at most `max_cool_off` (one hour when unset); `retry_in` and the
-//! `BreakerError::Open` of refused calls report it. The `Ok` still reaches the caller as it
+//! An `OpenFor` verdict opens the breaker at once for exactly that long, shorter than
+//! `cool_off` or not, capped by the engine at `max_cool_off` (one hour when unset);
+//! `retry_in` and the `BreakerError::Open` of refused calls report it. The `Ok` still reaches the caller as it
 //! is: judging changes what the breaker counts, never what the caller gets.
 //!
 //! ```
@@ -44,7 +44,7 @@ use http::{header::RETRY_AFTER, HeaderMap, StatusCode};
 use crate::Verdict;
 
 /// The longest wait [`retry_after`] reports: one day. A `Retry-After` of years is a
-/// misconfigured server, not a plan; the breaker clamps an `OpenFor` further anyway (to
+/// misconfigured server, not a plan; the breaker caps an `OpenFor` further anyway (at
 /// `max_cool_off`, else one hour).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
@@ -102,8 +102,8 @@ fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 /// The preset verdict on an HTTP answer (the table in the [module docs](self)).
 ///
 /// 429, and 503 with a `Retry-After`, open the breaker for the time the server asked
-/// ([`retry_after`]); a 429 without one gives `OpenFor(Duration::ZERO)`, which the breaker
-/// raises to its `cool_off`.
+/// ([`retry_after`]), exactly, even when shorter than the breaker's `cool_off`; a 429
+/// without one gives `OpenFor(Duration::ZERO)`, which opens the breaker for its `cool_off`.
 pub fn verdict(status: StatusCode, headers: &HeaderMap) -> Verdict {
     match status.as_u16() {
         429 => Verdict::OpenFor(retry_after(headers).unwrap_or(Duration::ZERO)),

@@ -34,9 +34,10 @@
 //!   nothing of its own, and dropping it gives back its half-open probe slot and bulkhead
 //!   slot.
 //! - **Judging**: by default [`DefaultClassify`]: an `http::Response` by the
-//!   [`http` preset](crate::http) (so an `Ok(503)` is a failure and a 429 opens for its
-//!   `Retry-After`), any other response type by `Ok` = success, `Err` = failure. Replace it
-//!   with [`.classify(…)`](CircuitBreakerLayer::classify), any
+//!   [`http` preset](crate::http) (so an `Ok(503)` is a failure and a 429 opens for exactly
+//!   its `Retry-After`, even one shorter than `cool_off`), any other response type by
+//!   `Ok` = success, `Err` = failure. Replace it with
+//!   [`.classify(…)`](CircuitBreakerLayer::classify), any
 //!   `Fn(&Result<Response, Error>) -> Verdict + Clone`.
 //! - **Which breaker**: one ([`CircuitBreakerLayer::new`]) or one per key of a
 //!   [`KeyedBreaker`] picked from each request ([`CircuitBreakerLayer::keyed`]). Clones of

@@ -229,21 +229,10 @@ async fn the_control_routes_act_post_only_and_refuse_cross_site_requests() {
 #[tokio::test(start_paused = true)]
 async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
     let _one = ONE_AT_A_TIME.lock().await;
-    async fn operators_only(req: Request, next: Next) -> Response {
-        let expected = HeaderValue::from_static("Basic b3BzOnNlY3JldA==");
-        if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
-            return next.run(req).await;
-        }
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, r#"Basic realm="breakers""#)],
-        )
-            .into_response()
-    }
     let b = Breaker::new("dash_http::behind_auth", slow_to_open(1));
     let app = Router::new()
         .route("/", get(|| async { "the service itself" }))
-        .nest(
+        .nest_service(
             "/ops/breakers",
             breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
         );
@@ -251,6 +240,7 @@ async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
     let auth = [("Authorization", "Basic b3BzOnNlY3JldA==")];
     for (method, path) in [
         ("GET", "/ops/breakers"),
+        ("GET", "/ops/breakers/"),
         ("GET", "/ops/breakers/snapshot.json"),
         ("GET", "/ops/breakers/events"),
         (
@@ -263,9 +253,11 @@ async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
         assert!(headers.contains_key("www-authenticate"));
     }
     assert_eq!(b.state(), State::Closed);
-    let (status, _, page) = http(&base, "GET", "/ops/breakers", &auth).await;
-    assert_eq!(status, 200);
-    assert!(page.contains("<title>Circuit breakers</title>"));
+    for path in ["/ops/breakers", "/ops/breakers/"] {
+        let (status, _, page) = http(&base, "GET", path, &auth).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(page.contains("<title>Circuit breakers</title>"));
+    }
     let (status, _, _) = http(
         &base,
         "POST",
@@ -275,6 +267,33 @@ async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
     .await;
     assert_eq!(status, 200);
     assert_eq!(b.state(), State::ForcedOpen);
+    let (status, _, body) = http(&base, "GET", "/", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "the service itself"));
+}
+
+/// Mounted with `nest_service` (as the module docs say), the page answers at `/breakers` and
+/// at `/breakers/`, and its routes below both; mounted with `nest`, at `/breakers`.
+#[tokio::test(start_paused = true)]
+async fn mounted_at_a_path_the_page_answers_with_and_without_the_trailing_slash() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let b = Breaker::new("dash_http::mounted", slow_to_open(1));
+    succeed(&b).await;
+    let app = Router::new()
+        .route("/", get(|| async { "the service itself" }))
+        .nest_service("/breakers", breaker::dashboard::router())
+        .nest("/nested", breaker::dashboard::router());
+    let (base, _) = serve(app).await;
+    for path in ["/breakers", "/breakers/", "/nested"] {
+        let (status, headers, page) = http(&base, "GET", path, &[]).await;
+        assert_eq!(status, 200, "GET {path}");
+        assert!(headers["content-type"].starts_with("text/html"), "{path}");
+        assert!(page.contains("<title>Circuit breakers</title>"), "{path}");
+    }
+    for path in ["/breakers/snapshot.json", "/nested/snapshot.json"] {
+        let (status, _, body) = http(&base, "GET", path, &[]).await;
+        assert_eq!(status, 200, "GET {path}");
+        assert!(body.contains("dash_http::mounted"), "{path}: {body}");
+    }
     let (status, _, body) = http(&base, "GET", "/", &[]).await;
     assert_eq!((status, body.as_str()), (200, "the service itself"));
 }
@@ -653,6 +672,15 @@ impl Chromium {
             "the page never showed {condition}\nit shows: {:#}",
             self.eval(show).await
         );
+    }
+
+    /// Makes the page `width` CSS pixels wide (900 high).
+    async fn viewport(&self, width: u32) {
+        self.command(
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": width, "height": 900, "deviceScaleFactor": 1, "mobile": false }),
+        )
+        .await;
     }
 
     async fn open(&self, url: &str) {
@@ -1057,4 +1085,153 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
         paths.iter().all(|p| p.starts_with("/ops/breakers")),
         "{paths:?}"
     );
+}
+
+/// The module docs' Basic auth check ("ops", "secret").
+async fn operators_only(req: Request, next: Next) -> Response {
+    let expected = HeaderValue::from_static("Basic b3BzOnNlY3JldA==");
+    if req.headers().get(header::AUTHORIZATION) == Some(&expected) {
+        return next.run(req).await;
+    }
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, r#"Basic realm="breakers""#)],
+    )
+        .into_response()
+}
+
+/// Opened at `http://ops:secret@127.0.0.1:PORT/ops/breakers` (issue 22): a `fetch` of a URL
+/// relative to that address carries the credentials and the browser refuses it, which left
+/// the page "server unreachable" with no rows. Behind Basic auth, so each of the page's
+/// requests (snapshot, events, a control) must also be let in.
+#[tokio::test(start_paused = true)]
+async fn opened_at_a_url_with_credentials_the_page_shows_and_controls_its_breakers() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "dash_page::with_credentials";
+    let b = Breaker::new(NAME, slow_to_open(5));
+    succeed(&b).await;
+    let app = Router::new().nest(
+        "/ops/breakers",
+        breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
+    );
+    let (base, seen) = serve(app).await;
+    let with_credentials = base.replacen("http://", "http://ops:secret@", 1);
+    let browser = Chromium::launch().await;
+    browser
+        .open(&format!("{with_credentials}/ops/breakers"))
+        .await;
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'closed' && {r}", r = row(NAME)),
+            "[document.getElementById('updated').textContent, document.body.innerText]",
+        )
+        .await;
+    assert_eq!(shown["calls"], "1");
+    assert_ne!(
+        browser
+            .eval("document.getElementById('updated').textContent")
+            .await,
+        "server unreachable"
+    );
+    browser
+        .wait_for(
+            "document.getElementById('live').textContent === 'live'",
+            "document.getElementById('live').textContent",
+        )
+        .await;
+    browser.confirm(&click(NAME, "button.force_open")).await;
+    browser
+        .wait_for(
+            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
+            &row(NAME),
+        )
+        .await;
+    assert_eq!(b.state(), State::ForcedOpen);
+    browser.close().await;
+    let paths = seen.lock().unwrap().clone();
+    for path in [
+        "/ops/breakers/snapshot.json",
+        "/ops/breakers/events",
+        "/ops/breakers/breakers/dash_page%3A%3Awith_credentials/force_open",
+    ] {
+        assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
+    }
+}
+
+/// At 1300 px wide (issue 22) with controls, long names and every column filled, the table
+/// fits: no column is cut off or scrolled out of view, the Control column included. Also at
+/// 1400 px, the narrowest page that keeps the transitions beside the table, and at 1024 px.
+/// Mounted with `nest_service` and opened at its address with the trailing slash.
+#[tokio::test(start_paused = true)]
+async fn at_1300_px_wide_every_column_is_in_view() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let long = Breaker::new(
+        "dash_page::wide::a_rather_long_module_path::with_a_long_function_name[tenant-4711]",
+        slow_to_open(1),
+    );
+    let forced = Breaker::new("dash_page::wide::forced", slow_to_open(1));
+    let busy = Breaker::new("dash_page::wide::busy", slow_to_open(1_000_000));
+    succeed(&long).await;
+    fail(&long).await;
+    for _ in 0..2000 {
+        let _ = long.call(async { Ok::<_, &str>(()) }).await;
+    }
+    forced.handle().force_open();
+    for _ in 0..3000 {
+        succeed(&busy).await;
+        fail(&busy).await;
+    }
+    let app = Router::new().nest_service("/breakers", breaker::dashboard::router_with_controls());
+    let (base, _) = serve(app).await;
+    let browser = Chromium::launch().await;
+    for width in [1300, 1400, 1024] {
+        browser.viewport(width).await;
+        browser.open(&format!("{base}/breakers/")).await;
+        browser.eval("dashboard.refresh()").await;
+        browser
+            .wait_for(
+                "document.querySelectorAll('#rows tr td.actions button').length >= 9",
+                "document.body.innerText",
+            )
+            .await;
+        browser
+            .screenshot(&target_dir().join(format!("dashboard-{width}.png")))
+            .await;
+        // The right edges of the Control column's cells, of the table's scroll container's
+        // inside, and of the viewport.
+        let fit = browser
+            .eval(
+                "(() => { const sec = document.querySelector('section'); \
+                   const inner = sec.getBoundingClientRect().left + sec.clientLeft + sec.clientWidth; \
+                   const head = document.getElementById('actions-head'); \
+                   const cells = [...document.querySelectorAll('#rows td.actions')] \
+                     .map((td) => td.getBoundingClientRect().right); \
+                   return { viewport: document.documentElement.clientWidth, inner, \
+                     scroll: sec.scrollWidth, client: sec.clientWidth, \
+                     head: head.getBoundingClientRect().right, headHidden: head.hidden, \
+                     cells: Math.max(...cells), page: document.documentElement.scrollWidth }; })()",
+            )
+            .await;
+        let n = |k: &str| fit[k].as_f64().unwrap();
+        assert_eq!(n("viewport"), f64::from(width), "{fit}");
+        assert_eq!(fit["headHidden"], false, "{fit}");
+        assert!(
+            n("scroll") <= n("client"),
+            "{width} px: the table scrolls: {fit}"
+        );
+        assert!(
+            n("head") <= n("inner") + 0.5,
+            "{width} px: Control is cut off: {fit}"
+        );
+        assert!(
+            n("cells") <= n("inner") + 0.5,
+            "{width} px: a button is cut off: {fit}"
+        );
+        assert!(
+            n("page") <= n("viewport"),
+            "{width} px: the page scrolls sideways: {fit}"
+        );
+    }
+    browser.close().await;
 }

@@ -122,8 +122,65 @@ async fn retry_after_keeps_the_client_away_as_long_as_the_server_asked() {
     assert!(breaker.retry_in().unwrap() <= Duration::from_secs(1));
 }
 
+/// A newcomer's case (issue 22): `CircuitBreakerMiddleware::new()` (the default 10 s
+/// cool-off) and a server that answers 503 with `Retry-After: 2`, then recovers. The client
+/// calls it again after 2 s, not after 10. The server runs on a runtime of its own on real
+/// time; the client runs on paused time, so the 2 s are the test's `advance`, not a sleep.
+#[test]
+fn a_retry_after_shorter_than_the_default_cool_off_is_honoured() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            tx.send(Server::start().await).unwrap();
+            std::future::pending::<()>().await
+        })
+    });
+    let server = rx.recv().unwrap();
+    let client_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    client_rt.block_on(async move {
+        let breakers = CircuitBreakerMiddleware::new();
+        // No idle pool: its timer would let paused time jump while a request is in flight.
+        let reqwest = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .build()
+            .unwrap();
+        let client = ClientBuilder::new(reqwest).with(breakers.clone()).build();
+        let breaker = breakers.breaker(&server.host_port());
+
+        server.answer(503, Some("2"));
+        let answer = client.get(server.url("/")).send().await.unwrap();
+        assert_eq!(answer.status(), 503);
+        assert_eq!(breaker.state(), State::Open);
+        assert_eq!(
+            breaker.retry_in(),
+            Some(Duration::from_secs(2)),
+            "the server's 2 s, not the 10 s cool-off"
+        );
+        server.answer(200, None);
+
+        tokio::time::advance(Duration::from_millis(1999)).await;
+        let e = refusal(client.get(server.url("/")).send().await);
+        assert_eq!(e.retry_in(), Some(Duration::from_millis(1)));
+        assert_eq!(server.hits(), 1, "not called before the 2 s");
+
+        tokio::time::advance(Duration::from_millis(1)).await;
+        let answer = client.get(server.url("/")).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(server.hits(), 2, "called again at 2 s");
+        assert_eq!(breaker.state(), State::Closed);
+    });
+}
+
 #[tokio::test]
-async fn retry_after_is_clamped_by_the_config() {
+async fn retry_after_is_capped_by_the_config() {
     let server = Server::start().await;
     let breakers = CircuitBreakerMiddleware::with_config(
         Config::default()

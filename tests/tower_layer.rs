@@ -210,6 +210,30 @@ async fn a_503_with_retry_after_opens_for_exactly_that_long() {
     assert_eq!(inner.calls(), 2);
 }
 
+/// The default 10 s cool-off and a server that says `Retry-After: 2`: it is called again
+/// after 2 s, not after 10.
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_shorter_than_the_cool_off_is_honoured() {
+    let b = Breaker::new("tower::short_retry_after", Config::default());
+    let (svc, inner) = layered(&b);
+    assert_eq!(
+        send(&svc, with_retry_after(503, "2"))
+            .await
+            .unwrap()
+            .status(),
+        503
+    );
+    assert_eq!(b.retry_in(), Some(Duration::from_secs(2)));
+    tokio::time::advance(Duration::from_millis(1999)).await;
+    let e = refused(send(&svc, ok()).await);
+    assert_eq!(e.retry_in(), Some(Duration::from_millis(1)));
+    assert_eq!(inner.calls(), 1, "not called before the 2 s");
+    tokio::time::advance(Duration::from_millis(1)).await;
+    assert_eq!(send(&svc, ok()).await.unwrap().status(), 200);
+    assert_eq!(inner.calls(), 2, "called again at 2 s");
+    assert_eq!(b.state(), State::Closed);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_429_opens_for_its_retry_after_or_the_cool_off() {
     let b = Breaker::new(
@@ -235,7 +259,7 @@ async fn a_429_opens_for_its_retry_after_or_the_cool_off() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_is_clamped_to_cool_off_and_max() {
+async fn retry_after_is_capped_by_max_cool_off_or_an_hour_never_raised() {
     let clamp = |name, config: Config, secs: &'static str| async move {
         let b = Breaker::new(name, config);
         let (svc, _) = layered(&b);
@@ -246,7 +270,8 @@ async fn retry_after_is_clamped_to_cool_off_and_max() {
     let five = Config::default().cool_off(Duration::from_secs(5));
     assert_eq!(
         clamp("tower::clamp_low", five.clone(), "1").await,
-        Some(Duration::from_secs(5))
+        Some(Duration::from_secs(1)),
+        "shorter than the cool-off: exactly what the server asked"
     );
     assert_eq!(
         clamp("tower::clamp_hour", five.clone(), "7200").await,

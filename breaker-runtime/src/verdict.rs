@@ -33,9 +33,12 @@ pub enum Verdict {
     /// Counts for nothing, as an error `is_failure` rejects: no failure, no success, no
     /// streak reset; a probe judged so gives its slot back.
     Neutral,
-    /// A failure that opens the breaker at once, whatever its threshold or rate, for this
-    /// long: at least `cool_off`, at most `max_cool_off` when set, else at most one hour. A
-    /// half-open probe judged so reopens it for that long. `retry_in` reports it.
+    /// A failure that opens the breaker at once, whatever its threshold or rate, for exactly
+    /// this long, whatever `cool_off` is (a server that says `Retry-After: 2` is called
+    /// again after 2 s); at most `max_cool_off` when set, else at most one hour.
+    /// `OpenFor(Duration::ZERO)` opens for the cool-off, as a failure would (with its
+    /// backoff and jitter). A half-open probe judged so reopens it for that long.
+    /// `retry_in` reports it.
     OpenFor(Duration),
 }
 

@@ -62,27 +62,63 @@ async fn open_for_opens_at_once_for_that_long_and_retry_in_says_so() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn open_for_is_clamped_to_the_cool_off_and_to_max_cool_off() {
+async fn open_for_shorter_than_the_cool_off_opens_for_exactly_that_long() {
+    const MS: Duration = Duration::from_millis(1);
+    // The default 10 s cool-off; the server said `Retry-After: 2`.
+    let b = Breaker::new("p2::open_for_short", Config::default().threshold(5));
+    let two = |_: &Result<(), ()>| Verdict::OpenFor(2 * SEC);
+    let _ = b.call_sync_classified(two, || Ok(()));
+    assert_eq!(b.state(), State::Open);
+    assert_eq!(b.retry_in(), Some(2 * SEC), "not raised to the cool-off");
+    advance(2 * SEC - MS).await;
+    assert_eq!(b.state(), State::Open, "not before the 2 s");
+    let err = b.call_sync(|| Ok::<_, ()>(())).unwrap_err();
+    assert_eq!(err.breaker_error().unwrap().retry_in(), Some(MS));
+    advance(MS).await;
+    assert_eq!(b.state(), State::HalfOpen, "after 2 s, not after 10 s");
+    assert_eq!(b.call_sync(|| Ok::<_, ()>(7)).unwrap(), 7);
+    assert_eq!(b.state(), State::Closed);
+}
+
+#[tokio::test(start_paused = true)]
+async fn open_for_zero_opens_for_the_cool_off_with_its_backoff() {
     let config = Config::default()
         .cool_off(10 * SEC)
         .max_cool_off(60 * SEC)
         .threshold(1);
-    let b = Breaker::new("p2::clamp", config);
-    let short = |_: &Result<(), ()>| Verdict::OpenFor(Duration::ZERO);
-    let _ = b.call_sync_classified(short, || Ok(()));
-    assert_eq!(b.retry_in(), Some(10 * SEC), "at least the cool-off");
-    b.handle().reset();
+    let b = Breaker::new("p2::open_for_zero", config);
+    let zero = |_: &Result<(), ()>| Verdict::OpenFor(Duration::ZERO);
+    let _ = b.call_sync_classified(zero, || Ok(()));
+    assert_eq!(b.retry_in(), Some(10 * SEC), "the cool-off");
+    advance(10 * SEC).await;
+    assert_eq!(b.state(), State::HalfOpen);
+    // A probe judged so reopens with the backoff, as a failed probe would.
+    let _ = b.call_sync_classified(zero, || Ok(()));
+    assert_eq!(b.retry_in(), Some(20 * SEC), "the cool-off doubled");
+}
+
+#[tokio::test(start_paused = true)]
+async fn open_for_is_capped_by_max_cool_off_else_by_an_hour() {
+    let config = Config::default()
+        .cool_off(10 * SEC)
+        .max_cool_off(60 * SEC)
+        .threshold(1);
+    let b = Breaker::new("p2::cap", config);
     let long = |_: &Result<(), ()>| Verdict::OpenFor(Duration::from_secs(86_400));
     let _ = b.call_sync_classified(long, || Ok(()));
     assert_eq!(b.retry_in(), Some(60 * SEC), "at most max_cool_off");
+    advance(60 * SEC).await;
+    assert_eq!(b.state(), State::HalfOpen);
 
-    let no_max = Breaker::new("p2::clamp_hour", Config::default());
+    let no_max = Breaker::new("p2::cap_hour", Config::default());
     let _ = no_max.call_sync_classified(long, || Ok(()));
     assert_eq!(
         no_max.retry_in(),
         Some(3600 * SEC),
         "at most an hour without max_cool_off"
     );
+    advance(3600 * SEC).await;
+    assert_eq!(no_max.state(), State::HalfOpen);
 }
 
 #[tokio::test(start_paused = true)]

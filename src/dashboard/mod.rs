@@ -55,7 +55,10 @@
 //! Neither router checks who is asking: put it behind the authentication your service already
 //! has, as an axum middleware layer on the nested router. The page's own requests (`fetch`,
 //! `EventSource`) are same-origin and carry the browser's cookies and Basic credentials, so
-//! cookie sessions, Basic auth and an authenticating proxy all work:
+//! cookie sessions, Basic auth and an authenticating proxy all work, also when the page was
+//! opened at an address with the credentials in it (`http://ops:secret@host/ops/breakers/`):
+//! it builds its URLs from the origin, which carries none, so the browser does not refuse
+//! them.
 //!
 //! ```
 //! use axum::{
@@ -82,7 +85,7 @@
 //!
 //! let app: Router = Router::new()
 //!     .route("/", get(|| async { "the service itself" }))
-//!     .nest(
+//!     .nest_service(
 //!         "/ops/breakers",
 //!         breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
 //!     );
@@ -90,9 +93,12 @@
 //! # let _ = app;
 //! ```
 //!
-//! The page finds its routes relative to its own address, so any mount point works. Nested at
-//! `/ops/breakers`, the page is at `/ops/breakers` (axum's `nest` does not route
-//! `/ops/breakers/`); nested at `/ops/breakers/`, it is at `/ops/breakers/`.
+//! The page finds its routes relative to its own address, so any mount point works. Mount it
+//! with `nest_service`, as above: the page then answers at both `/ops/breakers` and
+//! `/ops/breakers/`. With `nest("/ops/breakers", …)` it answers at `/ops/breakers` only:
+//! axum 0.8's `nest` routes the prefix without the trailing slash, and a router nested
+//! inside cannot claim `/ops/breakers/` (your router's fallback answers it, 404 by
+//! default).
 //!
 //! The control routes refuse cross-site requests (a `Sec-Fetch-Site` other than
 //! `same-origin`/`none`, or an `Origin` whose host is not the `Host`), so another site cannot

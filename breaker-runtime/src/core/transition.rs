@@ -16,8 +16,9 @@ use crate::{
 impl Core {
     /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
     /// Must hold the lock, with `from` the word read under it. An opening caused by a
-    /// [`Cause::Verdict`] lasts what the dependency asked for (clamped to at least the
-    /// cool-off, at most `max_cool_off` or one hour), without jitter.
+    /// [`Cause::Verdict`] lasts exactly what the dependency asked for (at most `max_cool_off`
+    /// or one hour), without jitter; one that asked for zero opens as a failure would (the
+    /// cool-off with its backoff and jitter).
     pub(super) fn transition(
         &self,
         inner: &mut Inner,
@@ -40,8 +41,8 @@ impl Core {
         match to {
             State::Open => {
                 let total = match open_for {
-                    Some(asked) => self.clamp_open_for(asked),
-                    None => {
+                    Some(asked) if asked > 0 => self.cap_open_for(asked),
+                    _ => {
                         let base = self.policy.cool_off_after(inner.reopenings);
                         let jitter = match self.policy.jitter {
                             0 => 0,
@@ -167,12 +168,12 @@ impl Core {
         self.dispatch();
     }
 
-    /// How long an [`Outcome::OpenFor`] opens: at least the cool-off; at most `max_cool_off`
-    /// when set, else one hour (a `Retry-After` of a year must not park a breaker for good).
-    pub(super) fn clamp_open_for(&self, asked: Nanos) -> Nanos {
+    /// How long an [`Outcome::OpenFor`] of more than zero opens: what it asked, at most
+    /// `max_cool_off` when set, else one hour (a `Retry-After` of a year must not park a
+    /// breaker for good). Not raised to the cool-off: a server that says `Retry-After: 2`
+    /// is back in 2 s, and waiting the default 10 s would keep a recovered server idle.
+    pub(super) fn cap_open_for(&self, asked: Nanos) -> Nanos {
         const HOUR: Nanos = 3_600_000_000_000;
-        asked
-            .min(self.policy.max_cool_off.unwrap_or(HOUR))
-            .max(self.policy.cool_off)
+        asked.min(self.policy.max_cool_off.unwrap_or(HOUR))
     }
 }
