@@ -124,7 +124,8 @@ fn app(prometheus: PrometheusHandle) -> Router {
     Router::new()
         .route("/health/breakers", get(health))
         .route("/metrics", get(move || prometheus_text(prometheus.clone())))
-        .nest(
+        // `nest_service`: the page answers at both /dashboard and /dashboard/.
+        .nest_service(
             "/dashboard",
             breaker::dashboard::router_with_controls().layer(middleware::from_fn(operators_only)),
         )
