@@ -43,6 +43,8 @@
 // docs.rs builds every feature and marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod default_names;
+mod fallback_probe;
 // Without `redis` the module holds only the glue of `fleet = true` (which then logs a WARN);
 // its page describes the feature, so its links lead to items that only `redis` compiles.
 #[cfg_attr(
@@ -77,6 +79,9 @@ pub mod __private {
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
+
+    pub use crate::default_names::InImpl;
+    pub use crate::fallback_probe::*;
 
     /// The static of an annotated function: made on first use by `init`. Unlike
     /// `once_cell`'s or std's `Lazy`, a panicking `init` (a `config = …` whose `ConfigError`
@@ -127,15 +132,16 @@ pub mod __private {
     };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
-    /// `name`, and functions that give the same name share one breaker.
+    /// `name`, and functions that give the same name share one breaker. Otherwise `name` is
+    /// the function's default name, and a second function made under it logs one `WARN`.
     ///
     /// Panics with the `ConfigError` message if `config` (from `config = …`) is invalid, as
     /// `Breaker::new` does.
-    pub fn breaker(name: &'static str, shared: bool, config: Config) -> Breaker {
+    pub fn breaker(name: &str, shared: bool, config: Config) -> Breaker {
         if shared {
             Breaker::get_or_create(name, config)
         } else {
-            Breaker::new(name, config)
+            crate::default_names::default_breaker(name, config)
         }
     }
 
@@ -240,6 +246,11 @@ pub mod __private {
         init: fn() -> (&'static str, Config),
         /// `fleet = true`: each key's breaker joins the installed fleet as it is made.
         fleet: bool,
+        /// How the map is named: `init`'s name as given, or a default one.
+        naming: Naming,
+        /// `type_name::<Self>` of a method's map, given by [`of`](Self::of) before the
+        /// first lookup.
+        self_type: OnceLock<fn() -> &'static str>,
         map: OnceLock<Box<dyn Any + Send + Sync>>,
         /// Maps of other key types: a generic function's key type may change with its
         /// instantiation, and every instantiation shares the static. Rare, so locked.
@@ -252,6 +263,8 @@ pub mod __private {
             KeyedStatic {
                 init,
                 fleet: false,
+                naming: Naming::Given,
+                self_type: OnceLock::new(),
                 map: OnceLock::new(),
                 others: Mutex::new(Vec::new()),
             }
@@ -263,9 +276,34 @@ pub mod __private {
             KeyedStatic {
                 init,
                 fleet: true,
+                naming: Naming::Given,
+                self_type: OnceLock::new(),
                 map: OnceLock::new(),
                 others: Mutex::new(Vec::new()),
             }
+        }
+
+        /// `init`'s name is the function's default name (`{module}::{fn}`): a second
+        /// function whose map is made under it logs one `WARN`.
+        pub const fn default_name(mut self) -> Self {
+            self.naming = Naming::Default;
+            self
+        }
+
+        /// `init`'s name is the module of `method`, a method with a `self` receiver: the
+        /// map is named `{module}::{Self}::{method}` by default, `Self` given by
+        /// [`of`](Self::of).
+        pub const fn method(mut self, method: &'static str) -> Self {
+            self.naming = Naming::Method(method);
+            self
+        }
+
+        /// This static, told the `Self` of the method it serves (the first call's, as the
+        /// map is made once).
+        #[inline]
+        pub fn of<S: ?Sized>(&self) -> &Self {
+            self.self_type.get_or_init(|| std::any::type_name::<S>);
+            self
         }
 
         /// The breaker of the key stored as `K` and looked up as `lookup`, made if it has
@@ -276,7 +314,15 @@ pub mod __private {
             K: BreakerKey + Borrow<L>,
             L: ?Sized + Hash + Eq + ToOwned<Owned = K>,
         {
-            let map = self.map.get_or_init(|| Box::new(self.make::<K>()));
+            let map = self.map.get_or_init(|| {
+                let map = self.make::<K>();
+                // Noted once per function: another key type of a generic function makes
+                // another map of the same function under the same name (`other`).
+                if !matches!(self.naming, Naming::Given) {
+                    crate::default_names::note_default_name(map.name());
+                }
+                Box::new(map)
+            });
             match map.downcast_ref::<KeyedBreaker<K>>() {
                 Some(map) => map.breaker(lookup),
                 None => self.other::<K>().breaker(lookup),
@@ -285,7 +331,13 @@ pub mod __private {
 
         fn make<K: BreakerKey>(&self) -> KeyedBreaker<K> {
             let (name, config) = (self.init)();
-            let map = KeyedBreaker::new(name, config);
+            let map = match (self.naming, self.self_type.get()) {
+                (Naming::Method(method), Some(self_type)) => KeyedBreaker::new(
+                    crate::default_names::method_name(name, self_type(), method),
+                    config,
+                ),
+                _ => KeyedBreaker::new(name, config),
+            };
             if self.fleet {
                 map.on_new(crate::fleet::join_installed);
             }
@@ -307,6 +359,17 @@ pub mod __private {
                 }
             }
         }
+    }
+
+    /// How a [`KeyedStatic`]'s map is named.
+    #[derive(Clone, Copy)]
+    enum Naming {
+        /// `name = "…"`: as given.
+        Given,
+        /// The function's default name, `{module}::{fn}`.
+        Default,
+        /// A method's default name, `{module}::{Self}::{method}`.
+        Method(&'static str),
     }
 
     /// The `config = …` expression, typed here so a wrong type is reported on it.

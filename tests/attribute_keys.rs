@@ -503,7 +503,8 @@ impl Client {
     async fn offline(&self, _fail: bool, err: CallError<Error>) -> Result<u32, Error> {
         match err {
             CallError::Breaker(e) => {
-                assert_eq!(e.name(), format!("{}[{}]", name("get"), self.host));
+                // A method is named after its type: `{module}::Client::get`.
+                assert_eq!(e.name(), format!("{}[{}]", name("Client::get"), self.host));
                 Ok(0)
             }
             CallError::Inner(e) => Err(e),
@@ -614,7 +615,8 @@ async fn async_trait_methods_go_through_the_breaker_and_the_fallback() {
     assert!(matches!(r.put("k".to_owned(), 5).await, Err(Error::Down)));
     assert_eq!(r.put("k".to_owned(), 5).await.unwrap(), 5); // open: the fallback answers
     assert_eq!(r.fallbacks.load(SeqCst), 2);
-    assert_eq!(state(&name("put")), State::Open);
+    // Named after the type the trait is implemented for.
+    assert_eq!(state(&name("Remote::put")), State::Open);
 }
 
 #[derive(Clone, PartialEq, Eq, Hash)]

@@ -282,7 +282,7 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             _ => errors.push(unknown_key(&key)),
         }
     }
-    check_combinations(&args, &mut errors);
+    check_combinations(&args, &seen, &mut errors);
     errors.finish(args)
 }
 
@@ -298,7 +298,7 @@ fn unknown_key(key: &Ident) -> syn::Error {
 /// Rules across keys: `config` against the policy keys, window keys against
 /// `failure_rate`, sizes against each other (what `Config::validate` would reject at run
 /// time is rejected here, at compile time).
-fn check_combinations(args: &Args, errors: &mut Errors) {
+fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
     // The policy keys: `config = …` replaces all of them.
     let policy: Vec<&Ident> = [
         args.threshold.as_ref().map(|a| &a.key),
@@ -339,16 +339,21 @@ fn check_combinations(args: &Args, errors: &mut Errors) {
         }
     }
     if let (Some(classify), Some(is_failure)) = (&args.classify, &args.is_failure) {
-        let msg = "`classify` and `is_failure` cannot be combined: `classify` judges every \
-                   result, errors included; return `Verdict::Neutral` from it for the errors \
-                   `is_failure` lets pass, and remove `is_failure`";
-        let mut e = syn::Error::new(classify.key.span(), msg);
-        e.combine(syn::Error::new(
-            is_failure.key.span(),
-            "`is_failure` cannot be combined with `classify`: remove it and return \
-             `Verdict::Neutral` from `classify` for the errors it lets pass",
+        // One mistake, one error: on the key written second, naming both.
+        let position = |key: &Ident| seen.iter().position(|k| k == key);
+        let (first, second) = if position(&classify.key) < position(&is_failure.key) {
+            (&classify.key, &is_failure.key)
+        } else {
+            (&is_failure.key, &classify.key)
+        };
+        errors.push(syn::Error::new(
+            second.span(),
+            format!(
+                "`{second}` cannot be combined with `{first}`: `classify` judges every result, \
+                 errors included, so remove `is_failure` and return `Verdict::Neutral` from \
+                 `classify` for the errors `is_failure` lets pass"
+            ),
         ));
-        errors.push(e);
     }
     if args.config.is_some() {
         for key in policy {

@@ -484,12 +484,7 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
 /// A parameter under `#[cfg(…)]` is passed only where it exists: one call per combination of
 /// the gated parameters, each under the `#[cfg]` that selects it (call arguments cannot carry
 /// `#[cfg]` themselves).
-fn fallback_call(
-    fallback: &Expr,
-    sig: &syn::Signature,
-    err: &Ident,
-    wrap: &dyn Fn(TokenStream) -> TokenStream,
-) -> TokenStream {
+fn fallback_call(fallback: &Expr, sig: &syn::Signature, err: &Ident, how: &Apply) -> TokenStream {
     let receiver = sig.receiver();
     // Each argument with the predicates of its `#[cfg(…)]` attributes.
     let mut args: Vec<(TokenStream, Vec<TokenStream>)> = Vec::new();
@@ -517,7 +512,7 @@ fn fallback_call(
     let span = fallback.span();
     if gated.is_empty() {
         let all: Vec<&TokenStream> = args.iter().map(|(a, _)| a).collect();
-        return wrap(apply(fallback, receiver.is_some(), &all));
+        return apply(fallback, receiver.is_some(), &all, how);
     }
     if gated.len() > 4 {
         return syn::Error::new(
@@ -546,28 +541,73 @@ fn fallback_call(
                 passed.push(arg);
             }
         }
-        let call = wrap(apply(fallback, receiver.is_some(), &passed));
+        let call = apply(fallback, receiver.is_some(), &passed, how);
         variants.extend(quote!(#[cfg(all(#(#preds),*))] let #recover = #call;));
     }
     quote!({ #variants #recover })
 }
 
-/// `fallback(args…)`. A path is cast to the `fn` pointer of the right arity first, so a wrong
-/// arity is an error naming the fallback ("non-primitive cast: `fn(..) {cached_tax}` as
-/// `fn(_, _) -> _`"); in a method, a bare name is a method of `Self` (receiving `self`
-/// first). A closure is called as written; rustc reports a wrong arity on it.
-fn apply(fallback: &Expr, method: bool, args: &[&TokenStream]) -> TokenStream {
+/// How a fallback is applied: where the facade is, the function's return type, and whether
+/// the fallback's future is awaited.
+struct Apply {
+    krate: TokenStream,
+    ret: TokenStream,
+    is_async: bool,
+}
+
+/// The most arguments a fallback receives through `__private::FallbackProbe` (its `Fits1` …
+/// `Fits12`); past that it is called directly.
+const PROBED_ARITY: usize = 12;
+
+/// `fallback(args…)`, awaited for an `async fn`. In a method, a bare name is a method of
+/// `Self` (receiving `self` first). A path goes through `__private::FallbackProbe`, so a
+/// fallback of the wrong shape is one error on its name showing the signature it must have
+/// ("this fallback must be an `async fn(&str, CallError<TaxError>) -> Result<u32,
+/// TaxError>`"); a closure is called as written, and rustc reports a wrong arity on it.
+fn apply(fallback: &Expr, method: bool, args: &[&TokenStream], how: &Apply) -> TokenStream {
     let span = fallback.span();
+    let Apply {
+        krate,
+        ret,
+        is_async,
+    } = how;
+    let direct = |f: TokenStream| {
+        let call = quote_spanned!(span=> (#f)(#(#args),*));
+        if *is_async {
+            quote_spanned!(span=> #krate::__private::async_fallback(#call).await)
+        } else {
+            call
+        }
+    };
     let path = match fallback {
         Expr::Path(p) => p,
-        other => return quote_spanned!(span=> (#other)(#(#args),*)),
+        other => return direct(other.to_token_stream()),
     };
     let path = match (method, path.qself.is_none(), path.path.get_ident()) {
         (true, true, Some(ident)) => quote_spanned!(span=> Self::#ident),
         _ => path.to_token_stream(),
     };
-    let holes = args.iter().map(|_| quote_spanned!(span=> _));
-    quote_spanned!(span=> (#path as fn(#(#holes),*) -> _)(#(#args),*))
+    if args.len() > PROBED_ARITY {
+        return direct(path);
+    }
+    let prefix = if *is_async { "Async" } else { "" };
+    let fits = Ident::new(&format!("{prefix}Fits{}", args.len()), span);
+    let misfits = match args.len() {
+        1 => Ident::new(&format!("{prefix}Misfits1"), span),
+        _ => Ident::new(&format!("{prefix}Misfits"), span),
+    };
+    let method_name = Ident::new("__fallback", span);
+    let awaited = if *is_async {
+        quote_spanned!(span=> .await)
+    } else {
+        TokenStream::new()
+    };
+    // Only one of the two traits is used, whichever the fallback's shape picks.
+    quote_spanned! {span=> {
+        #[allow(unused_imports)]
+        use #krate::__private::{#fits as _, #misfits as _};
+        #krate::__private::FallbackProbe::<_, _, #ret>::new(#path, (#(#args,)*)).#method_name()#awaited
+    }}
 }
 
 /// `::breaker` (or the `crate = "…"` path) with `span`, so an error in a generated call is
@@ -588,11 +628,17 @@ fn breaker_binding(
     breaker: &Ident,
 ) -> TokenStream {
     let fn_name = func.sig.ident.to_string();
+    // A method with a `self` receiver is named `{module}::{Self}::{method}` by default. The
+    // attribute cannot see the `impl`, so the body, which can name `Self`, gives the static
+    // its `type_name` on the first call (`InImpl::of`, `KeyedStatic::of`).
+    let in_impl = args.name.is_none() && func.sig.receiver().is_some();
+    let module = quote!(#krate::__private::module_path!());
     let (name, shared) = match &args.name {
         // With `key` an explicit name names the keyed map; maps are not shared by name.
         Some(n) => (n.value.to_token_stream(), true),
+        None if in_impl => (module.clone(), false),
         None => (
-            quote!(#krate::__private::concat!(#krate::__private::module_path!(), "::", #fn_name)),
+            quote!(#krate::__private::concat!(#module, "::", #fn_name)),
             false,
         ),
     };
@@ -602,11 +648,25 @@ fn breaker_binding(
     // own block keeps it out of the body's scope (a binding may not shadow a static in scope).
     let static_name = Ident::new("__BREAKER", Span::mixed_site());
     let Some(key) = &args.key else {
-        let mut init = quote!(#krate::__private::breaker(#name, #shared, #config));
-        if let Some(f) = fleet {
-            let k = krate_at(args, f.span);
-            init = quote_spanned!(f.span=> #k::__private::join_fleet(#init));
+        let join = |init: TokenStream| match fleet {
+            Some(f) => {
+                let k = krate_at(args, f.span);
+                quote_spanned!(f.span=> #k::__private::join_fleet(#init))
+            }
+            None => init,
+        };
+        if in_impl {
+            let given = Ident::new("__name", Span::mixed_site());
+            let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
+            return quote! {
+                let #breaker: &'static #krate::Breaker = {
+                    static #static_name: #krate::__private::InImpl<#krate::Breaker> =
+                        #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
+                    #static_name.of::<Self>()
+                };
+            };
         }
+        let init = join(quote!(#krate::__private::breaker(#name, #shared, #config)));
         return quote! {
             let #breaker: &'static #krate::Breaker = {
                 static #static_name: #krate::__private::Lazy<#krate::Breaker> =
@@ -627,11 +687,21 @@ fn breaker_binding(
         }
         None => quote!(#krate::__private::KeyedStatic::new),
     };
+    let naming = match (&args.name, in_impl) {
+        (Some(_), _) => TokenStream::new(),
+        (None, true) => quote!(.method(#fn_name)),
+        (None, false) => quote!(.default_name()),
+    };
+    let keyed_static = if in_impl {
+        quote!(#static_name.of::<Self>())
+    } else {
+        quote!(&#static_name)
+    };
     let (expr, k) = (&key.value, krate_at(args, key.span));
     // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
     // are imported unnamed, in this block only.
     let lookup = quote_spanned! {key.span=>
-        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(&#static_name)
+        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(#keyed_static)
     };
     quote! {
         let #keyed: #krate::Breaker = {
@@ -639,7 +709,7 @@ fn breaker_binding(
                 ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
             };
             static #static_name: #krate::__private::KeyedStatic =
-                #make(|| (#name, #config));
+                #make(|| (#name, #config))#naming;
             #lookup
         };
         let #breaker: &#krate::Breaker = &#keyed;
@@ -774,16 +844,12 @@ fn call_expr(
             #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
         }
     };
-    let fk = krate_at(args, fallback.span);
-    let fspan = fallback.span;
-    let wrap = |call: TokenStream| {
-        if is_async {
-            quote_spanned!(fspan=> #fk::__private::async_fallback(#call).await)
-        } else {
-            call
-        }
+    let how = Apply {
+        krate: krate_at(args, fallback.span),
+        ret: ret.clone(),
+        is_async,
     };
-    let recover = fallback_call(&fallback.value, sig, &err, &wrap);
+    let recover = fallback_call(&fallback.value, sig, &err, &how);
     // A closure is called where it is written, which clippy's `redundant_closure_call` would
     // report on the user's tokens.
     let allow = match &fallback.value {

@@ -71,10 +71,15 @@ use proc_macro::TokenStream;
 /// A plain `fn` gets `run_sync` and a `move ||` closure instead.
 /// With `fallback = cached_receipt` the last expression becomes a `match` over
 /// `__private::call(..)`: `Ok` is returned, and `Err(call_error)` calls
-/// `(cached_receipt as fn(_, _, _) -> _)(card, cents, call_error).await` (the cast makes a
-/// wrong arity an error naming the fallback). The body then borrows the arguments instead of
-/// moving them (`async { .. }`, not `async move`), since the fallback receives them after it
-/// ran.
+/// `FallbackProbe::<_, _, Result<Receipt, GatewayError>>::new(cached_receipt, (card, cents,
+/// call_error)).__fallback().await`. The probe calls a fallback of the right shape; any other
+/// is one error on the fallback's name showing the signature it must have ("this fallback
+/// must be an `async fn(&Card, u64, CallError<GatewayError>) -> Result<Receipt,
+/// GatewayError>`"). The body then borrows the arguments instead of moving them (`async {
+/// .. }`, not `async move`), since the fallback receives them after it ran.
+///
+/// A method with a `self` receiver and no `name` gets an `InImpl` static instead of `Lazy`,
+/// reached with `__BREAKER.of::<Self>()`: see [Default names](#default-names).
 ///
 /// # Keys
 ///
@@ -96,7 +101,7 @@ use proc_macro::TokenStream;
 /// | `max_concurrent` | integer ≥ 1 | off | bulkhead: at most N calls in flight, more fail with `BreakerError::Full` |
 /// | `is_failure` | path to `fn(&E) -> bool`, or closure | every error | which errors count; `false` makes the error neutral |
 /// | `fallback` | path or closure | none | called on every failed call with the arguments then a `CallError<E>`; returns the function's type (awaited for an `async fn`); in a method a bare name means `Self::name`, called with `self` first (name a free function by path: `self::name`) |
-/// | `name` | string literal | `module_path!()::fn_name` | the breaker's name; functions giving the same `name` share one breaker |
+/// | `name` | string literal | `{module}::{fn}`, or `{module}::{Type}::{method}` for a method with a `self` receiver | the breaker's name; functions giving the same `name` share one breaker (see [Default names](#default-names)) |
 /// | `on_state_change` | path to `fn(&Transition)`, or closure | none | called on every transition |
 /// | `config` | expression of type `breaker::Config` | none | built once, on the first call; replaces the policy keys (`threshold` … `max_concurrent`), combines with the others |
 /// | `crate` | string literal path | `"::breaker"` | where the facade is, when it is re-exported |
@@ -107,6 +112,30 @@ use proc_macro::TokenStream;
 /// | `fleet` | `true` or `false` | `false` | the breaker joins the fleet installed with `breaker::fleet::install` (see [Fleets](#fleets)) |
 ///
 /// Durations are humantime strings: `"250ms"`, `"10s"`, `"1m 30s"`; zero is an error.
+///
+/// # Default names
+///
+/// Without `name`, a function is named `{module}::{fn}` (`module_path!()`), and a method with
+/// a `self` receiver (`&self`, `&mut self`, `self`, `self: Box<Self>`, …)
+/// `{module}::{Type}::{method}`: `app::Users::fetch` and `app::Orders::fetch` are two
+/// breakers, each found by `registry().get`. `Type` is the last path segment of the `impl`'s
+/// type without its generics (`Repo` for `impl<T> Repo<T>`); in a trait impl, the type the
+/// trait is implemented for.
+///
+/// The attribute sees the method, not its `impl`, and neither `concat!` nor a `const` can
+/// spell `Self`; the method's body can. So the static is made from the body, on the first
+/// call, from `std::any::type_name::<Self>()` cut to its last segment. That text is
+/// best-effort by rustc's promise; at worst a future compiler changes a default name, never
+/// which breaker a call goes through. In a trait's *default* method every implementor shares
+/// the one static, so it is named after the first implementor that calls it: give it a
+/// `name`.
+///
+/// An associated function without `self` (`fn connect()`) cannot be told from a free one and
+/// keeps `{module}::{fn}`, so two of them in one module share a name. Each still has its own
+/// breaker, but `registry().get`, the metrics and the dashboard cannot tell them apart: the
+/// second one made logs one `WARN` (target `breaker`, field `name`) asking for a `name = "…"`
+/// on one of them. Explicit names never warn: giving one name is how functions share a
+/// breaker.
 ///
 /// # Keyed breakers
 ///
@@ -148,9 +177,10 @@ use proc_macro::TokenStream;
 ///
 /// ```ignore
 /// let __breaker_keyed: ::breaker::Breaker = {
+///     // `.method("query")`: named `{module}::TenantDb::query` by default, `Self` given by `of`.
 ///     static __BREAKER: ::breaker::__private::KeyedStatic =
-///         ::breaker::__private::KeyedStatic::new(|| (name, config));
-///     (&&::breaker::__private::KeyProbe(&(self.tenant_id))).__breaker_lookup(&__BREAKER)
+///         ::breaker::__private::KeyedStatic::new(|| (module_path!(), config)).method("query");
+///     (&&::breaker::__private::KeyProbe(&(self.tenant_id))).__breaker_lookup(__BREAKER.of::<Self>())
 /// };
 /// let __breaker: &::breaker::Breaker = &__breaker_keyed;
 /// ::breaker::__private::run::<Result<Rows, DbError>, _, _, _, _>(__breaker, is_failure, body).await

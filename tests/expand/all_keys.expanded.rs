@@ -40,9 +40,14 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
     {
         ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
         ::breaker::__private::Err(__breaker_err) => {
-            ::breaker::__private::async_fallback(
-                    (cached_score as fn(_, _) -> _)(order, __breaker_err),
-                )
+            #[allow(unused_imports)]
+            use ::breaker::__private::{AsyncFits2 as _, AsyncMisfits as _};
+            ::breaker::__private::FallbackProbe::<
+                _,
+                _,
+                Result<Score, FraudError>,
+            >::new(cached_score, (order, __breaker_err))
+                .__fallback()
                 .await
         }
     }

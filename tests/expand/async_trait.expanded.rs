@@ -16,15 +16,16 @@ impl Store for Remote {
     {
         Box::pin(async move {
             let __breaker: &'static ::breaker::Breaker = {
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-                ::breaker::__private::breaker(
-                    ::breaker::__private::concat!(
-                        ::breaker::__private::module_path!(), "::", "put"
+                static __BREAKER: ::breaker::__private::InImpl<::breaker::Breaker> = ::breaker::__private::InImpl::new(
+                    ::breaker::__private::module_path!(),
+                    "put",
+                    |__name| ::breaker::__private::breaker(
+                        __name,
+                        false,
+                        ::breaker::Config::default().threshold(2),
                     ),
-                    false,
-                    ::breaker::Config::default().threshold(2),
-                ));
-                &__BREAKER
+                );
+                __BREAKER.of::<Self>()
             };
             match ::breaker::__private::call::<
                 Result<usize, StoreError>,
@@ -51,10 +52,14 @@ impl Store for Remote {
             {
                 ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
                 ::breaker::__private::Err(__breaker_err) => {
-                    ::breaker::__private::async_fallback(
-                            (Self::put_later
-                                as fn(_, _, _, _) -> _)(self, key, value, __breaker_err),
-                        )
+                    #[allow(unused_imports)]
+                    use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
+                    ::breaker::__private::FallbackProbe::<
+                        _,
+                        _,
+                        Result<usize, StoreError>,
+                    >::new(Self::put_later, (self, key, value, __breaker_err))
+                        .__fallback()
                         .await
                 }
             }

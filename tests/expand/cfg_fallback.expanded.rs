@@ -24,15 +24,29 @@ async fn lookup(
         ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
         ::breaker::__private::Err(__breaker_err) => {
             #[cfg(all(not(all(feature = "trace"))))]
-            let __breaker_recover = ::breaker::__private::async_fallback(
-                    (cached as fn(_, _) -> _)(id, __breaker_err),
-                )
-                .await;
+            let __breaker_recover = {
+                #[allow(unused_imports)]
+                use ::breaker::__private::{AsyncFits2 as _, AsyncMisfits as _};
+                ::breaker::__private::FallbackProbe::<
+                    _,
+                    _,
+                    Result<Row, DbError>,
+                >::new(cached, (id, __breaker_err))
+                    .__fallback()
+                    .await
+            };
             #[cfg(all(all(feature = "trace")))]
-            let __breaker_recover = ::breaker::__private::async_fallback(
-                    (cached as fn(_, _, _) -> _)(id, trace, __breaker_err),
-                )
-                .await;
+            let __breaker_recover = {
+                #[allow(unused_imports)]
+                use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
+                ::breaker::__private::FallbackProbe::<
+                    _,
+                    _,
+                    Result<Row, DbError>,
+                >::new(cached, (id, trace, __breaker_err))
+                    .__fallback()
+                    .await
+            };
             __breaker_recover
         }
     }

@@ -5,18 +5,17 @@ impl TenantDb {
                 ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
             };
             static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
-            (
-                ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "query"
-                ),
-                ::breaker::Config::default()
-                    .failure_rate(50)
-                    .window_calls(20)
-                    .max_keys(1000)
-                    .idle(::breaker::__private::Duration::from_secs(300)),
-            ));
+                (
+                    ::breaker::__private::module_path!(),
+                    ::breaker::Config::default()
+                        .failure_rate(50)
+                        .window_calls(20)
+                        .max_keys(1000)
+                        .idle(::breaker::__private::Duration::from_secs(300)),
+                ))
+                .method("query");
             (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
-                .__breaker_lookup(&__BREAKER)
+                .__breaker_lookup(__BREAKER.of::<Self>())
         };
         let __breaker: &::breaker::Breaker = &__breaker_keyed;
         ::breaker::__private::run::<
@@ -39,12 +38,13 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
             ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
         };
         static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
-        (
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "deliver_webhook"
-            ),
-            ::breaker::Config::default(),
-        ));
+            (
+                ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "deliver_webhook"
+                ),
+                ::breaker::Config::default(),
+            ))
+            .default_name();
         (&&::breaker::__private::KeyProbe(&(url.host_str().unwrap_or(""))))
             .__breaker_lookup(&__BREAKER)
     };
@@ -62,9 +62,14 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
     {
         ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
         ::breaker::__private::Err(__breaker_err) => {
-            ::breaker::__private::async_fallback(
-                    (queue_hook as fn(_, _, _) -> _)(url, body, __breaker_err),
-                )
+            #[allow(unused_imports)]
+            use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
+            ::breaker::__private::FallbackProbe::<
+                _,
+                _,
+                Result<(), HookError>,
+            >::new(queue_hook, (url, body, __breaker_err))
+                .__fallback()
                 .await
         }
     }

@@ -1,17 +1,18 @@
 impl Gateway {
     async fn charge(&self, card: &Card, cents: u64) -> Result<Receipt, GatewayError> {
         let __breaker: &'static ::breaker::Breaker = {
-            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-            ::breaker::__private::breaker(
-                ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "charge"
+            static __BREAKER: ::breaker::__private::InImpl<::breaker::Breaker> = ::breaker::__private::InImpl::new(
+                ::breaker::__private::module_path!(),
+                "charge",
+                |__name| ::breaker::__private::breaker(
+                    __name,
+                    false,
+                    ::breaker::Config::default()
+                        .threshold(2)
+                        .cool_off(::breaker::__private::Duration::from_secs(5)),
                 ),
-                false,
-                ::breaker::Config::default()
-                    .threshold(2)
-                    .cool_off(::breaker::__private::Duration::from_secs(5)),
-            ));
-            &__BREAKER
+            );
+            __BREAKER.of::<Self>()
         };
         match ::breaker::__private::call::<
             Result<Receipt, GatewayError>,
@@ -26,10 +27,14 @@ impl Gateway {
         {
             ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
             ::breaker::__private::Err(__breaker_err) => {
-                ::breaker::__private::async_fallback(
-                        (Self::queue_payment
-                            as fn(_, _, _, _) -> _)(self, card, cents, __breaker_err),
-                    )
+                #[allow(unused_imports)]
+                use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
+                ::breaker::__private::FallbackProbe::<
+                    _,
+                    _,
+                    Result<Receipt, GatewayError>,
+                >::new(Self::queue_payment, (self, card, cents, __breaker_err))
+                    .__fallback()
                     .await
             }
         }
