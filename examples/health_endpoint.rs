@@ -79,7 +79,7 @@ static RECO_CALLS: AtomicU64 = AtomicU64::new(0);
 )]
 async fn recommendations(user: u64) -> Result<Vec<u64>, DepError> {
     tokio::time::sleep(Duration::from_millis(5)).await;
-    if RECO_CALLS.fetch_add(1, Relaxed) % 3 != 0 {
+    if !RECO_CALLS.fetch_add(1, Relaxed).is_multiple_of(3) {
         return Err(DepError::Unavailable);
     }
     Ok(vec![user, user + 1])

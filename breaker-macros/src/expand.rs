@@ -394,11 +394,11 @@ impl VisitMut for InferImplTrait {
 /// A duration as the shortest readable constant.
 fn duration(krate: &TokenStream, d: Duration, span: Span) -> TokenStream {
     let nanos = d.as_nanos();
-    let (ctor, n) = if nanos % 1_000_000_000 == 0 {
+    let (ctor, n) = if nanos.is_multiple_of(1_000_000_000) {
         ("from_secs", nanos / 1_000_000_000)
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         ("from_millis", nanos / 1_000_000)
-    } else if nanos % 1_000 == 0 {
+    } else if nanos.is_multiple_of(1_000) {
         ("from_micros", nanos / 1_000)
     } else {
         ("from_nanos", nanos)

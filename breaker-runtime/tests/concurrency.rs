@@ -149,7 +149,7 @@ fn more_threads_than_stripes_count_every_call_exactly_once() {
             s.spawn(move || {
                 start.wait(); // all alive at once, so some must share a stripe
                 for i in 0..CALLS {
-                    let fail = (i + t as u64) % 10 == 0;
+                    let fail = (i + t as u64).is_multiple_of(10);
                     let _ = b.call_sync(|| if fail { Err("down") } else { Ok(i) });
                 }
             });

@@ -62,7 +62,7 @@ async fn soak_keeps_every_invariant() {
                 let mut seed = i * 0x9E37_79B9 + 1;
                 while Instant::now() < deadline {
                     let roll = next(&mut seed) % 10;
-                    let cancel = next(&mut seed) % 10 == 0;
+                    let cancel = next(&mut seed).is_multiple_of(10);
                     let dependency = async {
                         let _gauge = Gauge::enter(&in_flight, &max);
                         tokio::task::yield_now().await;
