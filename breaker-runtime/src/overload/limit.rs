@@ -1,0 +1,125 @@
+//! The adaptive bulkhead: a concurrency limit between 1 and `max` that [`super::vegas`] moves.
+//!
+//! The fast path is two atomics: `try_acquire` takes a slot with one compare-and-swap on the
+//! in-flight count against the published limit (never overshooting, as the fixed bulkhead
+//! does), `release` gives it back with one `fetch_sub`. Feeding the sample to the algorithm
+//! happens under a `try_lock`: a caller that finds it held skips its sample (the window is a
+//! sample of calls; a drop it skips is left in a flag the next holder folds in, so overload
+//! signals are never lost), so no caller ever waits. The holder publishes the new limit with
+//! one store; a limit lowered below the calls in flight refuses new ones until enough end.
+
+use std::sync::TryLockError;
+
+use crate::{
+    clock::Nanos,
+    sync::{AtomicU32, Mutex, Ordering::*},
+};
+
+use super::vegas::Estimator;
+
+/// A held slot: when it was taken and how many calls were in flight with it. The engine
+/// keeps it with the call and hands it back to [`Limiter::release`] exactly once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Permit {
+    started: Nanos,
+    in_flight: u32,
+}
+
+/// What a finished call tells the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sample {
+    /// The dependency answered (whatever the verdict): its round-trip time is a sample.
+    Answered,
+    /// A drop: the call timed out or the dependency said it is overloaded. Lowers the limit.
+    Dropped,
+    /// No evidence (the call was cancelled, or never reached the dependency): only the slot
+    /// is returned.
+    Ignored,
+}
+
+/// An adaptive concurrency limit.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    /// The current limit, published for `try_acquire` (Vegas' `⌊L⌋`).
+    limit: AtomicU32,
+    in_flight: AtomicU32,
+    /// 1 when a drop was skipped because the lock was held.
+    skipped_drop: AtomicU32,
+    estimator: Mutex<Estimator>,
+}
+
+impl Limiter {
+    /// A limiter with limits in `1..=max`, starting at `min(20, max)`.
+    pub(crate) fn new(max: u32) -> Self {
+        Self::with_seed(max, super::random::draw())
+    }
+
+    /// As [`Limiter::new`], with the probe jitter's generator seeded by `seed`.
+    pub(crate) fn with_seed(max: u32, seed: u64) -> Self {
+        let estimator = Estimator::new(max, seed);
+        Self {
+            limit: AtomicU32::new(estimator.limit()),
+            in_flight: AtomicU32::new(0),
+            skipped_drop: AtomicU32::new(0),
+            estimator: Mutex::new(estimator),
+        }
+    }
+
+    /// The current limit (`Snapshot.concurrency_limit`).
+    pub(crate) fn limit(&self) -> u32 {
+        self.limit.load(Relaxed)
+    }
+
+    /// The calls holding a slot now.
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Acquire)
+    }
+
+    /// Takes a slot for a call starting at `now`, or says the limit it is at
+    /// (`BreakerError::Full`'s).
+    #[inline]
+    pub(crate) fn try_acquire(&self, now: Nanos) -> Result<Permit, u32> {
+        let limit = self.limit.load(Relaxed);
+        match self
+            .in_flight
+            .fetch_update(Acquire, Relaxed, |n| (n < limit).then_some(n + 1))
+        {
+            Ok(before) => Ok(Permit {
+                started: now,
+                in_flight: before + 1,
+            }),
+            Err(_) => Err(limit),
+        }
+    }
+
+    /// Returns `permit`'s slot; the call ended at `now` and tells the limit `sample`.
+    #[inline]
+    pub(crate) fn release(&self, permit: Permit, now: Nanos, sample: Sample) {
+        self.in_flight.fetch_sub(1, Release);
+        let rtt = match sample {
+            Sample::Answered => Some(now.saturating_sub(permit.started)),
+            Sample::Dropped => None,
+            Sample::Ignored => return,
+        };
+        let mut estimator = match self.estimator.try_lock() {
+            Ok(guard) => guard,
+            // Only a bug of ours can poison it, and the estimator is consistent between
+            // statements anyway.
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                if rtt.is_none() {
+                    self.skipped_drop.store(1, Relaxed);
+                }
+                return;
+            }
+        };
+        if self.skipped_drop.load(Relaxed) != 0 && self.skipped_drop.swap(0, Relaxed) != 0 {
+            estimator.sample(now, None, permit.in_flight);
+        }
+        estimator.sample(now, rtt, permit.in_flight);
+        let limit = estimator.limit();
+        if self.limit.load(Relaxed) != limit {
+            self.limit.store(limit, Relaxed);
+        }
+    }
+}

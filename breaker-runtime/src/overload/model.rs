@@ -1,0 +1,215 @@
+//! A reference model of the adaptive limit: Netflix's `WindowedLimit` + `VegasLimit` written
+//! out as plain sequential code over a list of samples, straight from the published formulas
+//! (with the deviations `vegas.rs` states, the draining probe among them), and a property test that drives random sequences
+//! of acquires, releases (answered, dropped, ignored) and clock advances through it and
+//! through [`Limiter`], checking after every step that they admit the same calls and show the
+//! same limit, always within `1..=max`.
+
+use proptest::prelude::*;
+
+use super::{
+    random::{splitmix64, unit},
+    Limiter, Permit, Sample,
+};
+
+/// The model: every quantity a plain field, every formula as Netflix writes it.
+struct Model {
+    max: u32,
+    limit: f64,
+    rtt_noload: u64,
+    probe_count: u64,
+    probe_jitter: f64,
+    rng: u64,
+    in_flight: u32,
+    /// The current window's samples: (RTT or `None` for a drop, in-flight count).
+    samples: Vec<(Option<u64>, u32)>,
+    next_update: u64,
+    /// During a no-load probe: the RTTs of calls admitted with at most 3 in flight.
+    probe: Option<Vec<u64>>,
+}
+
+impl Model {
+    fn new(max: u32, seed: u64) -> Self {
+        let mut rng = seed;
+        let probe_jitter = 0.5 + 0.5 * unit(splitmix64(&mut rng));
+        Self {
+            max,
+            limit: f64::from(20.min(max)),
+            rtt_noload: 0,
+            probe_count: 0,
+            probe_jitter,
+            rng,
+            in_flight: 0,
+            samples: Vec::new(),
+            next_update: 0,
+            probe: None,
+        }
+    }
+
+    fn published(&self) -> u32 {
+        let limit = self.limit.floor() as u32;
+        if self.probe.is_some() {
+            limit.min(3)
+        } else {
+            limit
+        }
+    }
+
+    fn acquire(&mut self) -> Option<u32> {
+        if self.in_flight < self.published() {
+            self.in_flight += 1;
+            Some(self.in_flight)
+        } else {
+            None
+        }
+    }
+
+    fn release(&mut self, end: u64, rtt: Option<u64>, in_flight: u32, ignored: bool) {
+        self.in_flight -= 1;
+        if ignored {
+            return;
+        }
+        if let Some(probe) = &mut self.probe {
+            match rtt {
+                None => self.limit = (self.limit - log10(self.limit)).max(1.0),
+                Some(rtt) if in_flight <= 3 => {
+                    probe.push(rtt);
+                    if probe.len() == 10 {
+                        self.rtt_noload = (probe.iter().sum::<u64>() / 10).max(1);
+                        self.probe = None;
+                        self.probe_count = 0;
+                        self.probe_jitter = 0.5 + 0.5 * unit(splitmix64(&mut self.rng));
+                        self.samples.clear();
+                        self.next_update = end;
+                    }
+                }
+                Some(_) => {}
+            }
+            return;
+        }
+        self.samples.push((rtt, in_flight));
+        if end <= self.next_update || self.samples.len() <= 10 {
+            return;
+        }
+        let rtts: Vec<u64> = self.samples.iter().filter_map(|s| s.0).collect();
+        let max_in_flight = self.samples.iter().map(|s| s.1).max().unwrap_or(0);
+        let dropped = self.samples.iter().any(|s| s.0.is_none());
+        self.samples.clear();
+        if rtts.is_empty() {
+            self.next_update = end + 1_000_000;
+            self.limit = (self.limit - log10(self.limit)).max(1.0);
+            return;
+        }
+        let min = *rtts.iter().min().unwrap();
+        self.next_update = end + (2 * min).clamp(1_000_000, 1_000_000_000);
+        let average = rtts.iter().sum::<u64>() / rtts.len() as u64;
+        self.vegas(average.max(1), max_in_flight, dropped);
+    }
+
+    fn vegas(&mut self, rtt: u64, in_flight: u32, dropped: bool) {
+        self.probe_count += 1;
+        if self.probe_jitter * 30.0 * self.limit <= self.probe_count as f64 {
+            self.probe = Some(Vec::new());
+            return;
+        }
+        if self.rtt_noload == 0 || rtt < self.rtt_noload {
+            self.rtt_noload = rtt;
+            return;
+        }
+        let queue = (self.limit * (1.0 - self.rtt_noload as f64 / rtt as f64)).ceil();
+        let l = log10(self.limit);
+        let new = if dropped {
+            self.limit - l
+        } else if f64::from(in_flight) * 2.0 < self.limit {
+            return;
+        } else if queue <= l {
+            self.limit + 6.0 * l
+        } else if queue < 3.0 * l {
+            self.limit + l
+        } else if queue > 6.0 * l {
+            self.limit - l
+        } else {
+            return;
+        };
+        self.limit = new.max(1.0).min(f64::from(self.max));
+    }
+}
+
+/// `max(1, (int) log10((int) limit))`, as Netflix's lookup table.
+fn log10(limit: f64) -> f64 {
+    limit.floor().log10().floor().max(1.0)
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Advance(u64),
+    Acquire,
+    /// Acquire until refused: saturation, where Vegas may grow the limit.
+    Fill,
+    /// Release the held permit at this index (modulo how many are held).
+    Release(usize, Sample),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => (1u64..30_000_000).prop_map(Op::Advance),
+        4 => Just(Op::Acquire),
+        1 => Just(Op::Fill),
+        4 => (any::<usize>(), prop_oneof![
+            8 => Just(Sample::Answered),
+            1 => Just(Sample::Dropped),
+            1 => Just(Sample::Ignored),
+        ]).prop_map(|(i, s)| Op::Release(i, s)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+    #[test]
+    fn limiter_matches_model(
+        max in 1u32..300,
+        seed in any::<u64>(),
+        ops in prop::collection::vec(op(), 1..3000),
+    ) {
+        let limiter = Limiter::with_seed(max, seed);
+        let mut model = Model::new(max, seed);
+        let mut now = 0u64;
+        let mut held: Vec<(Permit, u64, u32)> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Advance(d) => now += d,
+                Op::Acquire => {
+                    let got = limiter.try_acquire(now);
+                    let want = model.acquire();
+                    prop_assert_eq!(got.is_ok(), want.is_some(), "admission at {}", now);
+                    match (got, want) {
+                        (Ok(permit), Some(in_flight)) => held.push((permit, now, in_flight)),
+                        (Err(limit), None) => prop_assert_eq!(limit, model.published()),
+                        _ => unreachable!(),
+                    }
+                }
+                Op::Fill => loop {
+                    let got = limiter.try_acquire(now);
+                    let want = model.acquire();
+                    prop_assert_eq!(got.is_ok(), want.is_some(), "admission at {}", now);
+                    match (got, want) {
+                        (Ok(permit), Some(in_flight)) => held.push((permit, now, in_flight)),
+                        _ => break,
+                    }
+                },
+                Op::Release(i, sample) => {
+                    if held.is_empty() {
+                        continue;
+                    }
+                    let (permit, started, in_flight) = held.swap_remove(i % held.len());
+                    limiter.release(permit, now, sample);
+                    let rtt = (sample == Sample::Answered).then_some(now - started);
+                    model.release(now, rtt, in_flight, sample == Sample::Ignored);
+                }
+            }
+            prop_assert_eq!(limiter.limit(), model.published());
+            prop_assert!((1..=max).contains(&limiter.limit()));
+            prop_assert_eq!(limiter.in_flight(), model.in_flight);
+        }
+    }
+}
