@@ -38,6 +38,12 @@ pub(crate) const KEYS: &[&str] = &[
     "idle",
     "classify",
     "fleet",
+    "throttle",
+    "max_throttle",
+    "throttle_window",
+    "ramp",
+    "dry_run",
+    "adaptive_concurrency",
 ];
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
@@ -85,6 +91,12 @@ pub(crate) struct Args {
     pub(crate) idle: Option<Arg<Duration>>,
     pub(crate) classify: Option<Arg<Expr>>,
     pub(crate) fleet: Option<Arg<bool>>,
+    pub(crate) throttle: Option<Arg<f64>>,
+    pub(crate) max_throttle: Option<Arg<u32>>,
+    pub(crate) throttle_window: Option<Arg<Duration>>,
+    pub(crate) ramp: Option<Arg<Duration>>,
+    pub(crate) dry_run: Option<Arg<bool>>,
+    pub(crate) adaptive_concurrency: Option<Arg<u32>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -207,7 +219,12 @@ fn example(key: &Ident) -> String {
         "max_keys" => "1000",
         "idle" => "\"10m\"",
         "classify" => "judge_response",
-        "fleet" => "true",
+        "fleet" | "dry_run" => "true",
+        "throttle" => "2",
+        "max_throttle" => "90",
+        "throttle_window" => "\"1m\"",
+        "ramp" => "\"30s\"",
+        "adaptive_concurrency" => "100",
         _ => "…",
     };
     format!("write e.g. `{key} = {value}`")
@@ -279,6 +296,15 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
                 callable(&key, value, "a `fn(&Result<T, E>) -> breaker::Verdict`")
             ),
             "fleet" => set!(fleet, boolean(&key, &value)),
+            "throttle" => set!(throttle, throttle_k(&key, &value)),
+            "max_throttle" => set!(max_throttle, percent(&key, &value)),
+            "throttle_window" => set!(throttle_window, duration(&key, &value)),
+            "ramp" => set!(ramp, duration(&key, &value)),
+            "dry_run" => set!(dry_run, boolean(&key, &value)),
+            "adaptive_concurrency" => set!(
+                adaptive_concurrency,
+                at_most(&key, &value, MAX_ADAPTIVE, ADAPTIVE_WHY)
+            ),
             _ => errors.push(unknown_key(&key)),
         }
     }
@@ -316,10 +342,18 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
         // The bounds of the keyed map are policy too: `Config::max_keys`, `Config::idle`.
         args.max_keys.as_ref().map(|a| &a.key),
         args.idle.as_ref().map(|a| &a.key),
+        // Overload (part three): shedding, the ramp, the dry run and the adaptive limit.
+        args.throttle.as_ref().map(|a| &a.key),
+        args.max_throttle.as_ref().map(|a| &a.key),
+        args.throttle_window.as_ref().map(|a| &a.key),
+        args.ramp.as_ref().map(|a| &a.key),
+        args.dry_run.as_ref().map(|a| &a.key),
+        args.adaptive_concurrency.as_ref().map(|a| &a.key),
     ]
     .into_iter()
     .flatten()
     .collect();
+    check_overload(args, seen, errors);
     if args.key.is_none() {
         for key in [
             args.max_keys.as_ref().map(|a| &a.key),
@@ -425,6 +459,79 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
     }
 }
 
+/// The overload keys against each other: `max_throttle` and `throttle_window` tune a
+/// `throttle`, and one bulkhead is fixed or adaptive, not both.
+fn check_overload(args: &Args, seen: &[Ident], errors: &mut Errors) {
+    if args.throttle.is_none() {
+        for key in [
+            args.max_throttle.as_ref().map(|a| &a.key),
+            args.throttle_window.as_ref().map(|a| &a.key),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            errors.push(syn::Error::new(
+                key.span(),
+                format!(
+                    "`{key}` tunes adaptive throttling, and this breaker does not throttle: add \
+                     `throttle = 2` (refuse what the dependency would refuse, past twice the calls \
+                     it accepts) or remove `{key}`"
+                ),
+            ));
+        }
+    }
+    if let (Some(fixed), Some(adaptive)) = (&args.max_concurrent, &args.adaptive_concurrency) {
+        // One mistake, one error: on the key written second.
+        let position = |key: &Ident| seen.iter().position(|k| k == key);
+        let second = if position(&fixed.key) < position(&adaptive.key) {
+            &adaptive.key
+        } else {
+            &fixed.key
+        };
+        errors.push(syn::Error::new(
+            second.span(),
+            "`adaptive_concurrency` and `max_concurrent` are two kinds of one bulkhead: keep \
+             `adaptive_concurrency = N` for a limit that follows the dependency's latency (up to \
+             N), or `max_concurrent = N` for a fixed one",
+        ));
+    }
+}
+
+/// `throttle = K`: how many calls per accepted one the client may send before it sheds
+/// (Google SRE's K), a number of at least 1, e.g. `2` or `1.5`.
+fn throttle_k(key: &Ident, value: &Expr) -> syn::Result<f64> {
+    let k = match lit(value) {
+        Some(Lit::Int(i)) => i.base10_parse::<f64>(),
+        Some(Lit::Float(f)) => f.base10_parse::<f64>(),
+        Some(Lit::Str(s)) => {
+            return Err(syn::Error::new(
+                s.span(),
+                format!("`{key}` takes a number, not a string: {}", example(key)),
+            ))
+        }
+        Some(_) => {
+            return Err(syn::Error::new(
+                value.span(),
+                format!("`{key}` takes a number: {}", example(key)),
+            ))
+        }
+        None => return Err(not_literal(key, value, "a number literal")),
+    }
+    .map_err(|e| syn::Error::new(value.span(), e))?;
+    if !(1.0..=MAX_THROTTLE_K).contains(&k) {
+        return Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` is at least 1 and at most {MAX_THROTTLE_K} (got {k}): below 1 it would \
+                 refuse calls the dependency accepts; 2 is Google's advice (sheds once fewer than \
+                 half the calls succeed), 1.1 sheds early, 3 late: {}",
+                example(key)
+            ),
+        ));
+    }
+    Ok(k)
+}
+
 /// Errors gathered while going on, so several independent mistakes are all reported.
 #[derive(Default)]
 pub(crate) struct Errors(Option<syn::Error>);
@@ -458,6 +565,12 @@ fn lit(value: &Expr) -> Option<&Lit> {
 /// cannot depend on the runtime; `tests/attribute_keys.rs` checks the numbers agree).
 const MAX_PROBES: u32 = 1_000;
 const MAX_WINDOW_CALLS: u32 = 100_000;
+/// `throttle` above this sheds nothing a breaker's threshold would not catch first.
+const MAX_THROTTLE_K: f64 = 100.0;
+/// The runtime's `Config::MAX_ADAPTIVE_CONCURRENCY`.
+const MAX_ADAPTIVE: u32 = 100_000;
+const ADAPTIVE_WHY: &str =
+    "the limit grows one step at a time from 20; for no limit, leave the bulkhead out";
 const PROBES_WHY: &str = "half-open lets a few calls test a recovering dependency, and the probe table is allocated up front";
 const WINDOW_WHY: &str = "the window keeps one entry per call, allocated up front; for a longer stretch write a duration, e.g. `window = \"1m\"`";
 
@@ -538,12 +651,15 @@ fn not_literal(key: &Ident, value: &Expr, what: &str) -> syn::Error {
     )
 }
 
-/// `failure_rate`: a whole percentage; `0.5` is read as "50 percent" in the message.
+/// `failure_rate`, `max_throttle`, `max_open`: a whole percentage; `0.5` is read as "50 percent" in the message.
 fn percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
     let out_of_range = |shown: &str| {
         syn::Error::new(
             value.span(),
-            format!("`failure_rate` is a percentage from 1 to 100, not {shown}: write e.g. `failure_rate = 50`"),
+            format!(
+                "`{key}` is a percentage from 1 to 100, not {shown}: {}",
+                example(key)
+            ),
         )
     };
     match lit(value) {
@@ -557,7 +673,7 @@ fn percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
                 Err(syn::Error::new(
                     value.span(),
                     format!(
-                        "`failure_rate` is a whole percentage: write `failure_rate = {}`",
+                        "`{key}` is a whole percentage: write `{key} = {}`",
                         as_percent.round()
                     ),
                 ))
@@ -571,7 +687,7 @@ fn percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
             match digits.parse::<u32>() {
                 Ok(n) if (1..=100).contains(&n) => Err(syn::Error::new(
                     s.span(),
-                    format!("`failure_rate` takes an integer, not a string: write `failure_rate = {n}` without quotes"),
+                    format!("`{key}` takes an integer, not a string: write `{key} = {n}` without quotes"),
                 )),
                 _ => Err(out_of_range("a string")),
             }

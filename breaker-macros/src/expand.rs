@@ -426,6 +426,8 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.success_threshold,
         &args.max_concurrent,
         &args.max_keys,
+        &args.max_throttle,
+        &args.adaptive_concurrency,
     ];
     let durations = [
         &args.slow_call,
@@ -434,6 +436,8 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.jitter,
         &args.timeout,
         &args.idle,
+        &args.throttle_window,
+        &args.ramp,
     ];
     // In the DESIGN table's order, so an expansion reads like the attribute.
     let mut calls: Vec<(usize, TokenStream)> = Vec::new();
@@ -450,6 +454,14 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
     for arg in durations.into_iter().flatten() {
         let (key, d) = (&arg.key, duration(krate, arg.value, arg.span));
         calls.push((order(key), quote_spanned!(arg.span=> .#key(#d))));
+    }
+    if let Some(t) = &args.throttle {
+        let k = Literal::f64_unsuffixed(t.value);
+        calls.push((order(&t.key), quote_spanned!(t.span=> .throttle(#k))));
+    }
+    if let Some(d) = &args.dry_run {
+        let on = d.value;
+        calls.push((order(&d.key), quote_spanned!(d.span=> .dry_run(#on))));
     }
     if let Some(w) = &args.window {
         let call = match w.value {

@@ -1,0 +1,22 @@
+use breaker::{circuit_breaker, BreakerError};
+
+#[circuit_breaker(throttle = 0.5)]
+async fn call0() -> Result<u32, BreakerError> {
+    Ok(1)
+}
+
+#[circuit_breaker(throttle = 0)]
+async fn call1() -> Result<u32, BreakerError> {
+    Ok(1)
+}
+
+#[circuit_breaker(throttle = "2")]
+async fn call2() -> Result<u32, BreakerError> {
+    Ok(1)
+}
+
+fn main() {
+    let _ = call0();
+    let _ = call1();
+    let _ = call2();
+}
