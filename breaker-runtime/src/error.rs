@@ -43,12 +43,20 @@ pub enum BreakerError {
         /// The configured deadline.
         after: Duration,
     },
-    /// The bulkhead is full: `max_concurrent` calls are already in flight.
+    /// The bulkhead is full: `max_concurrent` calls (or, with `adaptive_concurrency`, the
+    /// current limit) are already in flight.
     Full {
         /// The breaker's name.
         name: Name,
-        /// The configured limit.
+        /// The limit: the configured one, or the adaptive limit at the time of the call.
         max_concurrent: u32,
+    },
+    /// Shed while closed, to spare an overloaded dependency: adaptive throttling (`throttle`)
+    /// refused this share of the calls, or the breaker is ramping traffic back up after it
+    /// closed (`ramp`). The call was not made; calls around it go through.
+    Throttled {
+        /// The breaker's name.
+        name: Name,
     },
 }
 
@@ -65,7 +73,8 @@ impl BreakerError {
         match self {
             BreakerError::Open { name, .. }
             | BreakerError::Timeout { name, .. }
-            | BreakerError::Full { name, .. } => name,
+            | BreakerError::Full { name, .. }
+            | BreakerError::Throttled { name } => name,
         }
     }
 
@@ -82,6 +91,14 @@ impl BreakerError {
     /// The bulkhead was full: the dependency was not called.
     pub fn is_full(&self) -> bool {
         matches!(self, BreakerError::Full { .. })
+    }
+
+    /// The call was shed by adaptive throttling or a recovery ramp: the dependency was not
+    /// called, though the breaker is closed. Unlike [`is_open`](Self::is_open) this is not
+    /// final for a retry loop: the next call may well go through, but a retry adds load to
+    /// an overloaded dependency, so retry with backoff, or not at all.
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, BreakerError::Throttled { .. })
     }
 
     /// How long until the breaker admits a call again, when it is open and knows.
@@ -138,6 +155,10 @@ impl fmt::Display for BreakerError {
             } => write!(
                 f,
                 "circuit breaker `{name}` is full: {max_concurrent} calls already in flight; retry shortly"
+            ),
+            BreakerError::Throttled { name } => write!(
+                f,
+                "circuit breaker `{name}` shed this call to spare an overloaded dependency; retry later, with backoff"
             ),
         }
     }
