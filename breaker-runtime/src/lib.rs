@@ -65,7 +65,7 @@ pub use crate::{
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
-    handle::Handle,
+    handle::{Handle, WeakHandle},
     keyed::{BreakerKey, KeyedBreaker},
     name::Name,
     registry::{registry, Registry},
@@ -74,6 +74,9 @@ pub use crate::{
     stats::Stats,
     verdict::{Classify, EveryError, Judge, Verdict},
 };
+
+#[doc(hidden)]
+pub use crate::core::fleet::FleetLink;
 
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]

@@ -62,7 +62,15 @@ use std::sync::{
 use crate::Breaker;
 
 #[cfg(feature = "redis")]
+mod group;
+#[cfg(feature = "redis")]
+mod lease;
+#[cfg(feature = "redis")]
+mod link;
+#[cfg(feature = "redis")]
 mod protocol;
+#[cfg(feature = "redis")]
+mod resync;
 #[cfg(feature = "redis")]
 mod task;
 
@@ -109,6 +117,9 @@ pub enum FleetError {
     /// The first connection failed (unreachable, refused, wrong password). Later outages
     /// are not errors: the breakers behave as local ones until Redis is back.
     Connect(String),
+    /// A fleet-wide action ([`Fleet::force_open`], [`Fleet::disable`], [`Fleet::reset`])
+    /// was not done: Redis is away or refused it.
+    Redis(String),
 }
 
 impl fmt::Display for FleetError {
@@ -117,6 +128,7 @@ impl fmt::Display for FleetError {
             FleetError::Url(why) => write!(f, "invalid Redis URL: {why}"),
             FleetError::Setting(why) => write!(f, "invalid fleet option: {why}"),
             FleetError::Connect(why) => write!(f, "cannot connect to Redis: {why}"),
+            FleetError::Redis(why) => write!(f, "the fleet-wide action failed: {why}"),
         }
     }
 }
@@ -147,18 +159,64 @@ impl Fleet {
     pub fn join(&self, breaker: &Breaker) {
         let name = breaker.shared_name();
         let key = task::identity(&name);
+        let handle = breaker.handle();
         let member = {
-            let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+            let mut members = task::lock(&self.inner.members);
             if members.contains_key(&key) {
                 return; // joined already
             }
             let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
             members.insert(key, member);
+            // Sent under the lock: the observer (which takes it too) reports this breaker's
+            // transitions under `member` only after this `Join` in the task's queue.
+            task::send_join(&self.inner.tx, member, name, &handle);
             member
         };
-        // From here the fleet's observer reports this breaker's transitions under `member`,
-        // after this `Join` in the task's queue.
-        let _ = self.inner.tx.send(task::Command::Join { member, name });
+        // The member's link: a call waiting for the fleet's probe is told through it, and
+        // dropping the breaker drops it, which takes the member off the fleet.
+        handle.fleet_attach(Box::new(task::MemberLink {
+            member,
+            identity: key,
+            tx: self.inner.tx.clone(),
+            members: self.inner.members.clone(),
+        }));
+    }
+
+    /// Forces every member named `name` open, in every instance of the fleet, until
+    /// [`reset`](Self::reset): kept in Redis, so instances that join later are forced too.
+    /// Done once Redis has it; an error if Redis is away or refuses (nothing changed then).
+    pub async fn force_open(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, Some(group::Manual::Forced)).await
+    }
+
+    /// Disables every member named `name` (every call admitted, still counted), fleet-wide
+    /// and for late joiners, until [`reset`](Self::reset).
+    pub async fn disable(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, Some(group::Manual::Disabled)).await
+    }
+
+    /// Resets every member named `name` in every instance (closed, counts cleared), and
+    /// clears the fleet's state of that name (open period, lease, a forced or disabled
+    /// setting).
+    pub async fn reset(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, None).await
+    }
+
+    async fn manual(&self, name: &str, set: Option<group::Manual>) -> Result<(), FleetError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let command = task::Command::Manual {
+            name: name.to_owned(),
+            set,
+            reply,
+        };
+        if self.inner.tx.send(command).is_err() {
+            return Err(FleetError::Redis("the fleet's task has ended".to_owned()));
+        }
+        match answer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(FleetError::Redis(why)),
+            Err(_) => Err(FleetError::Redis("the fleet's task has ended".to_owned())),
+        }
     }
 
     /// This instance's id in the fleet.

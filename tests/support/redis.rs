@@ -96,18 +96,43 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
     }
 
+    /// One command whose reply is a bulk string (`INFO`): its text.
+    pub fn command_bulk(&self, args: &[&str]) -> String {
+        use std::io::Read;
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        stream.write_all(&request(args)).unwrap();
+        let mut reader = BufReader::new(stream);
+        let mut header = String::new();
+        reader.read_line(&mut header).unwrap();
+        let len: usize = header
+            .trim_end()
+            .strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("redis {args:?}: {header}"));
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).unwrap();
+        String::from_utf8_lossy(&body).into_owned()
+    }
+
     fn try_command(&self, args: &[&str]) -> std::io::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut request = format!("*{}\r\n", args.len());
-        for a in args {
-            request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(request.as_bytes())?;
+        stream.write_all(&request(args))?;
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line)?;
         Ok(line.trim_end().to_owned())
     }
+}
+
+fn request(args: &[&str]) -> Vec<u8> {
+    let mut request = format!("*{}\r\n", args.len());
+    for a in args {
+        request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    request.into_bytes()
 }
 
 impl Drop for RedisServer {
