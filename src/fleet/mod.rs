@@ -21,21 +21,46 @@
 //!   its cool-off. With [`quorum(n)`](FleetBuilder::quorum) they open only once `n` distinct
 //!   instances opened within one cool-off, so one instance with a broken network path does
 //!   not take its healthy siblings down.
-//! - **One probe per fleet**: when the fleet's open period ends, one instance wins a lease
-//!   (`SET NX PX`) and probes; the others stay open until it reports. Its success closes every
-//!   member; its failure reopens them all.
+//! - **One probe per fleet**: when the fleet's open period ends, the members stay open
+//!   (gated); the first instance with a call refused meanwhile asks for the lease
+//!   (`SET NX PX`, one script) and grants that member the probe; it renews the lease while
+//!   the probe runs, so a slow probe is still the only one, and publishes the outcome: its
+//!   success closes every member, its failure reopens them all.
 //! - **Nothing on the call path**: calls read only the breaker's local state. All Redis I/O
 //!   happens on one background task per [`Fleet`]; a slow, paused or dead Redis adds no
 //!   latency to any call.
+//! - **Work grows with what changes**: the task is event-driven (commands, messages, timers),
+//!   holds its members weakly (a dropped breaker leaves the fleet), and does O(1) work per
+//!   event; an idle instance sends one `PING` a second whatever its member count.
 //! - **Redis down**: every breaker behaves as a local one, with one `WARN` per outage; the
-//!   task reconnects with backoff and jitter and resynchronises (reads the fleet's open
-//!   state) when Redis is back, which also makes up for pub/sub messages lost meanwhile. A
+//!   task reconnects with backoff and jitter and resynchronises (reads every name's keys)
+//!   when Redis is back, which also makes up for pub/sub messages lost meanwhile. A
 //!   breaker that joins while the fleet is open learns it when it joins.
+//! - **Redis refuses**: an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, `OOM`, …) is an
+//!   outage for the name the command touched: its members are local breakers (each closes by
+//!   its own probe after its own cool-off), with one `WARN` naming the error. [`Fleet::connect`]
+//!   succeeds whatever the user may do.
+//! - **A message alone proves nothing**: a message is confirmed against the name's keys
+//!   before it changes a member (an opening against its open key's `PTTL`), so whoever can
+//!   `PUBLISH` cannot hold a fleet open.
+//! - **Fleet-wide manual control**: [`Fleet::force_open`], [`Fleet::disable`] and
+//!   [`Fleet::reset`] act on every member of a name in every instance, late joiners included
+//!   (the setting is kept in Redis until reset).
 //! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
 //!   its wall clock with another's. The keys of one breaker name share the hash tag
-//!   `{prefix:name}`, so in a Redis Cluster they live on one node and the probe lease can
-//!   be one script (names must not contain `{` or `}`). The client itself connects to one
-//!   node: a cluster client is not wired in yet.
+//!   `{prefix:name}` (names must not contain `{` or `}`). The client connects to one node.
+//!
+//! # The ACL a fleet needs
+//!
+//! For prefix `breaker` (the default), a least-privilege Redis user:
+//!
+//! ```text
+//! ACL SETUSER fleet on >PASSWORD ~{breaker:* &breaker:* -@all +ping +pttl +get +set +del
+//!     +pexpire +sadd +srem +smembers +exists +eval +publish +subscribe +multi +exec
+//! ```
+//!
+//! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
+//! `quorum(n)`, n ≥ 2.) Whatever is refused leaves the names it touched local, never stuck.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
 //!
@@ -44,12 +69,15 @@
 //! | what happens | what the breakers do |
 //! | --- | --- |
 //! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
-//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect the open state is read back |
-//! | a pub/sub message lost | the resync (every 500 ms) reads each name's open key and applies it |
-//! | the probing instance dies or gets no call | its lease (the open period, 1 s to 30 s) lapses and another instance takes it |
+//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect every name's keys are read back |
+//! | Redis refuses a command (ACL, replica, wrong type, out of memory) | the members of that name are local breakers; one `WARN` naming the error |
+//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s |
+//! | a forged message | confirmed against the keys first: changes nothing without them |
+//! | the probing instance dies or gets no call | its lease (3 s, renewed each second while it probes) lapses or is released; an instance with a call waiting takes it |
 //! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
-//! | an instance starts mid-incident | its members learn the open period (`PTTL`) or the pending probe when they join |
+//! | an instance starts mid-incident | its members learn the open period (`PTTL`), the pending probe or the operator's setting when they join |
 //! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
+//! | a breaker joins a second fleet | it leaves the first: a breaker is a member of one fleet |
 //! | a malformed or foreign message | ignored |
 
 use std::fmt;
