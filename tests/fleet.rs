@@ -4,6 +4,7 @@
 #![cfg(feature = "redis")]
 
 #[path = "support/redis.rs"]
+#[allow(dead_code)] // the cluster's helpers are tests/fleet_cluster.rs's
 mod redis_server;
 
 use std::{

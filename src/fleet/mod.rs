@@ -127,6 +127,8 @@ struct Inner {
 #[must_use = "a builder does nothing until `.connect().await`"]
 pub struct FleetBuilder {
     url: String,
+    /// A cluster's nodes; `url` is then their list, for messages.
+    cluster: Option<Vec<String>>,
     instance: Option<String>,
     prefix: String,
     quorum: u32,
@@ -175,6 +177,32 @@ impl Fleet {
     pub fn builder(url: impl Into<String>) -> FleetBuilder {
         FleetBuilder {
             url: url.into(),
+            cluster: None,
+            instance: None,
+            prefix: "breaker".to_owned(),
+            quorum: 1,
+        }
+    }
+
+    /// A fleet on a Redis Cluster (Redis ≥ 7): `nodes` are `redis://` URLs of some of its
+    /// nodes (the client discovers the rest). Commands go to each name's shard; messages
+    /// travel by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on one channel per name, on the
+    /// name's shard. A failover or a slot migration leaves the members local while it lasts
+    /// (one `WARN`), then the fleet resynchronises.
+    pub fn cluster<I, S>(nodes: I) -> FleetBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let url = nodes
+            .iter()
+            .map(|n| redact(n))
+            .collect::<Vec<_>>()
+            .join(",");
+        FleetBuilder {
+            url,
+            cluster: Some(nodes),
             instance: None,
             prefix: "breaker".to_owned(),
             quorum: 1,
@@ -303,14 +331,30 @@ impl FleetBuilder {
         if self.quorum == 0 {
             return Err(FleetError::Setting("quorum must be at least 1".to_owned()));
         }
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?;
+        let target = match self.cluster {
+            Some(nodes) => {
+                if nodes.is_empty() {
+                    return Err(FleetError::Url(
+                        "a cluster needs at least one node".to_owned(),
+                    ));
+                }
+                for node in &nodes {
+                    redis::Client::open(node.as_str())
+                        .map_err(|e| FleetError::Url(format!("{}: {e}", redact(node))))?;
+                }
+                task::Target::Cluster(nodes)
+            }
+            None => task::Target::One(
+                redis::Client::open(self.url.as_str())
+                    .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?,
+            ),
+        };
         let settings = task::Settings {
             channel: protocol::channel(&self.prefix),
             instance: instance.clone(),
             prefix: self.prefix,
             quorum: self.quorum,
-            client,
+            target,
             url: redact(&self.url),
         };
         let alive = Arc::new(());

@@ -8,6 +8,7 @@
 //! {prefix:name}:trip:<id>     instance <id> opened on its own; PX = its cool-off (quorum)
 //! {prefix:name}:trips         the set of instance ids that wrote a trip key (quorum)
 //! {prefix:name}:manual        "forced" or "disabled": the operator's, fleet-wide, no expiry
+//! {prefix:name}:ch            a cluster's sharded channel of that name (the messages below)
 //!
 //! channel prefix:fleet        "breaker-fleet/1 open <id> <ms> <name>"
 //!                             "breaker-fleet/1 close <id> 0 <name>"
@@ -133,6 +134,8 @@ pub(crate) struct Keys {
     pub(crate) probe: String,
     pub(crate) trips: String,
     pub(crate) manual: String,
+    /// The name's sharded channel (a cluster: `SPUBLISH`/`SSUBSCRIBE`, on the name's shard).
+    pub(crate) channel: String,
     tag: String,
 }
 
@@ -144,6 +147,7 @@ impl Keys {
             probe: format!("{tag}:probe"),
             trips: format!("{tag}:trips"),
             manual: format!("{tag}:manual"),
+            channel: format!("{tag}:ch"),
             tag,
         }
     }

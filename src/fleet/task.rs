@@ -74,8 +74,15 @@ pub(crate) enum Command {
     },
 }
 
+/// Where Redis is.
+pub(crate) enum Target {
+    One(Client),
+    /// A cluster's nodes (some of them: the client discovers the rest).
+    Cluster(Vec<String>),
+}
+
 pub(crate) struct Settings {
-    pub(crate) client: Client,
+    pub(crate) target: Target,
     pub(crate) url: String,
     pub(crate) instance: String,
     pub(crate) prefix: String,
@@ -133,6 +140,7 @@ pub(crate) async fn start(
         fresh: Vec::new(),
         confirm: Vec::new(),
         warned: false,
+        resyncing: false,
         refusals: HashSet::new(),
         reconnect_at: now,
         next_ping: now + PING,
@@ -176,12 +184,32 @@ struct Task {
     confirm: Vec<Arc<str>>,
     /// Warned of this outage already.
     warned: bool,
+    /// Reconnected; every name not yet read back.
+    resyncing: bool,
     /// Error replies warned of already (one WARN per kind of refusal).
     refusals: HashSet<String>,
     backoff: Backoff,
     reconnect_at: Instant,
     next_ping: Instant,
     next_resync: Instant,
+}
+
+/// One name's three reads out of a pipeline's answers.
+fn seen_from(
+    (a, b, c): (
+        Option<redis::Value>,
+        Option<redis::Value>,
+        Option<redis::Value>,
+    ),
+) -> Result<Seen, Failure> {
+    let (Some(a), Some(b), Some(c)) = (a, b, c) else {
+        return Err(Failure::Refused("a short answer".to_owned()));
+    };
+    Ok((
+        redis::from_redis_value(a).map_err(|e| Failure::Refused(e.to_string()))?,
+        redis::from_redis_value(b).map_err(|e| Failure::Refused(e.to_string()))?,
+        redis::from_redis_value(c).map_err(|e| Failure::Refused(e.to_string()))?,
+    ))
 }
 
 fn millis(d: Option<Duration>) -> u64 {
@@ -439,11 +467,8 @@ impl Task {
             .ignore()
             .cmd("DEL")
             .arg(&group.keys.probe)
-            .ignore()
-            .cmd("PUBLISH")
-            .arg(&self.s.channel)
-            .arg(message)
             .ignore();
+        self.publish(&mut pipe, &group.keys, message);
         if self.query::<()>(name, &pipe).await.is_some() {
             if let Some(group) = self.groups.get_mut(name) {
                 let until = group.open(ms, Some(source));
@@ -476,20 +501,34 @@ impl Task {
             .ignore()
             .cmd("DEL")
             .arg(&group.keys.open)
-            .ignore()
-            .cmd("PUBLISH")
-            .arg(&self.s.channel)
-            .arg(message)
             .ignore();
+        let keys = group.keys.clone();
+        self.publish(&mut pipe, &keys, message);
         let _ = self.query::<()>(name, &pipe).await;
+    }
+
+    /// Appends the message to `pipe`: on the fleet's channel (one node) or on the name's
+    /// sharded channel (a cluster: the same shard as its keys).
+    fn publish(&self, pipe: &mut redis::Pipeline, keys: &Keys, message: String) {
+        if self.link.as_ref().is_some_and(Link::sharded) {
+            pipe.cmd("SPUBLISH")
+                .arg(&keys.channel)
+                .arg(message)
+                .ignore();
+        } else {
+            pipe.cmd("PUBLISH")
+                .arg(&self.s.channel)
+                .arg(message)
+                .ignore();
+        }
     }
 
     /// An operator's fleet-wide setting: the key (kept until reset), the message, then the
     /// members here.
     async fn manual(&mut self, name: &str, set: Option<Manual>) -> Result<(), String> {
-        let Some(link) = &self.link else {
+        if self.link.is_none() {
             return Err("Redis is unreachable".to_owned());
-        };
+        }
         let keys = Keys::new(&self.s.prefix, name);
         let kind = match set {
             Some(Manual::Forced) => Kind::Forced,
@@ -522,10 +561,10 @@ impl Task {
                     .ignore();
             }
         }
-        pipe.cmd("PUBLISH")
-            .arg(&self.s.channel)
-            .arg(message)
-            .ignore();
+        self.publish(&mut pipe, &keys, message);
+        let Some(link) = &self.link else {
+            return Err("Redis is unreachable".to_owned());
+        };
         match link.query::<()>(&pipe).await {
             Ok(()) => {}
             Err(Failure::Refused(why)) => return Err(why),
@@ -561,6 +600,23 @@ impl Task {
     /// Reads the keys of the fresh names and of the names messages spoke of, in pipelines
     /// of at most [`BATCH`] names, and agrees with them.
     async fn flush(&mut self) {
+        if self.link.as_ref().is_some_and(Link::sharded) {
+            // A cluster: each fresh name's sharded channel is subscribed before its keys
+            // are read, so no message between the two is missed.
+            for name in self.fresh.clone() {
+                let Some(channel) = self.groups.get(&name).map(|g| g.keys.channel.clone()) else {
+                    continue;
+                };
+                let Some(link) = self.link.as_mut() else {
+                    break;
+                };
+                match link.watch(&channel).await {
+                    Ok(()) => {}
+                    Err(Failure::Outage(why)) => return self.lost(why),
+                    Err(Failure::Refused(why)) => self.refused(&name, &why),
+                }
+            }
+        }
         while self.link.is_some() && !(self.fresh.is_empty() && self.confirm.is_empty()) {
             let mut names: Vec<Arc<str>> = Vec::new();
             while names.len() < BATCH {
@@ -575,47 +631,68 @@ impl Task {
         }
         self.fresh.clear();
         self.confirm.clear();
+        if self.resyncing && self.link.is_some() {
+            // Every name read back on the new link: the outage is over (a link that breaks
+            // again before this, as during a failover, is the same outage: one WARN).
+            self.resyncing = false;
+            self.warned = false;
+            tracing::info!(
+                target: "breaker",
+                instance = %self.s.instance,
+                "fleet: Redis is back; resynchronised"
+            );
+        }
     }
 
-    /// Reads `names`' keys in one round trip and makes each group agree.
+    /// Reads `names`' keys (one node: in one round trip; a cluster: one pipeline per name,
+    /// all at once, since a pipeline goes to one shard) and makes each group agree.
     async fn read_back(&mut self, names: Vec<Arc<str>>) {
-        let mut pipe = redis::pipe();
-        let mut read = Vec::with_capacity(names.len());
+        let mut pipes = Vec::with_capacity(names.len());
         for name in names {
             if let Some(group) = self.groups.get(&name) {
+                let mut pipe = redis::pipe();
                 resync::read(&mut pipe, &group.keys);
-                read.push(name);
+                pipes.push((name, pipe));
             }
-        }
-        if read.is_empty() {
-            return;
         }
         let Some(link) = &self.link else { return };
-        let values: Vec<redis::Value> = match link.query(&pipe).await {
-            Ok(v) => v,
-            Err(Failure::Outage(why)) => return self.lost(why),
-            Err(Failure::Refused(why)) => {
-                for name in &read {
-                    self.refused(name, &why);
+        let answers: Vec<(Arc<str>, Result<Seen, Failure>)> = if link.sharded() {
+            let reads = pipes.iter().map(|(_, pipe)| link.query::<Seen>(pipe));
+            let seen = futures_util::future::join_all(reads).await;
+            pipes.into_iter().map(|(name, _)| name).zip(seen).collect()
+        } else {
+            let mut pipe = redis::pipe();
+            for (_, p) in &pipes {
+                for cmd in p.cmd_iter() {
+                    pipe.add_command(cmd.clone());
                 }
-                return;
+            }
+            match link.query::<Vec<redis::Value>>(&pipe).await {
+                Err(Failure::Outage(why)) => return self.lost(why),
+                Err(Failure::Refused(why)) => pipes
+                    .into_iter()
+                    .map(|(name, _)| (name, Err(Failure::Refused(why.clone()))))
+                    .collect(),
+                Ok(values) => {
+                    let mut values = values.into_iter();
+                    pipes
+                        .into_iter()
+                        .map(|(name, _)| {
+                            let seen = (values.next(), values.next(), values.next());
+                            (name, seen_from(seen))
+                        })
+                        .collect()
+                }
             }
         };
-        let mut values = values.into_iter();
-        for name in read {
-            let (Some(a), Some(b), Some(c)) = (values.next(), values.next(), values.next()) else {
-                break;
-            };
-            let seen: Result<Seen, _> = (|| {
-                Ok::<_, redis::RedisError>((
-                    redis::from_redis_value(a)?,
-                    redis::from_redis_value(b)?,
-                    redis::from_redis_value(c)?,
-                ))
-            })();
+        for (name, seen) in answers {
             match seen {
                 Ok(seen) => self.agree(&name, seen).await,
-                Err(e) => self.refused(&name, &e.to_string()),
+                Err(Failure::Refused(why)) => self.refused(&name, &why),
+                Err(Failure::Outage(why)) => return self.lost(why),
+            }
+            if self.link.is_none() {
+                return;
             }
         }
     }
@@ -672,7 +749,9 @@ impl Task {
         }
         if now >= self.next_ping {
             self.next_ping = now + PING;
-            if let Some(link) = &self.link {
+            // (A cluster client watches its nodes itself and says when one disconnects; a
+            // `PING` would go to any node it knows, a dead one too.)
+            if let Some(link) = self.link.as_ref().filter(|l| !l.sharded()) {
                 if let Err(Failure::Outage(why)) = link.command::<()>(&redis::cmd("PING")).await {
                     self.lost(why);
                 }
@@ -846,15 +925,11 @@ impl Task {
         {
             Ok(link) => {
                 self.link = Some(link);
-                self.warned = false;
                 self.refusals.clear();
-                tracing::info!(
-                    target: "breaker",
-                    instance = %self.s.instance,
-                    "fleet: Redis is back; resynchronising"
-                );
-                // Messages were lost meanwhile: every name is read back (in batches).
-                self.confirm.extend(self.groups.keys().cloned());
+                self.resyncing = true;
+                // Messages were lost meanwhile: every name is read back (in batches), and
+                // on a cluster subscribed to again.
+                self.fresh.extend(self.groups.keys().cloned());
                 let now = Instant::now();
                 self.next_ping = now + PING;
                 self.next_resync = now + RESYNC;
