@@ -4,6 +4,7 @@
 #![cfg(feature = "redis")]
 
 #[path = "support/redis.rs"]
+#[allow(dead_code)] // the cluster's helpers are tests/fleet_cluster.rs's
 mod redis_server;
 
 use std::{
@@ -301,9 +302,13 @@ async fn a_failed_probe_reopens_every_instance_and_a_good_one_closes_them_all() 
 async fn a_lost_message_is_made_up_by_the_resync() {
     let server = RedisServer::start();
     let members = instances(&server, "fleet::lost", 3, 1, 1_000).await;
-    // Another instance opened the fleet, and its message never arrived.
-    let set = server.command(&["SET", "{t:fleet::lost}:open", "gone", "PX", "3000"]);
+    // Another instance opened the fleet, and its message never arrived: messages are lost
+    // when a subscription breaks, and the resync after the reconnection reads every name.
+    let set = server.command(&["SET", "{t:fleet::lost}:open", "gone", "PX", "5000"]);
     assert_eq!(set, "+OK");
+    assert!(server
+        .command(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .starts_with(':'));
     wait_for("every instance open", WITHIN, || {
         all_in(&members, State::Open)
     })
@@ -346,15 +351,25 @@ async fn a_late_joiner_learns_that_the_fleet_is_open() {
 async fn a_late_joiner_waits_for_the_probe_of_another_instance() {
     let server = RedisServer::start();
     let members = instances(&server, "fleet::late_probe", 2, 1, 200).await;
+    // Connected now, so that joining later takes no round trip: the lease of an instance
+    // whose granted member makes no call is released after a few seconds.
+    let late_fleet = fleet(&server, "fleet::late_probe#late", 1).await;
     trip(&members[0].1);
     wait_for("i1 open", WITHIN, || members[1].1.state() == State::Open).await;
-    // No traffic: when the open period ends one instance takes the lease and waits for a
-    // call to probe with.
+    // Only an instance with a call waiting asks for the lease: one refused call on i0 past
+    // the open period, and i0 holds the lease, its member granted the probe.
+    wait_for("the open period to end", WITHIN, || {
+        members[0].1.retry_in().unwrap_or_default() == Duration::ZERO
+    })
+    .await;
+    let refused = members[0]
+        .1
+        .call_sync(|| -> Result<(), ()> { panic!("not yet granted") });
+    assert!(refused.unwrap_err().is_open());
     wait_for("the probe lease", WITHIN, || {
         server.command(&["EXISTS", "{t:fleet::late_probe}:probe"]) == ":1"
     })
     .await;
-    let late_fleet = fleet(&server, "fleet::late_probe#late", 1).await;
     let (late, _) = member("fleet::late_probe", 200);
     late_fleet.join(&late);
     wait_for("the late joiner held open", WITHIN, || {
@@ -421,17 +436,16 @@ async fn redis_killed_mid_incident_leaves_local_breakers_then_resyncs() {
         3,
         "one WARN per instance for the outage, however many reconnects failed"
     );
-    // Another instance opened the fleet while this one could not hear it: the resync after
-    // reconnecting finds it.
-    assert_eq!(
-        server.command(&["SET", "{t:fleet::outage}:open", "elsewhere", "PX", "4000"]),
-        "+OK"
-    );
-    wait_for("every instance open after the resync", WITHIN, || {
+    // The fleet works again: an opening spreads.
+    for (_, b, _) in &members {
+        close_by_calls(b).await;
+    }
+    trip(&members[1].1);
+    wait_for("every instance open after the reconnection", WITHIN, || {
         all_in(&members, State::Open)
     })
     .await;
-    for (_, _, log) in &members {
+    for (_, _, log) in [&members[0], &members[2]] {
         assert_eq!(
             log.lock().unwrap().last(),
             Some(&(State::Open, Cause::Fleet))
@@ -594,7 +608,9 @@ fn malformed_and_foreign_messages_change_nothing() {
             Ok(())
         })
         .unwrap();
-    // A valid message after them all: once the sentinel opens, the task has read them.
+    // A valid opening after them all: once the sentinel opens, the task has read them.
+    let set = server.command(&["SET", "{t:fleet::sentinel}:open", "x", "PX", "5000"]);
+    assert_eq!(set, "+OK");
     publish(&server, b"breaker-fleet/1 open other 5000 fleet::sentinel");
     rt.block_on(wait_for("the sentinel open", WITHIN, || {
         sentinel.0.state() == State::Open
@@ -744,4 +760,317 @@ mod warn_log {
         fn enter(&self, _: &span::Id) {}
         fn exit(&self, _: &span::Id) {}
     }
+}
+
+// ---- Part three: adversity and scale (issue 19) ----
+
+/// A fleet connected as Redis user `user` (password `pw`), set up with `acl` first.
+async fn fleet_as(server: &RedisServer, user: &str, acl: &[&str], instance: &str) -> Fleet {
+    let mut args = vec!["ACL", "SETUSER", user, "reset", "on", ">pw"];
+    args.extend_from_slice(acl);
+    assert_eq!(server.command(&args), "+OK");
+    Fleet::builder(format!("redis://{user}:pw@127.0.0.1:{}/", server.port))
+        .instance(instance)
+        .prefix("t")
+        .connect()
+        .await
+        .expect("connect succeeds whatever the user may do")
+}
+
+/// The ACL the README documents for a fleet with prefix `t` (see src/fleet/mod.rs).
+const FLEET_ACL: &[&str] = &[
+    "~{t:*",
+    "&t:*",
+    "-@all",
+    "+ping",
+    "+pttl",
+    "+get",
+    "+set",
+    "+del",
+    "+pexpire",
+    "+sadd",
+    "+srem",
+    "+smembers",
+    "+exists",
+    "+eval",
+    "+publish",
+    "+subscribe",
+    "+multi",
+    "+exec",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_scripting_gets_local_breakers_after_their_cool_off() {
+    let warnings = warn_log::install();
+    let server = RedisServer::start();
+    let acl = ["~*", "&*", "+@all", "-@scripting"];
+    let mut members = Vec::new();
+    for i in 0..2 {
+        let f = fleet_as(&server, "noscript", &acl, &format!("fleet::noperm#{i}")).await;
+        let (b, log) = member("fleet::noperm", 200);
+        f.join(&b);
+        members.push((f, b, log));
+    }
+    settle().await;
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    // The lease script is refused (NOPERM): each member is a local breaker again and closes
+    // by its own probe once its cool-off is over, with a healthy dependency.
+    let opened = Instant::now();
+    for (_, b, _) in &members {
+        close_by_calls(b).await;
+    }
+    let took = opened.elapsed();
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    wait_for("a WARN naming NOPERM", WITHIN, || {
+        warn_log::count(warnings, "fleet::noperm#", "NOPERM") >= 1
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_is_all_a_fleet_needs() {
+    let warnings = warn_log::install();
+    let server = RedisServer::start();
+    let mut members = Vec::new();
+    for i in 0..3 {
+        let f = fleet_as(&server, "fleet", FLEET_ACL, &format!("fleet::acl#{i}")).await;
+        let (b, log) = member("fleet::acl", 300);
+        f.join(&b);
+        members.push((f, b, log));
+    }
+    settle().await;
+    for round in 0..2 {
+        trip(&members[round].1);
+        wait_for("every instance open", WITHIN, || {
+            all_in(&members, State::Open)
+        })
+        .await;
+        let (hits, _) = recover(&members, 50).await;
+        assert_eq!(hits, 1, "round {round}: one probe for the fleet");
+    }
+    members[0]
+        .0
+        .force_open("fleet::acl")
+        .await
+        .expect("force_open");
+    wait_for("every instance forced open", WITHIN, || {
+        all_in(&members, State::ForcedOpen)
+    })
+    .await;
+    members[1].0.reset("fleet::acl").await.expect("reset");
+    wait_for("every instance reset", WITHIN, || {
+        all_in(&members, State::Closed)
+    })
+    .await;
+    assert_eq!(
+        warn_log::count(warnings, "fleet::acl#", "fleet: Redis"),
+        0,
+        "no refusal, no outage"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_open_message_holds_no_member_open() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::forged", 2, 1, 200).await;
+    let (sentinel, _) = member("fleet::forged_sentinel", 200);
+    members[0].0.join(&sentinel);
+    settle().await;
+    // Anyone who can PUBLISH: an open for a day, with no open key behind it.
+    publish(&server, b"breaker-fleet/1 open evil 86400000 fleet::forged");
+    // Then a real opening (key and message): once it is applied, the forgery was read.
+    let set = server.command(&["SET", "{t:fleet::forged_sentinel}:open", "x", "PX", "5000"]);
+    assert_eq!(set, "+OK");
+    publish(
+        &server,
+        b"breaker-fleet/1 open other 5000 fleet::forged_sentinel",
+    );
+    wait_for("the sentinel open", WITHIN, || {
+        sentinel.state() == State::Open
+    })
+    .await;
+    for (_, b, _) in &members {
+        let held = b.retry_in().unwrap_or_default();
+        assert!(
+            held < Duration::from_secs(1),
+            "held open {held:?} by a message"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_slower_than_the_lease_is_still_the_only_probe() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::slow_probe", 2, 1, 300).await;
+    for round in 0..2 {
+        trip(&members[round].1);
+        wait_for("every instance open", WITHIN, || {
+            all_in(&members, State::Open)
+        })
+        .await;
+        let (hits, _) = recover(&members, 1_500).await;
+        assert_eq!(
+            hits, 1,
+            "round {round}: {hits} probes reached the dependency"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_wide_manual_control_reaches_late_joiners() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::manual", 2, 1, 200).await;
+    members[0].0.force_open("fleet::manual").await.unwrap();
+    wait_for("every instance forced open", WITHIN, || {
+        all_in(&members, State::ForcedOpen)
+    })
+    .await;
+    let late_fleet = fleet(&server, "fleet::manual#late", 1).await;
+    let (late, _) = member("fleet::manual", 200);
+    late_fleet.join(&late);
+    wait_for("the late joiner forced open", WITHIN, || {
+        late.state() == State::ForcedOpen
+    })
+    .await;
+    members[1].0.disable("fleet::manual").await.unwrap();
+    wait_for("every instance disabled", WITHIN, || {
+        all_in(&members, State::Disabled) && late.state() == State::Disabled
+    })
+    .await;
+    members[0].0.reset("fleet::manual").await.unwrap();
+    wait_for("every instance reset", WITHIN, || {
+        all_in(&members, State::Closed) && late.state() == State::Closed
+    })
+    .await;
+    // Reset is kept too: a later joiner is not disabled.
+    let (later, _) = member("fleet::manual", 200);
+    late_fleet.join(&later);
+    settle().await;
+    assert_eq!(later.state(), State::Closed);
+    // A forged manual message changes nothing: the key decides.
+    publish(&server, b"breaker-fleet/1 forced evil 0 fleet::manual");
+    trip(&members[0].1);
+    wait_for("the opening spread", WITHIN, || {
+        members[1].1.state() == State::Open
+    })
+    .await;
+    assert_eq!(members[1].1.state(), State::Open, "not forced by a message");
+}
+
+/// `n` breakers named `prefix/i`, each joined to `f`.
+fn many(f: &Fleet, prefix: &str, n: usize) -> Vec<Breaker> {
+    (0..n)
+        .map(|i| {
+            let b = Breaker::new(format!("{prefix}/{i}"), Config::default().threshold(1));
+            f.join(&b);
+            b
+        })
+        .collect()
+}
+
+/// Total commands Redis has executed (INFO commandstats), this query excluded.
+fn commands(server: &RedisServer) -> u64 {
+    server
+        .command_bulk(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| {
+            l.split_once("calls=")?
+                .1
+                .split(',')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_joins_are_absorbed_in_well_under_a_second() {
+    let server = RedisServer::start();
+    let f = fleet(&server, "scale::joins#0", 1).await;
+    let started = Instant::now();
+    let members = many(&f, "scale::joins", 10_000);
+    // An opening of the last member, published after the joins: applied once the task has
+    // taken them all in.
+    let last = "scale::joins/9999";
+    let key = format!("{{t:{last}}}:open");
+    assert_eq!(server.command(&["SET", &key, "x", "PX", "5000"]), "+OK");
+    publish(
+        &server,
+        format!("breaker-fleet/1 open other 5000 {last}").as_bytes(),
+    );
+    wait_for("the last member open", WITHIN, || {
+        members[9_999].state() == State::Open
+    })
+    .await;
+    let took = started.elapsed();
+    println!("10 000 joins and an opening absorbed in {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_fleet_of_ten_thousand_sends_about_one_command_a_second() {
+    let server = RedisServer::start();
+    let f = fleet(&server, "scale::idle#0", 1).await;
+    let _members = many(&f, "scale::idle", 10_000);
+    // Joins done (the task read every name's keys): then two seconds of idleness.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = commands(&server);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = commands(&server) - before - 1;
+    println!("{sent} commands in 2 s from an idle instance with 10 000 members");
+    assert!(sent <= 4, "{sent} commands in 2 s");
+}
+
+#[test]
+fn killing_redis_stalls_a_current_thread_runtime_hosting_ten_thousand_members_very_little() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut server = RedisServer::start();
+    rt.block_on(async {
+        let f = fleet(&server, "scale::stall#0", 1).await;
+        let members = many(&f, "scale::stall", 10_000);
+        // The joins are taken in: an opening of the last member applied.
+        let last = "scale::stall/9999";
+        let key = format!("{{t:{last}}}:open");
+        assert_eq!(server.command(&["SET", &key, "x", "PX", "60000"]), "+OK");
+        publish(
+            &server,
+            format!("breaker-fleet/1 open other 60000 {last}").as_bytes(),
+        );
+        wait_for("the last member open", WITHIN, || {
+            members[9_999].state() == State::Open
+        })
+        .await;
+        let worst = Arc::new(Mutex::new(Duration::ZERO));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = {
+            let (worst, stop) = (worst.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut last = Instant::now();
+                while !stop.load(SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    let gap = last.elapsed();
+                    let mut w = worst.lock().unwrap();
+                    *w = (*w).max(gap);
+                    last = Instant::now();
+                }
+            })
+        };
+        server.kill();
+        // The task learns the outage (the subscription ends) and ungates every member; the
+        // ticker measures how long the runtime's one thread was kept meanwhile.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        stop.store(true, SeqCst);
+        ticker.await.unwrap();
+        let worst = *worst.lock().unwrap();
+        println!("worst stall with Redis killed: {worst:?}");
+        assert!(worst < Duration::from_millis(500), "stalled {worst:?}");
+    });
 }

@@ -1,6 +1,9 @@
 //! [`Handle`]: manual control and inspection of a breaker, and the hooks a fleet drives.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
 
 use crate::{call::Shared, snapshot::Snapshot, State, Stats};
 
@@ -100,6 +103,24 @@ impl Handle {
         self.shared.core.fleet_grant_probe();
     }
 
+    /// Fleet: attaches the fleet's link: told when a call waits for the fleet's probe,
+    /// dropped with the breaker.
+    pub fn fleet_attach(&self, link: Box<dyn crate::FleetLink>) {
+        self.shared.core.fleet_attach(link);
+    }
+
+    /// Fleet: whether the gate holds the breaker open and a call was refused meanwhile.
+    pub fn fleet_wanted(&self) -> bool {
+        self.shared.core.fleet_wanted()
+    }
+
+    /// Fleet: a handle that does not keep the breaker alive.
+    pub fn downgrade(&self) -> WeakHandle {
+        WeakHandle {
+            shared: Arc::downgrade(&self.shared),
+        }
+    }
+
     /// The state as stored, without moving an open breaker to half-open.
     pub fn peek_state(&self) -> State {
         self.shared.core.peek()
@@ -108,6 +129,26 @@ impl Handle {
     /// Whether both handles reach the same breaker.
     pub fn same_breaker(&self, other: &Handle) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+/// A [`Handle`] that does not keep its breaker alive (what a fleet holds of its members).
+#[doc(hidden)]
+#[derive(Clone)]
+pub struct WeakHandle {
+    shared: Weak<Shared>,
+}
+
+impl WeakHandle {
+    /// The handle, if the breaker still lives.
+    pub fn upgrade(&self) -> Option<Handle> {
+        self.shared.upgrade().map(|shared| Handle { shared })
+    }
+}
+
+impl std::fmt::Debug for WeakHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WeakHandle").finish_non_exhaustive()
     }
 }
 

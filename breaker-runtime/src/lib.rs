@@ -70,7 +70,7 @@ pub use crate::{
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
-    handle::Handle,
+    handle::{Handle, WeakHandle},
     keyed::{BreakerKey, KeyedBreaker},
     name::Name,
     registry::{registry, Registry},
@@ -79,6 +79,9 @@ pub use crate::{
     stats::Stats,
     verdict::{Classify, EveryError, Judge, Verdict},
 };
+
+#[doc(hidden)]
+pub use crate::core::fleet::FleetLink;
 
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]

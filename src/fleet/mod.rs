@@ -21,21 +21,46 @@
 //!   its cool-off. With [`quorum(n)`](FleetBuilder::quorum) they open only once `n` distinct
 //!   instances opened within one cool-off, so one instance with a broken network path does
 //!   not take its healthy siblings down.
-//! - **One probe per fleet**: when the fleet's open period ends, one instance wins a lease
-//!   (`SET NX PX`) and probes; the others stay open until it reports. Its success closes every
-//!   member; its failure reopens them all.
+//! - **One probe per fleet**: when the fleet's open period ends, the members stay open
+//!   (gated); the first instance with a call refused meanwhile asks for the lease
+//!   (`SET NX PX`, one script) and grants that member the probe; it renews the lease while
+//!   the probe runs, so a slow probe is still the only one, and publishes the outcome: its
+//!   success closes every member, its failure reopens them all.
 //! - **Nothing on the call path**: calls read only the breaker's local state. All Redis I/O
 //!   happens on one background task per [`Fleet`]; a slow, paused or dead Redis adds no
 //!   latency to any call.
+//! - **Work grows with what changes**: the task is event-driven (commands, messages, timers),
+//!   holds its members weakly (a dropped breaker leaves the fleet), and does O(1) work per
+//!   event; an idle instance sends one `PING` a second whatever its member count.
 //! - **Redis down**: every breaker behaves as a local one, with one `WARN` per outage; the
-//!   task reconnects with backoff and jitter and resynchronises (reads the fleet's open
-//!   state) when Redis is back, which also makes up for pub/sub messages lost meanwhile. A
+//!   task reconnects with backoff and jitter and resynchronises (reads every name's keys)
+//!   when Redis is back, which also makes up for pub/sub messages lost meanwhile. A
 //!   breaker that joins while the fleet is open learns it when it joins.
+//! - **Redis refuses**: an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, `OOM`, …) is an
+//!   outage for the name the command touched: its members are local breakers (each closes by
+//!   its own probe after its own cool-off), with one `WARN` naming the error. [`Fleet::connect`]
+//!   succeeds whatever the user may do.
+//! - **A message alone proves nothing**: a message is confirmed against the name's keys
+//!   before it changes a member (an opening against its open key's `PTTL`), so whoever can
+//!   `PUBLISH` cannot hold a fleet open.
+//! - **Fleet-wide manual control**: [`Fleet::force_open`], [`Fleet::disable`] and
+//!   [`Fleet::reset`] act on every member of a name in every instance, late joiners included
+//!   (the setting is kept in Redis until reset).
 //! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
 //!   its wall clock with another's. The keys of one breaker name share the hash tag
-//!   `{prefix:name}`, so in a Redis Cluster they live on one node and the probe lease can
-//!   be one script (names must not contain `{` or `}`). The client itself connects to one
-//!   node: a cluster client is not wired in yet.
+//!   `{prefix:name}` (names must not contain `{` or `}`). The client connects to one node.
+//!
+//! # The ACL a fleet needs
+//!
+//! For prefix `breaker` (the default), a least-privilege Redis user:
+//!
+//! ```text
+//! ACL SETUSER fleet on >PASSWORD ~{breaker:* &breaker:* -@all +ping +pttl +get +set +del
+//!     +pexpire +sadd +srem +smembers +exists +eval +publish +subscribe +multi +exec
+//! ```
+//!
+//! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
+//! `quorum(n)`, n ≥ 2.) Whatever is refused leaves the names it touched local, never stuck.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
 //!
@@ -44,12 +69,15 @@
 //! | what happens | what the breakers do |
 //! | --- | --- |
 //! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
-//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect the open state is read back |
-//! | a pub/sub message lost | the resync (every 500 ms) reads each name's open key and applies it |
-//! | the probing instance dies or gets no call | its lease (the open period, 1 s to 30 s) lapses and another instance takes it |
+//! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect every name's keys are read back |
+//! | Redis refuses a command (ACL, replica, wrong type, out of memory) | the members of that name are local breakers; one `WARN` naming the error |
+//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s |
+//! | a forged message | confirmed against the keys first: changes nothing without them |
+//! | the probing instance dies or gets no call | its lease (3 s, renewed each second while it probes) lapses or is released; an instance with a call waiting takes it |
 //! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
-//! | an instance starts mid-incident | its members learn the open period (`PTTL`) or the pending probe when they join |
+//! | an instance starts mid-incident | its members learn the open period (`PTTL`), the pending probe or the operator's setting when they join |
 //! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
+//! | a breaker joins a second fleet | it leaves the first: a breaker is a member of one fleet |
 //! | a malformed or foreign message | ignored |
 
 use std::fmt;
@@ -62,7 +90,15 @@ use std::sync::{
 use crate::Breaker;
 
 #[cfg(feature = "redis")]
+mod group;
+#[cfg(feature = "redis")]
+mod lease;
+#[cfg(feature = "redis")]
+mod link;
+#[cfg(feature = "redis")]
 mod protocol;
+#[cfg(feature = "redis")]
+mod resync;
 #[cfg(feature = "redis")]
 mod task;
 
@@ -91,6 +127,8 @@ struct Inner {
 #[must_use = "a builder does nothing until `.connect().await`"]
 pub struct FleetBuilder {
     url: String,
+    /// A cluster's nodes; `url` is then their list, for messages.
+    cluster: Option<Vec<String>>,
     instance: Option<String>,
     prefix: String,
     quorum: u32,
@@ -109,6 +147,9 @@ pub enum FleetError {
     /// The first connection failed (unreachable, refused, wrong password). Later outages
     /// are not errors: the breakers behave as local ones until Redis is back.
     Connect(String),
+    /// A fleet-wide action ([`Fleet::force_open`], [`Fleet::disable`], [`Fleet::reset`])
+    /// was not done: Redis is away or refused it.
+    Redis(String),
 }
 
 impl fmt::Display for FleetError {
@@ -117,6 +158,7 @@ impl fmt::Display for FleetError {
             FleetError::Url(why) => write!(f, "invalid Redis URL: {why}"),
             FleetError::Setting(why) => write!(f, "invalid fleet option: {why}"),
             FleetError::Connect(why) => write!(f, "cannot connect to Redis: {why}"),
+            FleetError::Redis(why) => write!(f, "the fleet-wide action failed: {why}"),
         }
     }
 }
@@ -135,6 +177,32 @@ impl Fleet {
     pub fn builder(url: impl Into<String>) -> FleetBuilder {
         FleetBuilder {
             url: url.into(),
+            cluster: None,
+            instance: None,
+            prefix: "breaker".to_owned(),
+            quorum: 1,
+        }
+    }
+
+    /// A fleet on a Redis Cluster (Redis ≥ 7): `nodes` are `redis://` URLs of some of its
+    /// nodes (the client discovers the rest). Commands go to each name's shard; messages
+    /// travel by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on one channel per name, on the
+    /// name's shard. A failover or a slot migration leaves the members local while it lasts
+    /// (one `WARN`), then the fleet resynchronises.
+    pub fn cluster<I, S>(nodes: I) -> FleetBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let url = nodes
+            .iter()
+            .map(|n| redact(n))
+            .collect::<Vec<_>>()
+            .join(",");
+        FleetBuilder {
+            url,
+            cluster: Some(nodes),
             instance: None,
             prefix: "breaker".to_owned(),
             quorum: 1,
@@ -147,18 +215,64 @@ impl Fleet {
     pub fn join(&self, breaker: &Breaker) {
         let name = breaker.shared_name();
         let key = task::identity(&name);
+        let handle = breaker.handle();
         let member = {
-            let mut members = self.inner.members.lock().unwrap_or_else(|p| p.into_inner());
+            let mut members = task::lock(&self.inner.members);
             if members.contains_key(&key) {
                 return; // joined already
             }
             let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
             members.insert(key, member);
+            // Sent under the lock: the observer (which takes it too) reports this breaker's
+            // transitions under `member` only after this `Join` in the task's queue.
+            task::send_join(&self.inner.tx, member, name, &handle);
             member
         };
-        // From here the fleet's observer reports this breaker's transitions under `member`,
-        // after this `Join` in the task's queue.
-        let _ = self.inner.tx.send(task::Command::Join { member, name });
+        // The member's link: a call waiting for the fleet's probe is told through it, and
+        // dropping the breaker drops it, which takes the member off the fleet.
+        handle.fleet_attach(Box::new(task::MemberLink {
+            member,
+            identity: key,
+            tx: self.inner.tx.clone(),
+            members: self.inner.members.clone(),
+        }));
+    }
+
+    /// Forces every member named `name` open, in every instance of the fleet, until
+    /// [`reset`](Self::reset): kept in Redis, so instances that join later are forced too.
+    /// Done once Redis has it; an error if Redis is away or refuses (nothing changed then).
+    pub async fn force_open(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, Some(group::Manual::Forced)).await
+    }
+
+    /// Disables every member named `name` (every call admitted, still counted), fleet-wide
+    /// and for late joiners, until [`reset`](Self::reset).
+    pub async fn disable(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, Some(group::Manual::Disabled)).await
+    }
+
+    /// Resets every member named `name` in every instance (closed, counts cleared), and
+    /// clears the fleet's state of that name (open period, lease, a forced or disabled
+    /// setting).
+    pub async fn reset(&self, name: &str) -> Result<(), FleetError> {
+        self.manual(name, None).await
+    }
+
+    async fn manual(&self, name: &str, set: Option<group::Manual>) -> Result<(), FleetError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let command = task::Command::Manual {
+            name: name.to_owned(),
+            set,
+            reply,
+        };
+        if self.inner.tx.send(command).is_err() {
+            return Err(FleetError::Redis("the fleet's task has ended".to_owned()));
+        }
+        match answer.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(why)) => Err(FleetError::Redis(why)),
+            Err(_) => Err(FleetError::Redis("the fleet's task has ended".to_owned())),
+        }
     }
 
     /// This instance's id in the fleet.
@@ -217,14 +331,30 @@ impl FleetBuilder {
         if self.quorum == 0 {
             return Err(FleetError::Setting("quorum must be at least 1".to_owned()));
         }
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?;
+        let target = match self.cluster {
+            Some(nodes) => {
+                if nodes.is_empty() {
+                    return Err(FleetError::Url(
+                        "a cluster needs at least one node".to_owned(),
+                    ));
+                }
+                for node in &nodes {
+                    redis::Client::open(node.as_str())
+                        .map_err(|e| FleetError::Url(format!("{}: {e}", redact(node))))?;
+                }
+                task::Target::Cluster(nodes)
+            }
+            None => task::Target::One(
+                redis::Client::open(self.url.as_str())
+                    .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?,
+            ),
+        };
         let settings = task::Settings {
             channel: protocol::channel(&self.prefix),
             instance: instance.clone(),
             prefix: self.prefix,
             quorum: self.quorum,
-            client,
+            target,
             url: redact(&self.url),
         };
         let alive = Arc::new(());

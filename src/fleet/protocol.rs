@@ -7,10 +7,17 @@
 //!                             "=closed" for a short while after a probe closed the fleet
 //! {prefix:name}:trip:<id>     instance <id> opened on its own; PX = its cool-off (quorum)
 //! {prefix:name}:trips         the set of instance ids that wrote a trip key (quorum)
+//! {prefix:name}:manual        "forced" or "disabled": the operator's, fleet-wide, no expiry
+//! {prefix:name}:ch            a cluster's sharded channel of that name (the messages below)
 //!
 //! channel prefix:fleet        "breaker-fleet/1 open <id> <ms> <name>"
 //!                             "breaker-fleet/1 close <id> 0 <name>"
+//!                             "breaker-fleet/1 forced|disabled|reset <id> 0 <name>"
 //! ```
+//!
+//! A message only says where to look: the receiver confirms it against the keys (`PTTL` of
+//! the open key, the probe key, the manual key) before it changes a member, so whoever can
+//! `PUBLISH` cannot hold a fleet open.
 //!
 //! No message and no key holds a timestamp: durations only, measured by Redis (`PX`, `PTTL`)
 //! or by the receiver's own monotonic clock from the moment it hears them.
@@ -31,7 +38,29 @@ pub(crate) enum Kind {
     Open,
     /// The fleet's probe succeeded: close.
     Close,
+    /// An operator forced every member open (`Fleet::force_open`).
+    Forced,
+    /// An operator disabled every member (`Fleet::disable`).
+    Disabled,
+    /// An operator reset every member (`Fleet::reset`).
+    Reset,
 }
+
+impl Kind {
+    fn word(self) -> &'static str {
+        match self {
+            Kind::Open => "open",
+            Kind::Close => "close",
+            Kind::Forced => "forced",
+            Kind::Disabled => "disabled",
+            Kind::Reset => "reset",
+        }
+    }
+}
+
+/// The value of the manual key.
+pub(crate) const FORCED: &str = "forced";
+pub(crate) const DISABLED: &str = "disabled";
 
 /// One message of the channel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,10 +73,7 @@ pub(crate) struct Message<'a> {
 
 impl Message<'_> {
     pub(crate) fn encode(&self) -> String {
-        let kind = match self.kind {
-            Kind::Open => "open",
-            Kind::Close => "close",
-        };
+        let kind = self.kind.word();
         format!("{MAGIC} {kind} {} {} {}", self.instance, self.ms, self.name)
     }
 }
@@ -62,6 +88,9 @@ pub(crate) fn parse(payload: &[u8]) -> Option<Message<'_>> {
     let kind = match words.next()? {
         "open" => Kind::Open,
         "close" => Kind::Close,
+        "forced" => Kind::Forced,
+        "disabled" => Kind::Disabled,
+        "reset" => Kind::Reset,
         _ => return None,
     };
     let instance = words.next()?;
@@ -104,6 +133,9 @@ pub(crate) struct Keys {
     pub(crate) open: String,
     pub(crate) probe: String,
     pub(crate) trips: String,
+    pub(crate) manual: String,
+    /// The name's sharded channel (a cluster: `SPUBLISH`/`SSUBSCRIBE`, on the name's shard).
+    pub(crate) channel: String,
     tag: String,
 }
 
@@ -114,6 +146,8 @@ impl Keys {
             open: format!("{tag}:open"),
             probe: format!("{tag}:probe"),
             trips: format!("{tag}:trips"),
+            manual: format!("{tag}:manual"),
+            channel: format!("{tag}:ch"),
             tag,
         }
     }
@@ -136,7 +170,13 @@ mod tests {
 
     #[test]
     fn messages_round_trip() {
-        for kind in [Kind::Open, Kind::Close] {
+        for kind in [
+            Kind::Open,
+            Kind::Close,
+            Kind::Forced,
+            Kind::Disabled,
+            Kind::Reset,
+        ] {
             let m = Message {
                 kind,
                 instance: "eu-1:4242",

@@ -1,68 +1,88 @@
-//! The background task of one fleet: the only place that talks to Redis.
+//! The background task of one fleet: the only place that talks to Redis. Event-driven:
+//! it wakes for a command (a join, a leave, a member's transition, a call waiting for the
+//! probe, an operator's action), a pub/sub message, or a timer (a group's deadline, the
+//! second's liveness `PING`, the resync of names with fleet state, a reconnection). Each
+//! event costs O(1), or O(names with fleet state) for an outage or a resync; nothing walks
+//! every member. Bursts are batched: queued joins and messages are taken together and their
+//! reads go to Redis in one pipeline.
 //!
-//! Members' transitions reach it through an unbounded channel (the breaker's watcher only
-//! sends, it never waits); pub/sub messages through the subscription; a tick every 20 ms
-//! drives the probe lease, the periodic resync and the reconnection. What it learns it
-//! applies to the local breakers with the `fleet_*` hooks, which take the breaker's own lock
-//! briefly and never wait on Redis.
-//!
-//! Per breaker name, the fleet is in one of four phases:
-//!
-//! | phase | the members | leaves when |
-//! | --- | --- | --- |
-//! | `Idle` | local breakers | a member opens (and the quorum is met), or an `open` arrives |
-//! | `Open` | open, gated | the open period ends: try the lease |
-//! | `Waiting` | open, gated | another instance holds the lease; `close` / `open` / a retry |
-//! | `Probing` | one member granted the probe | its probe reports (close or reopen), or the lease lapses |
+//! | module | its rule |
+//! | --- | --- |
+//! | `link` | connections, what a failure means (outage or refusal), reconnection pacing |
+//! | `group` | one name's phases and what each does to the members here |
+//! | `lease` | the probe lease: asked for with a call waiting, renewed while the probe runs |
+//! | `resync` | reading a name's keys back and agreeing with them |
 
 use std::{
-    collections::HashMap,
+    cmp::Reverse,
+    collections::{BinaryHeap, HashMap, HashSet},
     hash::BuildHasher,
     sync::{Arc, Mutex, Weak},
     time::Duration,
 };
 
-use breaker_runtime::{Cause, Handle, Name, Observer, State};
-use futures_util::StreamExt;
-use redis::{
-    aio::{MultiplexedConnection, PubSubStream},
-    AsyncConnectionConfig, Client, RedisError,
-};
+use breaker_runtime::{Cause, Handle, Name, Observer, State, WeakHandle};
+use redis::Client;
 use tokio::{
-    sync::mpsc,
-    time::{sleep_until, timeout, Instant},
+    sync::{mpsc, oneshot},
+    time::{sleep_until, Instant},
 };
 
-use super::protocol::{self, Keys, Kind, Message, CLOSED};
+use super::{
+    group::{Group, Manual, Member, Phase},
+    lease::{self, Answer, RENEW},
+    link::{Backoff, Failure, Link},
+    protocol::{self, Keys, Kind, Message, CLOSED},
+    resync::{self, Seen},
+};
 
 /// A fleet's members: breaker identity (see [`identity`]) to member id. Shared by the
-/// fleet's handles (`join` adds), its observer (reads) and its task (prunes the dead).
+/// fleet's handles (`join` adds), its observer (reads) and the members' links (a member's
+/// link removes it when the breaker drops).
 pub(crate) type Members = Arc<Mutex<HashMap<usize, u64>>>;
 
-/// A breaker's identity: the address of its name. Every breaker allocates its own name,
-/// and [`Transition::name`](breaker_runtime::Transition) and [`Handle::name`] point into it;
-/// the task holds a clone of each member's name, so no other breaker can get that address
-/// while the member is on the list. The fleet keeps no breaker alive: it finds its members
-/// in the registry when it acts on them.
+/// A breaker's identity: the address of its name. Every breaker allocates its own name;
+/// the fleet holds a clone of each member's name until the member leaves, so no other
+/// breaker can get that address meanwhile.
 pub(crate) fn identity(name: &str) -> usize {
     name.as_ptr() as usize
 }
 
-/// What the fleet's handles and its observer tell the task.
+/// What the fleet's handles, its observer and its members tell the task.
 pub(crate) enum Command {
-    /// A breaker joined.
-    Join { member: u64, name: Name },
-    /// A member's transition (from its watcher).
+    Join {
+        member: u64,
+        name: Name,
+        handle: WeakHandle,
+    },
+    /// The member's breaker was dropped.
+    Leave { member: u64 },
+    /// A call of the member was refused because the fleet holds it open.
+    Wanted { member: u64 },
+    /// A member's transition (from the observer).
     Transition {
         member: u64,
         to: State,
         cause: Cause,
         cool_off: Option<Duration>,
     },
+    /// An operator's fleet-wide action; `None` is a reset.
+    Manual {
+        name: String,
+        set: Option<Manual>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// Where Redis is.
+pub(crate) enum Target {
+    One(Client),
+    /// A cluster's nodes (some of them: the client discovers the rest).
+    Cluster(Vec<String>),
 }
 
 pub(crate) struct Settings {
-    pub(crate) client: Client,
+    pub(crate) target: Target,
     pub(crate) url: String,
     pub(crate) instance: String,
     pub(crate) prefix: String,
@@ -70,30 +90,14 @@ pub(crate) struct Settings {
     pub(crate) quorum: u32,
 }
 
-const TICK: Duration = Duration::from_millis(20);
-/// How often the fleet's open state is read back, making up for lost messages.
-const RESYNC: Duration = Duration::from_millis(500);
-/// How often members whose breaker is gone are forgotten (a walk over the registry).
-const PRUNE: Duration = Duration::from_secs(5);
-/// Connect and response timeout of every Redis round trip.
-const IO_TIMEOUT: Duration = Duration::from_secs(1);
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often names with fleet state are read back (making up for a lost message).
+const RESYNC: Duration = Duration::from_secs(2);
+/// The liveness check of an idle link: one `PING` a second, whatever the member count.
+const PING: Duration = Duration::from_secs(1);
 /// How long the probe key says `=closed` after the probe closed the fleet.
 const CLOSED_MARK_MS: u64 = 2_000;
-/// The probe lease: the fleet's open period, within these bounds.
-const LEASE_MIN_MS: u64 = 1_000;
-const LEASE_MAX_MS: u64 = 30_000;
-
-/// Try the lease; tell why not: `{1, pttl}` open again, `{2, 0}` won, `{3, 0}` closed by the
-/// probe, `{4, pttl}` held by another instance.
-const TRY_PROBE: &str = r#"
-local open = redis.call('PTTL', KEYS[1])
-if open > 0 then return {1, open} end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2, 0} end
-if redis.call('GET', KEYS[2]) == ARGV[3] then return {3, 0} end
-return {4, redis.call('PTTL', KEYS[2])}
-"#;
+/// Events taken per wake-up before the task yields (the runtime's other tasks run between).
+const BATCH: usize = 1024;
 
 /// Connects once and starts the task; the first connection's error is the caller's. The
 /// task ends when `alive` is gone (every handle dropped) and no member lives.
@@ -101,7 +105,12 @@ pub(crate) async fn start(
     settings: Settings,
     alive: Weak<()>,
 ) -> Result<(mpsc::UnboundedSender<Command>, Members), String> {
-    let link = Link::open(&settings).await?;
+    // Connecting must work; a refused SUBSCRIBE is an outage like any later refusal.
+    let (link, refused) = match Link::open(&settings).await {
+        Ok(link) => (Some(link), None),
+        Err(super::link::OpenError::Connect(why)) => return Err(why),
+        Err(super::link::OpenError::Refused(why)) => (None, Some(why)),
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let members = Members::default();
     let (seen, report) = (members.clone(), tx.clone());
@@ -118,150 +127,89 @@ pub(crate) async fn start(
         }
     });
     let now = Instant::now();
+    let seed = std::collections::hash_map::RandomState::new().hash_one(&settings.instance);
     let task = Task {
         alive,
-        shared_members: members.clone(),
         _observer: observer,
-        rng: std::collections::hash_map::RandomState::new().hash_one(&settings.instance) | 1,
+        backoff: Backoff::new(seed),
         s: settings,
-        link: Some(link),
+        link,
         groups: HashMap::new(),
         members: HashMap::new(),
+        timers: BinaryHeap::new(),
+        fresh: Vec::new(),
+        confirm: Vec::new(),
         warned: false,
-        backoff: BACKOFF_MIN,
+        resyncing: false,
+        refusals: HashSet::new(),
         reconnect_at: now,
+        next_ping: now + PING,
         next_resync: now + RESYNC,
-        next_prune: now + PRUNE,
     };
+    let mut task = task;
+    if let Some(why) = refused {
+        task.warned = true;
+        tracing::warn!(
+            target: "breaker",
+            instance = %task.s.instance,
+            url = %task.s.url,
+            "fleet: Redis refused the subscription ({why}); breakers behave as local ones \
+             (see the ACL a fleet needs in breaker::fleet)"
+        );
+        task.reconnect_at = now + task.backoff.wait();
+    }
     tokio::spawn(task.run(rx));
     Ok((tx, members))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The live breakers of the process, by identity.
-fn live_breakers() -> HashMap<usize, Handle> {
-    crate::registry()
-        .handles()
-        .into_iter()
-        .map(|h| (identity(h.name()), h))
-        .collect()
-}
-
-/// The connections to Redis: commands, and the subscription to the fleet's channel.
-struct Link {
-    conn: MultiplexedConnection,
-    sub: PubSubStream,
-}
-
-impl Link {
-    async fn open(s: &Settings) -> Result<Link, String> {
-        let config = AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(IO_TIMEOUT))
-            .set_response_timeout(Some(IO_TIMEOUT));
-        let conn = s
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut pubsub = timeout(IO_TIMEOUT, s.client.get_async_pubsub())
-            .await
-            .map_err(|_| "timed out".to_owned())?
-            .map_err(|e| e.to_string())?;
-        timeout(IO_TIMEOUT, pubsub.subscribe(&s.channel))
-            .await
-            .map_err(|_| "timed out subscribing".to_owned())?
-            .map_err(|e| e.to_string())?;
-        Ok(Link {
-            conn,
-            sub: pubsub.into_on_message(),
-        })
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Idle,
-    Open { until: Instant },
-    Waiting { next: Instant },
-    Probing { until: Instant },
-}
-
-struct Group {
-    keys: Keys,
-    /// Member id and the breaker's name (its identity, kept while it is a member).
-    members: Vec<(u64, Name)>,
-    phase: Phase,
-    /// The last open period heard of, in ms: the lease follows it.
-    open_ms: u64,
-}
-
-impl Group {
-    fn live(&self) -> impl Iterator<Item = (u64, Handle)> + '_ {
-        let mut breakers = live_breakers();
-        self.members
-            .iter()
-            .filter_map(move |(id, name)| breakers.remove(&identity(name)).map(|h| (*id, h)))
-    }
-
-    /// The fleet opened for `ms`: every member opens for that long and waits for the probe.
-    fn apply_open(&mut self, ms: u64, except: Option<u64>) {
-        self.phase = Phase::Open {
-            until: Instant::now() + Duration::from_millis(ms),
-        };
-        self.open_ms = ms;
-        for (id, h) in self.live() {
-            if Some(id) != except {
-                h.fleet_open(Duration::from_millis(ms));
-            }
-            h.fleet_gate(true);
-        }
-    }
-
-    /// The fleet's probe succeeded: every member closes.
-    fn apply_close(&mut self, except: Option<u64>) {
-        self.phase = Phase::Idle;
-        for (id, h) in self.live() {
-            h.fleet_gate(false);
-            if Some(id) != except {
-                h.fleet_close();
-            }
-        }
-    }
-
-    fn lease_ms(&self) -> u64 {
-        self.open_ms.clamp(LEASE_MIN_MS, LEASE_MAX_MS)
-    }
 }
 
 struct Task {
     /// Gone once every handle of the fleet is dropped.
     alive: Weak<()>,
-    shared_members: Members,
     /// Keeps the fleet's observer subscribed while the task runs.
     _observer: Observer,
     s: Settings,
     link: Option<Link>,
-    groups: HashMap<String, Group>,
-    /// Member id to breaker name.
-    members: HashMap<u64, String>,
+    groups: HashMap<Arc<str>, Group>,
+    /// Member id to its name.
+    members: HashMap<u64, Arc<str>>,
+    /// Groups' deadlines; an entry whose group's `deadline` differs is stale.
+    timers: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
+    /// Names that got their first member here: their keys are read in the next pipeline.
+    fresh: Vec<Arc<str>>,
+    /// Names a message said changed: confirmed against their keys in the next pipeline.
+    confirm: Vec<Arc<str>>,
     /// Warned of this outage already.
     warned: bool,
-    backoff: Duration,
+    /// Reconnected; every name not yet read back.
+    resyncing: bool,
+    /// Error replies warned of already (one WARN per kind of refusal).
+    refusals: HashSet<String>,
+    backoff: Backoff,
     reconnect_at: Instant,
+    next_ping: Instant,
     next_resync: Instant,
-    next_prune: Instant,
-    rng: u64,
 }
 
-/// The next pub/sub message; never, while disconnected. `None`: the subscription ended.
-async fn next_message(link: &mut Option<Link>) -> Option<redis::Msg> {
-    match link {
-        Some(link) => link.sub.next().await,
-        None => std::future::pending().await,
-    }
+/// One name's three reads out of a pipeline's answers.
+fn seen_from(
+    (a, b, c): (
+        Option<redis::Value>,
+        Option<redis::Value>,
+        Option<redis::Value>,
+    ),
+) -> Result<Seen, Failure> {
+    let (Some(a), Some(b), Some(c)) = (a, b, c) else {
+        return Err(Failure::Refused("a short answer".to_owned()));
+    };
+    Ok((
+        redis::from_redis_value(a).map_err(|e| Failure::Refused(e.to_string()))?,
+        redis::from_redis_value(b).map_err(|e| Failure::Refused(e.to_string()))?,
+        redis::from_redis_value(c).map_err(|e| Failure::Refused(e.to_string()))?,
+    ))
 }
 
 fn millis(d: Option<Duration>) -> u64 {
@@ -270,34 +218,95 @@ fn millis(d: Option<Duration>) -> u64 {
     })
 }
 
+/// The next message's payload; never, while disconnected. `None`: the subscription ended.
+async fn next_message(link: &mut Option<Link>) -> Option<Vec<u8>> {
+    match link {
+        Some(link) => link.next().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Task {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Command>) {
-        let mut next_tick = Instant::now() + TICK;
         loop {
+            let wake = self.next_wake();
             tokio::select! {
-                command = rx.recv() => match command {
-                    Some(command) => self.command(command).await,
-                    // Every handle and every member is gone.
-                    None => return,
-                },
+                command = rx.recv() => {
+                    let Some(command) = command else { return };
+                    self.command(command).await;
+                    for _ in 0..BATCH {
+                        match rx.try_recv() {
+                            Ok(command) => self.command(command).await,
+                            Err(_) => break,
+                        }
+                    }
+                }
                 message = next_message(&mut self.link) => match message {
-                    Some(message) => self.message(message.get_payload_bytes()),
+                    Some(payload) => {
+                        self.message(&payload);
+                        for _ in 0..BATCH {
+                            match self.link.as_mut().and_then(Link::ready) {
+                                Some(Some(payload)) => self.message(&payload),
+                                Some(None) => {
+                                    self.lost("the subscription closed".to_owned());
+                                    break;
+                                }
+                                None => break,
+                            }
+                        }
+                    }
                     None => self.lost("the subscription closed".to_owned()),
                 },
-                () = sleep_until(next_tick) => {
-                    self.tick().await;
-                    if self.alive.strong_count() == 0 && self.groups.is_empty() {
-                        return; // no handle and no member left
-                    }
-                    next_tick = Instant::now() + TICK;
-                }
+                () = sleep_until(wake) => self.timers().await,
+            }
+            self.flush().await;
+            if self.alive.strong_count() == 0 && self.groups.is_empty() {
+                return; // no handle and no member left
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Instant {
+        let mut wake = if self.link.is_some() {
+            self.next_ping.min(self.next_resync)
+        } else {
+            self.reconnect_at
+        };
+        if let Some(Reverse((at, _))) = self.timers.peek() {
+            wake = wake.min(*at);
+        }
+        wake
+    }
+
+    fn arm(&mut self, name: &Arc<str>, at: Option<Instant>) {
+        if let Some(group) = self.groups.get_mut(name) {
+            group.deadline = at;
+            if let Some(at) = at {
+                self.timers.push(Reverse((at, name.clone())));
             }
         }
     }
 
     async fn command(&mut self, command: Command) {
         match command {
-            Command::Join { member, name } => self.join(member, name).await,
+            Command::Join {
+                member,
+                name,
+                handle,
+            } => self.join(member, name, handle),
+            Command::Leave { member } => self.leave(member),
+            Command::Wanted { member } => {
+                let Some(name) = self.members.get(&member).cloned() else {
+                    return;
+                };
+                let lapsed = self.groups.get_mut(&name).is_some_and(|g| {
+                    g.wanted = true;
+                    g.phase == Phase::Lapsed
+                });
+                if lapsed {
+                    self.try_lease(&name).await;
+                }
+            }
             Command::Transition {
                 member,
                 to,
@@ -308,68 +317,55 @@ impl Task {
                     self.transition(&name, member, to, cause, cool_off).await;
                 }
             }
+            Command::Manual { name, set, reply } => {
+                let _ = reply.send(self.manual(&name, set).await);
+            }
         }
     }
 
-    async fn join(&mut self, member: u64, name: Name) {
-        let Some(handle) = live_breakers().remove(&identity(&name)) else {
-            lock(&self.shared_members).remove(&identity(&name));
-            return; // gone already
+    fn join(&mut self, member: u64, name: Name, handle: WeakHandle) {
+        let Some(h) = handle.upgrade() else {
+            return; // gone already (its link said so too)
         };
-        let prefix = &self.s.prefix;
-        let group = self
-            .groups
-            .entry(name.to_string())
-            .or_insert_with(|| Group {
-                keys: Keys::new(prefix, &name),
-                members: Vec::new(),
-                phase: Phase::Idle,
-                open_ms: 0,
-            });
-        group.members.push((member, name.clone()));
-        self.members.insert(member, name.to_string());
-        let name = name.to_string();
-        // What the fleet is doing now, as far as this instance knows.
-        match group.phase {
-            Phase::Idle => {}
-            Phase::Open { until } => {
-                handle.fleet_open(until.saturating_duration_since(Instant::now()));
-                handle.fleet_gate(true);
+        let key: Arc<str> = match self.groups.get_key_value(&*name) {
+            Some((key, _)) => key.clone(),
+            None => {
+                let key: Arc<str> = Arc::from(&*name);
+                let keys = Keys::new(&self.s.prefix, &name);
+                self.groups.insert(key.clone(), Group::new(keys));
+                self.fresh.push(key.clone());
+                key
             }
-            Phase::Waiting { .. } | Phase::Probing { .. } => {
-                handle.fleet_open(Duration::ZERO);
-                handle.fleet_gate(true);
-            }
-        }
-        // And as Redis knows it: a late joiner learns the open state now, or that the open
-        // period is over and another instance is probing.
-        if group.phase == Phase::Idle {
-            let mut pipe = redis::pipe();
-            pipe.cmd("PTTL").arg(&group.keys.open);
-            pipe.cmd("GET").arg(&group.keys.probe);
-            let Some((pttl, prober)) = self.query::<(i64, Option<String>)>(&pipe).await else {
-                return;
-            };
-            let Some(group) = self.groups.get_mut(&name) else {
-                return;
-            };
-            if pttl > 0 {
-                group.apply_open(pttl as u64, None);
-            } else if prober.is_some_and(|p| p != CLOSED && p != self.s.instance) {
-                group.phase = Phase::Waiting {
-                    next: Instant::now() + TICK,
-                };
-                for (_, h) in group.live() {
-                    h.fleet_open(Duration::ZERO);
-                    h.fleet_gate(true);
-                }
+        };
+        let Some(group) = self.groups.get_mut(&key) else {
+            return;
+        };
+        group.welcome(&h);
+        group.members.insert(
+            member,
+            Member {
+                handle,
+                _name: name,
+            },
+        );
+        self.members.insert(member, key);
+    }
+
+    fn leave(&mut self, member: u64) {
+        let Some(name) = self.members.remove(&member) else {
+            return;
+        };
+        if let Some(group) = self.groups.get_mut(&name) {
+            group.members.remove(&member);
+            if group.members.is_empty() {
+                self.groups.remove(&name);
             }
         }
     }
 
     async fn transition(
         &mut self,
-        name: &str,
+        name: &Arc<str>,
         member: u64,
         to: State,
         cause: Cause,
@@ -398,7 +394,7 @@ impl Task {
     }
 
     /// Records this instance's opening and says whether the quorum is met.
-    async fn tally(&mut self, name: &str, ms: u64) -> bool {
+    async fn tally(&mut self, name: &Arc<str>, ms: u64) -> bool {
         if self.s.quorum <= 1 {
             return true;
         }
@@ -406,17 +402,17 @@ impl Task {
             return false;
         };
         let keys = group.keys.clone();
-        let instance = self.s.instance.clone();
+        let instance = &self.s.instance;
         let mut pipe = redis::pipe();
         pipe.cmd("SET")
-            .arg(keys.trip(&instance))
+            .arg(keys.trip(instance))
             .arg(1)
             .arg("PX")
             .arg(ms)
             .ignore()
             .cmd("SADD")
             .arg(&keys.trips)
-            .arg(&instance)
+            .arg(instance)
             .ignore()
             .cmd("PEXPIRE")
             .arg(&keys.trips)
@@ -424,14 +420,14 @@ impl Task {
             .ignore()
             .cmd("SMEMBERS")
             .arg(&keys.trips);
-        let Some((ids,)) = self.query::<(Vec<String>,)>(&pipe).await else {
+        let Some((ids,)) = self.query::<(Vec<String>,)>(name, &pipe).await else {
             return false;
         };
         let mut pipe = redis::pipe();
         for id in &ids {
             pipe.cmd("EXISTS").arg(keys.trip(id));
         }
-        let Some(exists) = self.query::<Vec<i64>>(&pipe).await else {
+        let Some(exists) = self.query::<Vec<i64>>(name, &pipe).await else {
             return false;
         };
         let stale: Vec<&String> = ids
@@ -443,14 +439,14 @@ impl Task {
         if !stale.is_empty() {
             let mut pipe = redis::pipe();
             pipe.cmd("SREM").arg(&keys.trips).arg(stale).ignore();
-            let _ = self.query::<()>(&pipe).await;
+            let _ = self.query::<()>(name, &pipe).await;
         }
         let opened = exists.iter().filter(|e| **e > 0).count();
         opened >= self.s.quorum as usize
     }
 
-    /// Opens the fleet for `ms`: the key, a fresh lease, the message; then the local members.
-    async fn open_fleet(&mut self, name: &str, source: u64, ms: u64) {
+    /// Opens the fleet for `ms`: the key, the lease cleared, the message; then the members.
+    async fn open_fleet(&mut self, name: &Arc<str>, source: u64, ms: u64) {
         let Some(group) = self.groups.get(name) else {
             return;
         };
@@ -471,24 +467,23 @@ impl Task {
             .ignore()
             .cmd("DEL")
             .arg(&group.keys.probe)
-            .ignore()
-            .cmd("PUBLISH")
-            .arg(&self.s.channel)
-            .arg(message)
             .ignore();
-        if self.query::<()>(&pipe).await.is_some() {
+        self.publish(&mut pipe, &group.keys, message);
+        if self.query::<()>(name, &pipe).await.is_some() {
             if let Some(group) = self.groups.get_mut(name) {
-                group.apply_open(ms, Some(source));
+                let until = group.open(ms, Some(source));
+                self.arm(name, Some(until));
             }
         }
     }
 
     /// The probe this instance held succeeded: close here, then tell the fleet.
-    async fn close_fleet(&mut self, name: &str, source: u64) {
+    async fn close_fleet(&mut self, name: &Arc<str>, source: u64) {
         let Some(group) = self.groups.get_mut(name) else {
             return;
         };
-        group.apply_close(Some(source));
+        group.close(Some(source));
+        group.deadline = None;
         let message = Message {
             kind: Kind::Close,
             instance: &self.s.instance,
@@ -506,16 +501,86 @@ impl Task {
             .ignore()
             .cmd("DEL")
             .arg(&group.keys.open)
-            .ignore()
-            .cmd("PUBLISH")
-            .arg(&self.s.channel)
-            .arg(message)
             .ignore();
-        let _ = self.query::<()>(&pipe).await;
+        let keys = group.keys.clone();
+        self.publish(&mut pipe, &keys, message);
+        let _ = self.query::<()>(name, &pipe).await;
+    }
+
+    /// Appends the message to `pipe`: on the fleet's channel (one node) or on the name's
+    /// sharded channel (a cluster: the same shard as its keys).
+    fn publish(&self, pipe: &mut redis::Pipeline, keys: &Keys, message: String) {
+        if self.link.as_ref().is_some_and(Link::sharded) {
+            pipe.cmd("SPUBLISH")
+                .arg(&keys.channel)
+                .arg(message)
+                .ignore();
+        } else {
+            pipe.cmd("PUBLISH")
+                .arg(&self.s.channel)
+                .arg(message)
+                .ignore();
+        }
+    }
+
+    /// An operator's fleet-wide setting: the key (kept until reset), the message, then the
+    /// members here.
+    async fn manual(&mut self, name: &str, set: Option<Manual>) -> Result<(), String> {
+        if self.link.is_none() {
+            return Err("Redis is unreachable".to_owned());
+        }
+        let keys = Keys::new(&self.s.prefix, name);
+        let kind = match set {
+            Some(Manual::Forced) => Kind::Forced,
+            Some(Manual::Disabled) => Kind::Disabled,
+            None => Kind::Reset,
+        };
+        let message = Message {
+            kind,
+            instance: &self.s.instance,
+            ms: 0,
+            name,
+        }
+        .encode();
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        match set {
+            Some(m) => {
+                let value = if m == Manual::Forced {
+                    protocol::FORCED
+                } else {
+                    protocol::DISABLED
+                };
+                pipe.cmd("SET").arg(&keys.manual).arg(value).ignore();
+            }
+            None => {
+                pipe.cmd("DEL")
+                    .arg(&keys.manual)
+                    .arg(&keys.open)
+                    .arg(&keys.probe)
+                    .ignore();
+            }
+        }
+        self.publish(&mut pipe, &keys, message);
+        let Some(link) = &self.link else {
+            return Err("Redis is unreachable".to_owned());
+        };
+        match link.query::<()>(&pipe).await {
+            Ok(()) => {}
+            Err(Failure::Refused(why)) => return Err(why),
+            Err(Failure::Outage(why)) => {
+                self.lost(why.clone());
+                return Err(why);
+            }
+        }
+        if let Some(group) = self.groups.get_mut(name) {
+            group.operator(set);
+        }
+        Ok(())
     }
 
     /// A message from the channel: malformed, foreign, our own or of a name no member has,
-    /// it changes nothing.
+    /// it changes nothing; else its name's keys are read (in the next pipeline) and decide.
     fn message(&mut self, payload: &[u8]) {
         let Some(m) = protocol::parse(payload) else {
             return;
@@ -523,21 +588,145 @@ impl Task {
         if m.instance == self.s.instance {
             return;
         }
-        let Some(group) = self.groups.get_mut(m.name) else {
+        let Some(key) = self.groups.get_key_value(m.name).map(|(k, _)| k.clone()) else {
             return;
         };
-        match m.kind {
-            Kind::Open => group.apply_open(m.ms, None),
-            Kind::Close if group.phase != Phase::Idle => group.apply_close(None),
-            Kind::Close => {}
+        if let Some(group) = self.groups.get_mut(&key) {
+            group.reset_heard |= m.kind == Kind::Reset;
+        }
+        self.confirm.push(key);
+    }
+
+    /// Reads the keys of the fresh names and of the names messages spoke of, in pipelines
+    /// of at most [`BATCH`] names, and agrees with them.
+    async fn flush(&mut self) {
+        if self.link.as_ref().is_some_and(Link::sharded) {
+            // A cluster: each fresh name's sharded channel is subscribed before its keys
+            // are read, so no message between the two is missed.
+            for name in self.fresh.clone() {
+                let Some(channel) = self.groups.get(&name).map(|g| g.keys.channel.clone()) else {
+                    continue;
+                };
+                let Some(link) = self.link.as_mut() else {
+                    break;
+                };
+                match link.watch(&channel).await {
+                    Ok(()) => {}
+                    Err(Failure::Outage(why)) => return self.lost(why),
+                    Err(Failure::Refused(why)) => self.refused(&name, &why),
+                }
+            }
+        }
+        while self.link.is_some() && !(self.fresh.is_empty() && self.confirm.is_empty()) {
+            let mut names: Vec<Arc<str>> = Vec::new();
+            while names.len() < BATCH {
+                match self.confirm.pop().or_else(|| self.fresh.pop()) {
+                    Some(name) => names.push(name),
+                    None => break,
+                }
+            }
+            names.sort_unstable();
+            names.dedup();
+            self.read_back(names).await;
+        }
+        self.fresh.clear();
+        self.confirm.clear();
+        if self.resyncing && self.link.is_some() {
+            // Every name read back on the new link: the outage is over (a link that breaks
+            // again before this, as during a failover, is the same outage: one WARN).
+            self.resyncing = false;
+            self.warned = false;
+            tracing::info!(
+                target: "breaker",
+                instance = %self.s.instance,
+                "fleet: Redis is back; resynchronised"
+            );
         }
     }
 
-    async fn tick(&mut self) {
+    /// Reads `names`' keys (one node: in one round trip; a cluster: one pipeline per name,
+    /// all at once, since a pipeline goes to one shard) and makes each group agree.
+    async fn read_back(&mut self, names: Vec<Arc<str>>) {
+        let mut pipes = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(group) = self.groups.get(&name) {
+                let mut pipe = redis::pipe();
+                resync::read(&mut pipe, &group.keys);
+                pipes.push((name, pipe));
+            }
+        }
+        let Some(link) = &self.link else { return };
+        let answers: Vec<(Arc<str>, Result<Seen, Failure>)> = if link.sharded() {
+            let reads = pipes.iter().map(|(_, pipe)| link.query::<Seen>(pipe));
+            let seen = futures_util::future::join_all(reads).await;
+            pipes.into_iter().map(|(name, _)| name).zip(seen).collect()
+        } else {
+            let mut pipe = redis::pipe();
+            for (_, p) in &pipes {
+                for cmd in p.cmd_iter() {
+                    pipe.add_command(cmd.clone());
+                }
+            }
+            match link.query::<Vec<redis::Value>>(&pipe).await {
+                Err(Failure::Outage(why)) => return self.lost(why),
+                Err(Failure::Refused(why)) => pipes
+                    .into_iter()
+                    .map(|(name, _)| (name, Err(Failure::Refused(why.clone()))))
+                    .collect(),
+                Ok(values) => {
+                    let mut values = values.into_iter();
+                    pipes
+                        .into_iter()
+                        .map(|(name, _)| {
+                            let seen = (values.next(), values.next(), values.next());
+                            (name, seen_from(seen))
+                        })
+                        .collect()
+                }
+            }
+        };
+        for (name, seen) in answers {
+            match seen {
+                Ok(seen) => self.agree(&name, seen).await,
+                Err(Failure::Refused(why)) => self.refused(&name, &why),
+                Err(Failure::Outage(why)) => return self.lost(why),
+            }
+            if self.link.is_none() {
+                return;
+            }
+        }
+    }
+
+    /// Makes one group agree with its keys, then asks for the lease if a call waits.
+    async fn agree(&mut self, name: &Arc<str>, seen: Seen) {
+        let Some(group) = self.groups.get_mut(name) else {
+            return;
+        };
+        let at = resync::apply(group, seen, &self.s.instance);
+        let ask = group.phase == Phase::Lapsed && group.wanted;
+        self.arm(name, at);
+        if ask {
+            self.try_lease(name).await;
+        }
+    }
+
+    /// Fires the due group timers, the ping, the resync, the reconnection.
+    async fn timers(&mut self) {
         let now = Instant::now();
-        if now >= self.next_prune {
-            self.prune();
-            self.next_prune = now + PRUNE;
+        while let Some(Reverse((at, _))) = self.timers.peek() {
+            if *at > now {
+                break;
+            }
+            let Some(Reverse((at, name))) = self.timers.pop() else {
+                break;
+            };
+            let due = self
+                .groups
+                .get(&name)
+                .is_some_and(|g| g.deadline == Some(at));
+            if due && self.link.is_some() {
+                self.deadline(&name).await;
+            }
         }
         if self.link.is_none() {
             if now >= self.reconnect_at {
@@ -545,165 +734,168 @@ impl Task {
             }
             return;
         }
-        let due: Vec<String> = self
-            .groups
-            .iter()
-            .filter(|(_, g)| match g.phase {
-                Phase::Idle => false,
-                Phase::Open { until } | Phase::Probing { until } => now >= until,
-                Phase::Waiting { next } => now >= next,
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in due {
-            let lapsed = self.groups.get_mut(&name).and_then(|g| match g.phase {
-                Phase::Probing { .. } => {
-                    // The lease lapsed with no report: take the grant back, try again.
-                    g.phase = Phase::Waiting { next: now };
-                    g.live().for_each(|(_, h)| h.fleet_gate(true));
-                    Some(())
-                }
-                _ => None,
-            });
-            if lapsed.is_none() {
-                self.try_probe(&name).await;
+        if now >= self.next_resync {
+            self.next_resync = now + RESYNC;
+            let active: Vec<Arc<str>> = self
+                .groups
+                .iter()
+                .filter(|(_, g)| g.active())
+                .map(|(name, _)| name.clone())
+                .collect();
+            if !active.is_empty() {
+                self.next_ping = now + PING; // the resync is the link's check too
+                self.confirm.extend(active);
             }
         }
-        if now >= self.next_resync && self.link.is_some() {
-            self.resync().await;
-            self.next_resync = Instant::now() + RESYNC;
+        if now >= self.next_ping {
+            self.next_ping = now + PING;
+            // (A cluster client watches its nodes itself and says when one disconnects; a
+            // `PING` would go to any node it knows, a dead one too.)
+            if let Some(link) = self.link.as_ref().filter(|l| !l.sharded()) {
+                if let Err(Failure::Outage(why)) = link.command::<()>(&redis::cmd("PING")).await {
+                    self.lost(why);
+                }
+            }
         }
     }
 
-    /// The fleet's open period ended here: take the lease and grant one member the probe, or
+    /// A group's deadline: its open period ended, another's lease ended, or its own lease
+    /// is due for renewal.
+    async fn deadline(&mut self, name: &Arc<str>) {
+        let Some(group) = self.groups.get_mut(name) else {
+            return;
+        };
+        group.deadline = None;
+        match group.phase {
+            Phase::Idle | Phase::Lapsed => {}
+            Phase::Open { .. } | Phase::Waiting { .. } => {
+                let wanted = group.wanted || group.live().any(|(_, h)| h.fleet_wanted());
+                group.hold(Phase::Lapsed);
+                group.wanted = wanted;
+                if wanted {
+                    self.try_lease(name).await;
+                }
+            }
+            Phase::Probing { granted_at, .. } => {
+                // Renew while a member probes (or was granted a moment ago and may yet);
+                // else release, so that an instance with calls waiting can take it.
+                let keep = group.probing_here() || granted_at.elapsed() < lease::LEASE;
+                let cmd = lease::renew_cmd(&group.keys, &self.s.instance, !keep);
+                let held = self.command_for::<i64>(name, &cmd).await;
+                let Some(group) = self.groups.get_mut(name) else {
+                    return;
+                };
+                if !matches!(group.phase, Phase::Probing { .. }) {
+                    return; // the probe reported meanwhile
+                }
+                if keep && held == Some(1) {
+                    let renew_at = Instant::now() + RENEW;
+                    group.phase = Phase::Probing {
+                        renew_at,
+                        granted_at,
+                    };
+                    self.arm(name, Some(renew_at));
+                } else if held.is_some() {
+                    // Lost or let go: the grant is taken back; a waiting call asks anew.
+                    group.hold(Phase::Lapsed);
+                }
+            }
+        }
+    }
+
+    /// Asks for the lease (a call waits here): win it and grant one member the probe, or
     /// learn who has it, or that the fleet reopened or closed meanwhile.
-    async fn try_probe(&mut self, name: &str) {
+    async fn try_lease(&mut self, name: &Arc<str>) {
         let Some(group) = self.groups.get(name) else {
             return;
         };
-        let mut cmd = redis::cmd("EVAL");
-        cmd.arg(TRY_PROBE)
-            .arg(2)
-            .arg(&group.keys.open)
-            .arg(&group.keys.probe)
-            .arg(&self.s.instance)
-            .arg(group.lease_ms())
-            .arg(CLOSED);
-        let Some(conn) = self.link.as_mut().map(|l| l.conn.clone()) else {
+        let cmd = lease::try_cmd(&group.keys, &self.s.instance);
+        let Some(answer) = self.command_for::<(i64, i64)>(name, &cmd).await else {
             return;
-        };
-        let mut conn = conn;
-        let answer: Result<(i64, i64), RedisError> = cmd.query_async(&mut conn).await;
-        let (what, ms) = match answer {
-            Ok(answer) => answer,
-            Err(e) => return self.failed(e),
         };
         let Some(group) = self.groups.get_mut(name) else {
             return;
         };
+        if group.manual.is_some() || group.phase == Phase::Idle {
+            return; // reset, closed or local meanwhile
+        }
         let now = Instant::now();
-        match what {
-            1 if ms > 0 => group.apply_open(ms as u64, None),
-            2 => {
-                group.phase = Phase::Probing {
-                    until: now + Duration::from_millis(group.lease_ms()),
-                };
-                if let Some((_, h)) = group.live().next() {
-                    h.fleet_grant_probe();
-                }
+        let at = match lease::answer(answer) {
+            Answer::Open(ms) => Some(group.open(ms, None)),
+            Answer::Won => {
+                let renew_at = now + RENEW;
+                group.grant(now, renew_at).then_some(renew_at)
             }
-            3 => group.apply_close(None),
-            _ => {
-                let wait = Duration::from_millis(ms.max(0) as u64);
-                group.phase = Phase::Waiting {
-                    next: now + wait.clamp(TICK, Duration::from_millis(250)),
-                };
+            Answer::Closed => {
+                group.close(None);
+                None
             }
-        }
-    }
-
-    /// Reads back every name's open key: an opening or a reopening whose message was lost,
-    /// or an open period cut short by a close we did not hear.
-    async fn resync(&mut self) {
-        let names: Vec<String> = self.groups.keys().cloned().collect();
-        if names.is_empty() {
-            return;
-        }
-        let mut pipe = redis::pipe();
-        for name in &names {
-            pipe.cmd("PTTL").arg(&self.groups[name].keys.open);
-        }
-        let Some(pttls) = self.query::<Vec<i64>>(&pipe).await else {
-            return;
+            Answer::Held(ms) => {
+                let until = now + Duration::from_millis(ms.max(1));
+                group.hold(Phase::Waiting { until });
+                group.wanted = true;
+                Some(until)
+            }
         };
-        let now = Instant::now();
-        for (name, pttl) in names.iter().zip(pttls) {
-            let Some(group) = self.groups.get_mut(name) else {
-                continue;
-            };
-            let ends = now + Duration::from_millis(pttl.max(0) as u64);
-            match (group.phase, pttl > 0) {
-                (Phase::Idle | Phase::Waiting { .. } | Phase::Probing { .. }, true) => {
-                    group.apply_open(pttl as u64, None);
-                }
-                (Phase::Open { until }, true) if ends > until + Duration::from_millis(100) => {
-                    group.apply_open(pttl as u64, None);
-                }
-                (Phase::Open { until }, false) if until > now => {
-                    group.phase = Phase::Open { until: now };
-                }
-                _ => {}
-            }
-        }
+        self.arm(name, at);
     }
 
-    /// Forgets members whose breaker is gone, and names with no member left.
-    fn prune(&mut self) {
-        let live = live_breakers();
-        let members = &mut self.members;
-        let mut shared = lock(&self.shared_members);
-        self.groups.retain(|_, g| {
-            g.members.retain(|(id, name)| {
-                let alive = live.contains_key(&identity(name));
-                if !alive {
-                    // Off the observer's list before the name (the identity) is let go.
-                    shared.remove(&identity(name));
-                    members.remove(id);
-                }
-                alive
-            });
-            !g.members.is_empty()
-        });
+    /// One pipeline for `name`; a refusal makes its members local, an outage all.
+    async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        name: &Arc<str>,
+        pipe: &redis::Pipeline,
+    ) -> Option<T> {
+        let result = self.link.as_ref()?.query(pipe).await;
+        self.answered(name, result)
     }
 
-    /// One round trip; `None` (and the link dropped if it broke) on error.
-    async fn query<T: redis::FromRedisValue>(&mut self, pipe: &redis::Pipeline) -> Option<T> {
-        let mut conn = self.link.as_ref()?.conn.clone();
-        match pipe.query_async::<T>(&mut conn).await {
+    async fn command_for<T: redis::FromRedisValue>(
+        &mut self,
+        name: &Arc<str>,
+        cmd: &redis::Cmd,
+    ) -> Option<T> {
+        let result = self.link.as_ref()?.command(cmd).await;
+        self.answered(name, result)
+    }
+
+    fn answered<T>(&mut self, name: &Arc<str>, result: Result<T, Failure>) -> Option<T> {
+        match result {
             Ok(v) => Some(v),
-            Err(e) => {
-                self.failed(e);
+            Err(Failure::Outage(why)) => {
+                self.lost(why);
+                None
+            }
+            Err(Failure::Refused(why)) => {
+                self.refused(name, &why);
                 None
             }
         }
     }
 
-    fn failed(&mut self, e: RedisError) {
-        if e.is_io_error()
-            || e.is_timeout()
-            || e.is_connection_dropped()
-            || e.is_connection_refusal()
-            || e.is_unrecoverable_error()
-        {
-            self.lost(e.to_string());
-        } else {
-            tracing::debug!(target: "breaker", instance = %self.s.instance, "fleet: Redis said {e}");
+    /// Redis refused a command for `name`: its members are local breakers (each closes by
+    /// its own probe after its own cool-off); one WARN per kind of refusal.
+    fn refused(&mut self, name: &Arc<str>, why: &str) {
+        if let Some(group) = self.groups.get_mut(name) {
+            group.local();
+            group.deadline = None;
+        }
+        let code = why.split_whitespace().next().unwrap_or(why).to_owned();
+        if self.refusals.insert(code) {
+            tracing::warn!(
+                target: "breaker",
+                instance = %self.s.instance,
+                "fleet: Redis refused a command for {name} ({why}); its breakers behave as \
+                 local ones (see the ACL a fleet needs in breaker::fleet)"
+            );
         }
     }
 
     /// Redis is away: every breaker behaves as a local one until it is back.
     fn lost(&mut self, why: String) {
-        self.link = None;
+        if self.link.take().is_none() {
+            return;
+        }
         if !self.warned {
             self.warned = true;
             tracing::warn!(
@@ -713,41 +905,80 @@ impl Task {
                 "fleet: Redis unreachable ({why}); breakers behave as local ones until it is back"
             );
         }
-        for group in self.groups.values_mut() {
-            group.phase = Phase::Idle;
-            group.live().for_each(|(_, h)| h.fleet_gate(false));
+        for group in self.groups.values_mut().filter(|g| g.active()) {
+            if group.manual.is_none() {
+                group.local();
+            }
+            group.deadline = None;
         }
-        self.backoff = BACKOFF_MIN;
-        self.reconnect_at = Instant::now() + self.jitter(self.backoff);
+        self.timers.clear();
+        self.fresh.clear();
+        self.confirm.clear();
+        self.backoff.reset();
+        self.reconnect_at = Instant::now() + self.backoff.wait();
     }
 
     async fn reconnect(&mut self) {
-        match Link::open(&self.s).await {
+        match Link::open(&self.s)
+            .await
+            .map_err(super::link::OpenError::into_string)
+        {
             Ok(link) => {
                 self.link = Some(link);
-                self.warned = false;
-                tracing::info!(
-                    target: "breaker",
-                    instance = %self.s.instance,
-                    "fleet: Redis is back; resynchronising"
-                );
-                self.resync().await;
-                self.next_resync = Instant::now() + RESYNC;
+                self.refusals.clear();
+                self.resyncing = true;
+                // Messages were lost meanwhile: every name is read back (in batches), and
+                // on a cluster subscribed to again.
+                self.fresh.extend(self.groups.keys().cloned());
+                let now = Instant::now();
+                self.next_ping = now + PING;
+                self.next_resync = now + RESYNC;
             }
             Err(why) => {
                 tracing::debug!(target: "breaker", instance = %self.s.instance, "fleet: reconnect failed: {why}");
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                self.reconnect_at = Instant::now() + self.jitter(self.backoff);
+                self.reconnect_at = Instant::now() + self.backoff.wait();
             }
         }
     }
+}
 
-    /// Between half and all of `d`, so a fleet does not reconnect in step.
-    fn jitter(&mut self, d: Duration) -> Duration {
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let fraction = (self.rng % 1024) as u32;
-        d / 2 + (d / 2) * fraction / 1024
+/// What a member holds of its fleet: tells the task when a call waits for the fleet's probe,
+/// and that the member left when the breaker drops.
+pub(crate) struct MemberLink {
+    pub(crate) member: u64,
+    pub(crate) identity: usize,
+    pub(crate) tx: mpsc::UnboundedSender<Command>,
+    pub(crate) members: Members,
+}
+
+impl breaker_runtime::FleetLink for MemberLink {
+    fn wanted(&self) {
+        let _ = self.tx.send(Command::Wanted {
+            member: self.member,
+        });
     }
+}
+
+impl Drop for MemberLink {
+    fn drop(&mut self) {
+        // Off the observer's list before the task lets the name (the identity) go.
+        let mut members = lock(&self.members);
+        if members.get(&self.identity) == Some(&self.member) {
+            members.remove(&self.identity);
+        }
+        drop(members);
+        let _ = self.tx.send(Command::Leave {
+            member: self.member,
+        });
+    }
+}
+
+/// Joins `h` under `member`; the caller holds the members lock, so that the observer reports
+/// its transitions only after this `Join` in the queue.
+pub(crate) fn send_join(tx: &mpsc::UnboundedSender<Command>, member: u64, name: Name, h: &Handle) {
+    let _ = tx.send(Command::Join {
+        member,
+        name,
+        handle: h.downgrade(),
+    });
 }

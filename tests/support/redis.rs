@@ -16,19 +16,7 @@ pub struct RedisServer {
 }
 
 fn binary() -> PathBuf {
-    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).collect())
-        .unwrap_or_default();
-    dirs.extend(["/usr/bin", "/usr/local/bin", "/usr/sbin"].map(PathBuf::from));
-    dirs.into_iter()
-        .map(|d| d.join("redis-server"))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "redis-server not found on PATH nor in /usr/bin: the fleet tests need a real \
-                 one; install it with `apt-get install -y redis-server`"
-            )
-        })
+    find("redis-server", "redis-server")
 }
 
 fn free_port() -> u16 {
@@ -56,6 +44,10 @@ impl RedisServer {
             .spawn()
             .expect("start redis-server");
         self.child = Some(child);
+        self.await_ping();
+    }
+
+    fn await_ping(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(reply) = self.try_command(&["PING"]) {
@@ -96,22 +88,219 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("redis {args:?}: {e}"))
     }
 
+    /// One command whose reply is a bulk string (`INFO`): its text.
+    pub fn command_bulk(&self, args: &[&str]) -> String {
+        self.try_bulk(args)
+            .unwrap_or_else(|| panic!("redis {args:?}: no bulk reply"))
+    }
+
+    fn try_bulk(&self, args: &[&str]) -> Option<String> {
+        use std::io::Read;
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        stream.write_all(&request(args)).ok()?;
+        let mut reader = BufReader::new(stream);
+        let mut header = String::new();
+        reader.read_line(&mut header).ok()?;
+        let len: usize = header.trim_end().strip_prefix('$')?.parse().ok()?;
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).ok()?;
+        Some(String::from_utf8_lossy(&body).into_owned())
+    }
+
     fn try_command(&self, args: &[&str]) -> std::io::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut request = format!("*{}\r\n", args.len());
-        for a in args {
-            request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        stream.write_all(request.as_bytes())?;
+        stream.write_all(&request(args))?;
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line)?;
         Ok(line.trim_end().to_owned())
     }
 }
 
+fn request(args: &[&str]) -> Vec<u8> {
+    let mut request = format!("*{}\r\n", args.len());
+    for a in args {
+        request.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    request.into_bytes()
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// A real Redis Cluster on loopback: six `redis-server --cluster-enabled yes` (three masters,
+/// three replicas) joined by `redis-cli --cluster create`, each in its own temporary
+/// directory; every node killed on drop. A missing binary fails with how to install it.
+pub struct RedisCluster {
+    pub nodes: Vec<RedisServer>,
+    dir: PathBuf,
+}
+
+fn find(name: &str, package: &str) -> PathBuf {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.extend(["/usr/bin", "/usr/local/bin", "/usr/sbin"].map(PathBuf::from));
+    dirs.into_iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{name} not found on PATH nor in /usr/bin: the fleet tests need a real one; \
+                 install it with `apt-get install -y redis-server redis-tools` ({package})"
+            )
+        })
+}
+
+impl RedisCluster {
+    pub fn start() -> RedisCluster {
+        let server = find("redis-server", "redis-server");
+        let cli = find("redis-cli", "redis-tools");
+        let dir = std::env::temp_dir().join(format!(
+            "breaker-cluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let mut nodes = Vec::new();
+        for _ in 0..6 {
+            let port = free_port();
+            let child = Command::new(&server)
+                .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+                .args(["--port", &port.to_string()])
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+                // Replicas in sync at once: a replica that never synced does not fail over.
+                .args(["--repl-diskless-sync-delay", "0"])
+                .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+                .args(["--dir", dir.to_str().expect("a UTF-8 temporary path")])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start redis-server");
+            let node = RedisServer {
+                child: Some(child),
+                port,
+            };
+            node.await_ping();
+            nodes.push(node);
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new(&cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(&addresses)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster create");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let cluster = RedisCluster { nodes, dir };
+        cluster.await_ok();
+        // Every replica in sync with its master (else it could not take over).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cluster.nodes.iter().all(|n| {
+            n.try_bulk(&["INFO", "replication"])
+                .is_some_and(|i| i.contains("role:master") || i.contains("master_link_status:up"))
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "replicas did not sync within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster
+    }
+
+    /// Waits until every live node says `cluster_state:ok`.
+    pub fn await_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                n.try_bulk(&["CLUSTER", "INFO"])
+                    .is_some_and(|info| info.contains("cluster_state:ok"))
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster did not become ok within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// Waits until a live node is master of `key`'s slot (after a failover: the replica
+    /// promoted), and every live node says `cluster_state:ok`.
+    pub fn await_master(&self, key: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.find_master(key).is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "no live master for {key} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.await_ok();
+    }
+
+    /// The node that is master of `key`'s slot now.
+    pub fn master_of(&mut self, key: &str) -> &mut RedisServer {
+        let index = self.find_master(key).expect("a master for the slot");
+        &mut self.nodes[index]
+    }
+
+    fn find_master(&self, key: &str) -> Option<usize> {
+        let live = self.nodes.iter().find(|n| n.child.is_some())?;
+        let slot: u64 = live
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .trim_start_matches(':')
+            .parse()
+            .expect("a slot");
+        self.nodes.iter().position(|n| {
+            n.child.is_some()
+                && n.try_bulk(&["INFO", "replication"])
+                    .is_some_and(|i| i.contains("role:master"))
+                && n.try_bulk(&["CLUSTER", "NODES"]).is_some_and(|nodes| {
+                    nodes.lines().any(|l| l.contains("myself") && owns(l, slot))
+                })
+        })
+    }
+}
+
+/// Whether a `CLUSTER NODES` line's slot ranges include `slot`.
+fn owns(line: &str, slot: u64) -> bool {
+    line.split_whitespace().skip(8).any(|range| {
+        let mut ends = range.split('-').filter_map(|e| e.parse::<u64>().ok());
+        match (ends.next(), ends.next()) {
+            (Some(a), Some(b)) => (a..=b).contains(&slot),
+            (Some(a), None) => a == slot,
+            _ => false,
+        }
+    })
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            n.kill();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

@@ -103,6 +103,7 @@ impl Core {
                         break Err(Some(until - now));
                     }
                     if inner.fleet_holds_open() {
+                        inner.fleet_wanted(); // a call waits: the fleet may ask for the lease
                         break Err(None); // another instance of the fleet probes
                     }
                     w = self.transition(&mut inner, w, State::HalfOpen, Cause::CoolOffElapsed, now);

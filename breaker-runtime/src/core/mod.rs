@@ -44,7 +44,7 @@ use crate::{
 
 mod closed;
 mod dispatch;
-mod fleet;
+pub(crate) mod fleet;
 mod half_open;
 mod jitter;
 mod permit;
@@ -113,6 +113,13 @@ struct Inner {
     /// the fleet grants a probe (see `fleet_gate`).
     gated: bool,
     granted: bool,
+    /// A call was refused by the gate since the fleet last gated or granted: told once.
+    wanted: bool,
+    /// The breaker's own open end in the generation the fleet last touched: a fleet's open
+    /// time may shorten what the fleet added, never the breaker's own cool-off.
+    fleet_floor: (u64, Nanos),
+    /// The fleet's link to this member, dropped with the breaker (the member leaves).
+    fleet: Option<Box<dyn fleet::FleetLink>>,
     /// `Stats` (successes, failures) when the breaker last closed: without a window, the
     /// failure rate a snapshot shows is the failed share of the calls since then.
     closed_at: (u64, u64),
@@ -235,6 +242,9 @@ impl Core {
                 dispatching: false,
                 gated: false,
                 granted: false,
+                wanted: false,
+                fleet_floor: (u64::MAX, 0),
+                fleet: None,
                 closed_at: (0, 0),
             }),
             simple: policy.slow_call.is_none()

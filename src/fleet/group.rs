@@ -1,0 +1,199 @@
+//! One breaker name's fleet state in this instance, and its members here (held weakly).
+//!
+//! | phase | the members | leaves when |
+//! | --- | --- | --- |
+//! | `Idle` | local breakers | a member opens (and the quorum is met), or a confirmed opening |
+//! | `Open` | open, gated | its timer: the open period ended (`Lapsed`) |
+//! | `Lapsed` | open, gated | a call waits here: ask for the lease |
+//! | `Waiting` | open, gated | another instance holds the lease: its outcome, or the lease's end |
+//! | `Probing` | one member granted the probe | its probe reports (close or reopen); the lease is renewed meanwhile |
+//!
+//! Everything here is local: the task decides, from Redis's answers, which of these to call.
+//! Each costs O(members of this name in this instance), usually one.
+
+use std::{collections::HashMap, time::Duration};
+
+use breaker_runtime::{Handle, Name, State, WeakHandle};
+use tokio::time::Instant;
+
+use super::protocol::Keys;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Idle,
+    Open {
+        until: Instant,
+    },
+    Lapsed,
+    Waiting {
+        until: Instant,
+    },
+    Probing {
+        renew_at: Instant,
+        granted_at: Instant,
+    },
+}
+
+/// An operator's fleet-wide setting (the manual key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Manual {
+    Forced,
+    Disabled,
+}
+
+pub(crate) struct Member {
+    pub(crate) handle: WeakHandle,
+    /// Keeps the name allocated: its address is the member's identity (see `task::identity`).
+    pub(crate) _name: Name,
+}
+
+pub(crate) struct Group {
+    pub(crate) keys: Keys,
+    pub(crate) members: HashMap<u64, Member>,
+    pub(crate) phase: Phase,
+    pub(crate) manual: Option<Manual>,
+    /// A call was refused here while the fleet held the members open.
+    pub(crate) wanted: bool,
+    /// The timer armed for this group (stale heap entries do not match it).
+    pub(crate) deadline: Option<Instant>,
+    /// A `reset` message was heard: reset the members if the keys confirm it.
+    pub(crate) reset_heard: bool,
+}
+
+impl Group {
+    pub(crate) fn new(keys: Keys) -> Group {
+        Group {
+            keys,
+            members: HashMap::new(),
+            phase: Phase::Idle,
+            manual: None,
+            wanted: false,
+            deadline: None,
+            reset_heard: false,
+        }
+    }
+
+    /// Whether the group has fleet state (the resync reads it back).
+    pub(crate) fn active(&self) -> bool {
+        self.phase != Phase::Idle || self.manual.is_some()
+    }
+
+    pub(crate) fn live(&self) -> impl Iterator<Item = (u64, Handle)> + '_ {
+        self.members
+            .iter()
+            .filter_map(|(id, m)| m.handle.upgrade().map(|h| (*id, h)))
+    }
+
+    /// The fleet is open for `ms` from now (what Redis's open key says): every member opens
+    /// for that long, or has its fleet time set to it, and waits for the fleet's probe.
+    pub(crate) fn open(&mut self, ms: u64, except: Option<u64>) -> Instant {
+        let until = Instant::now() + Duration::from_millis(ms);
+        self.phase = Phase::Open { until };
+        self.wanted = false;
+        for (id, h) in self.live() {
+            if Some(id) != except {
+                h.fleet_open(Duration::from_millis(ms));
+            }
+            h.fleet_gate(true);
+        }
+        until
+    }
+
+    /// The fleet's open period is over (or another instance probes): members stay open,
+    /// gated, until the fleet's probe reports.
+    pub(crate) fn hold(&mut self, phase: Phase) {
+        let fresh = matches!(self.phase, Phase::Idle | Phase::Open { .. });
+        self.phase = phase;
+        for (_, h) in self.live() {
+            if fresh {
+                h.fleet_open(Duration::ZERO); // the fleet's part of the open time is over
+            }
+            h.fleet_gate(true);
+        }
+    }
+
+    /// The fleet's probe succeeded: every member closes.
+    pub(crate) fn close(&mut self, except: Option<u64>) {
+        self.phase = Phase::Idle;
+        self.wanted = false;
+        for (id, h) in self.live() {
+            h.fleet_gate(false);
+            if Some(id) != except {
+                h.fleet_close();
+            }
+        }
+    }
+
+    /// Redis refused or is away: every member is a local breaker again.
+    pub(crate) fn local(&mut self) {
+        self.phase = Phase::Idle;
+        self.wanted = false;
+        for (_, h) in self.live() {
+            h.fleet_gate(false);
+        }
+    }
+
+    /// Grants the probe to one member, one with a call waiting if any. `false`: none lives.
+    pub(crate) fn grant(&mut self, now: Instant, renew_at: Instant) -> bool {
+        let mut live: Vec<Handle> = self.live().map(|(_, h)| h).collect();
+        let pick = live
+            .iter()
+            .position(Handle::fleet_wanted)
+            .unwrap_or_default();
+        if live.is_empty() {
+            return false;
+        }
+        live.swap_remove(pick).fleet_grant_probe();
+        self.phase = Phase::Probing {
+            renew_at,
+            granted_at: now,
+        };
+        self.wanted = false;
+        true
+    }
+
+    /// Whether a member of this instance is probing now.
+    pub(crate) fn probing_here(&self) -> bool {
+        self.live().any(|(_, h)| h.peek_state() == State::HalfOpen)
+    }
+
+    /// An operator's fleet-wide action, done in Redis: every member here follows it (a
+    /// reset resets every member, whatever it was doing).
+    pub(crate) fn operator(&mut self, set: Option<Manual>) {
+        self.manual = set;
+        self.phase = Phase::Idle;
+        self.deadline = None;
+        self.wanted = false;
+        for (_, h) in self.live() {
+            h.fleet_gate(false);
+            apply_manual(&h, set);
+        }
+    }
+
+    /// What a member joining now must learn from this instance's view.
+    pub(crate) fn welcome(&self, h: &Handle) {
+        if let Some(manual) = self.manual {
+            apply_manual(h, Some(manual));
+            return;
+        }
+        match self.phase {
+            Phase::Idle => {}
+            Phase::Open { until } => {
+                h.fleet_open(until.saturating_duration_since(Instant::now()));
+                h.fleet_gate(true);
+            }
+            Phase::Lapsed | Phase::Waiting { .. } | Phase::Probing { .. } => {
+                h.fleet_open(Duration::ZERO);
+                h.fleet_gate(true);
+            }
+        }
+    }
+}
+
+fn apply_manual(h: &Handle, manual: Option<Manual>) {
+    match manual {
+        Some(Manual::Forced) => h.force_open(),
+        Some(Manual::Disabled) => h.disable(),
+        None => h.reset(),
+    }
+}

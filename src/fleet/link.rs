@@ -1,0 +1,247 @@
+//! The fleet's connections to Redis and what a failure means: a broken or silent link is an
+//! outage of the whole fleet (reconnect with backoff and jitter, then resynchronise); an
+//! error *reply* (`NOPERM`, `READONLY`, `WRONGTYPE`, `OOM`, `NOSCRIPT`, `CLUSTERDOWN`, …) is
+//! an outage for the name the command touched: its members become local breakers.
+//!
+//! One node: a multiplexed connection for commands and a `SUBSCRIBE` to the fleet's channel.
+//! A cluster: the cluster client (commands routed by hash slot) over RESP3, with one
+//! `SSUBSCRIBE` per name to the name's sharded channel, which lives on the name's shard; a
+//! node's disconnection (a failover, a slot migration) is an outage until the link is
+//! opened again and every name read back.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::{
+    aio::{MultiplexedConnection, PubSubStream},
+    cluster::ClusterClientBuilder,
+    cluster_async::ClusterConnection,
+    AsyncConnectionConfig, PushInfo, PushKind, RedisError,
+};
+use tokio::{sync::mpsc, time::timeout};
+
+use super::task::{Settings, Target};
+
+/// Connect and response timeout of every Redis round trip.
+pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(1);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(100);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(2);
+
+enum Conn {
+    One(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+enum Sub {
+    One(PubSubStream),
+    Cluster(mpsc::UnboundedReceiver<PushInfo>),
+}
+
+/// The connections to Redis: commands, and the subscription to the fleet's messages.
+pub(crate) struct Link {
+    conn: Conn,
+    sub: Sub,
+}
+
+/// Why a round trip failed.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The link broke or went silent: the whole fleet is local until it is back.
+    Outage(String),
+    /// Redis answered with an error: what the command touched is local.
+    Refused(String),
+}
+
+impl From<RedisError> for Failure {
+    fn from(e: RedisError) -> Failure {
+        if e.is_io_error()
+            || e.is_timeout()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+        {
+            Failure::Outage(e.to_string())
+        } else {
+            // As Redis said it (`NOPERM this user has no permissions …`), code first.
+            Failure::Refused(match e.code() {
+                Some(code) => format!("{code} {}", e.detail().unwrap_or_default()),
+                None => e.to_string(),
+            })
+        }
+    }
+}
+
+/// Why a link could not be opened.
+pub(crate) enum OpenError {
+    /// No connection (unreachable, timed out, wrong password).
+    Connect(String),
+    /// Connected, but Redis refused the subscription (an ACL without it).
+    Refused(String),
+}
+
+impl OpenError {
+    pub(crate) fn into_string(self) -> String {
+        match self {
+            OpenError::Connect(why) | OpenError::Refused(why) => why,
+        }
+    }
+}
+
+fn subscribe_failed(e: RedisError) -> OpenError {
+    match Failure::from(e) {
+        Failure::Outage(why) => OpenError::Connect(why),
+        Failure::Refused(why) => OpenError::Refused(why),
+    }
+}
+
+impl Link {
+    /// Connects and subscribes (one node: to the fleet's channel; a cluster: to nothing yet,
+    /// each name's channel is [`watch`](Self::watch)ed when it gets a member).
+    pub(crate) async fn open(s: &Settings) -> Result<Link, OpenError> {
+        match &s.target {
+            Target::One(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(IO_TIMEOUT))
+                    .set_response_timeout(Some(IO_TIMEOUT));
+                let conn = client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+                    .map_err(|e| OpenError::Connect(e.to_string()))?;
+                let mut pubsub = timeout(IO_TIMEOUT, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| OpenError::Connect("timed out".to_owned()))?
+                    .map_err(|e| OpenError::Connect(e.to_string()))?;
+                match timeout(IO_TIMEOUT, pubsub.subscribe(&s.channel)).await {
+                    Err(_) => return Err(OpenError::Connect("timed out subscribing".to_owned())),
+                    Ok(Err(e)) => return Err(subscribe_failed(e)),
+                    Ok(Ok(())) => {}
+                }
+                Ok(Link {
+                    conn: Conn::One(conn),
+                    sub: Sub::One(pubsub.into_on_message()),
+                })
+            }
+            Target::Cluster(nodes) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let client = ClusterClientBuilder::new(nodes.clone())
+                    .use_protocol(redis::ProtocolVersion::RESP3)
+                    .push_sender(tx)
+                    .connection_timeout(IO_TIMEOUT)
+                    .response_timeout(IO_TIMEOUT)
+                    .retries(1)
+                    .build()
+                    .map_err(|e| OpenError::Connect(e.to_string()))?;
+                let conn = timeout(IO_TIMEOUT * 3, client.get_async_connection())
+                    .await
+                    .map_err(|_| OpenError::Connect("timed out".to_owned()))?
+                    .map_err(|e| OpenError::Connect(e.to_string()))?;
+                Ok(Link {
+                    conn: Conn::Cluster(conn),
+                    sub: Sub::Cluster(rx),
+                })
+            }
+        }
+    }
+
+    /// Whether messages travel on one sharded channel per name (a cluster).
+    pub(crate) fn sharded(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+
+    /// Subscribes to a name's sharded channel (a cluster; nothing on one node).
+    pub(crate) async fn watch(&mut self, channel: &str) -> Result<(), Failure> {
+        match &mut self.conn {
+            Conn::One(_) => Ok(()),
+            Conn::Cluster(conn) => {
+                // The client sends SSUBSCRIBE to a node it picks and follows MOVED; the pick
+                // may be a node that died (a failed-over master it still knows): try again.
+                let mut tries = 0;
+                loop {
+                    match conn.ssubscribe(channel).await {
+                        Ok(()) => return Ok(()),
+                        Err(e) if e.is_connection_refusal() && tries < 8 => tries += 1,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// One round trip of `pipe`.
+    pub(crate) async fn query<T: redis::FromRedisValue>(
+        &self,
+        pipe: &redis::Pipeline,
+    ) -> Result<T, Failure> {
+        Ok(match &self.conn {
+            Conn::One(conn) => pipe.query_async::<T>(&mut conn.clone()).await?,
+            Conn::Cluster(conn) => pipe.query_async::<T>(&mut conn.clone()).await?,
+        })
+    }
+
+    /// One round trip of `cmd`.
+    pub(crate) async fn command<T: redis::FromRedisValue>(
+        &self,
+        cmd: &redis::Cmd,
+    ) -> Result<T, Failure> {
+        Ok(match &self.conn {
+            Conn::One(conn) => cmd.query_async::<T>(&mut conn.clone()).await?,
+            Conn::Cluster(conn) => cmd.query_async::<T>(&mut conn.clone()).await?,
+        })
+    }
+
+    /// The next message's payload; `None` once the subscription ended (or a cluster node
+    /// disconnected: messages may have been lost).
+    pub(crate) async fn next(&mut self) -> Option<Vec<u8>> {
+        match &mut self.sub {
+            Sub::One(stream) => stream.next().await.map(|m| m.get_payload_bytes().to_vec()),
+            Sub::Cluster(rx) => loop {
+                let push = rx.recv().await?;
+                match push.kind {
+                    PushKind::Disconnection => return None,
+                    PushKind::SMessage | PushKind::Message => {
+                        let payload = push.data.into_iter().nth(1)?;
+                        return redis::from_redis_value::<Vec<u8>>(payload).ok();
+                    }
+                    _ => {}
+                }
+            },
+        }
+    }
+
+    /// A message already received, without waiting.
+    pub(crate) fn ready(&mut self) -> Option<Option<Vec<u8>>> {
+        use futures_util::FutureExt;
+        self.next().now_or_never()
+    }
+}
+
+/// Reconnection pacing: backoff doubling from [`BACKOFF_MIN`] to [`BACKOFF_MAX`], each wait
+/// between half and all of it, so a fleet does not reconnect in step.
+pub(crate) struct Backoff {
+    next: Duration,
+    rng: u64,
+}
+
+impl Backoff {
+    pub(crate) fn new(seed: u64) -> Backoff {
+        Backoff {
+            next: BACKOFF_MIN,
+            rng: seed | 1,
+        }
+    }
+
+    pub(crate) fn reset(&mut self) {
+        self.next = BACKOFF_MIN;
+    }
+
+    /// The wait before the next attempt.
+    pub(crate) fn wait(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(BACKOFF_MAX);
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let fraction = (self.rng % 1024) as u32;
+        d / 2 + (d / 2) * fraction / 1024
+    }
+}

@@ -1,0 +1,81 @@
+//! Reading a name's keys back and making this instance agree with them. Used when a name
+//! first has a member here, to confirm a message before acting on it, every few seconds for
+//! names with fleet state, and for every name after a reconnect. Redis's keys are the truth;
+//! a message only says where to look.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{
+    group::{Group, Manual, Phase},
+    lease::LEASE,
+    protocol::{Keys, CLOSED, DISABLED, FORCED},
+};
+
+/// A name's keys as read: the open key's `PTTL`, the probe key, the manual key.
+pub(crate) type Seen = (i64, Option<String>, Option<String>);
+
+/// Appends the three reads of one name to `pipe`.
+pub(crate) fn read(pipe: &mut redis::Pipeline, keys: &Keys) {
+    pipe.cmd("PTTL").arg(&keys.open);
+    pipe.cmd("GET").arg(&keys.probe);
+    pipe.cmd("GET").arg(&keys.manual);
+}
+
+/// Makes `group` agree with what Redis holds; returns the deadline to arm, if any.
+pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> {
+    let (pttl, probe, manual) = seen;
+    let manual = match manual.as_deref() {
+        Some(FORCED) => Some(Manual::Forced),
+        Some(DISABLED) => Some(Manual::Disabled),
+        _ => None,
+    };
+    if manual != group.manual || (group.reset_heard && manual.is_none()) {
+        group.operator(manual);
+    }
+    group.reset_heard = false;
+    if manual.is_some() {
+        return None; // the operator's: the fleet's phases wait for the reset
+    }
+    let now = Instant::now();
+    if pttl > 0 {
+        let until = now + Duration::from_millis(pttl as u64);
+        // Already agreeing (within a few ms of the round trip): nothing to redo.
+        if let Phase::Open { until: mine } = group.phase {
+            let diff = if mine > until {
+                mine - until
+            } else {
+                until - mine
+            };
+            if diff < Duration::from_millis(50) {
+                return Some(mine);
+            }
+        }
+        return Some(group.open(pttl as u64, None));
+    }
+    match (group.phase, probe.as_deref()) {
+        (Phase::Idle, _) => {
+            // Another instance holds the lease: wait for its probe (a late joiner).
+            if probe.as_deref().is_some_and(|p| p != CLOSED && p != me) {
+                let until = now + LEASE;
+                group.hold(Phase::Waiting { until });
+                return Some(until);
+            }
+            None
+        }
+        (_, Some(CLOSED)) => {
+            group.close(None);
+            None
+        }
+        (Phase::Open { .. }, _) => {
+            // The open key is gone before this instance's timer (cut short or never real):
+            // the fleet's open time is over here too.
+            group.hold(Phase::Lapsed);
+            None
+        }
+        (Phase::Probing { renew_at, .. }, _) => Some(renew_at),
+        (Phase::Waiting { until }, _) => Some(until),
+        (Phase::Lapsed, _) => None,
+    }
+}
