@@ -8,8 +8,9 @@
 //! clock.
 //!
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
-//! (closed, no failure streak, no failure in its window, nothing in flight, held by nobody
-//! but the map). Idle ones go when a new key arrives (the only moment memory grows), so
+//! (closed, no failure streak, no failure in its window, no call in flight), read from the
+//! breaker itself: who else holds it for a moment (a snapshot, the fleet, metrics, a user's
+//! clone) says nothing about its state. Idle ones go when a new key arrives (the only moment memory grows), so
 //! there is no background task. At `max_keys` the least recently used evictable breaker
 //! goes; if there is none, the least recently used closed one, then the least recently used
 //! of any state, with one WARN a minute. The bound always holds.
@@ -214,7 +215,11 @@ impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
 ///
 /// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
 /// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
-/// window, nothing in flight, no handle or clone held outside the map. When a new key
+/// window, no call in flight (calls admitted less calls finished, read from the breaker's
+/// own counts). Holding a key's breaker does not keep it in the map: a `Breaker` from
+/// [`breaker`](Self::breaker) whose key is evicted keeps working, detached (a later call for
+/// the key makes a fresh breaker). A call that looked its breaker up in the instant before
+/// that breaker was evicted runs on the detached breaker. When a new key
 /// arrives, evictable breakers not called for [`Config::idle`] (default 10 minutes) are
 /// dropped; at `max_keys` the least recently used evictable one goes first, then the least
 /// recently used closed one, then the least recently used of any state (one WARN a minute
@@ -404,6 +409,17 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.breaker(key).call_sync_classified(classify, call)
+    }
+
+    /// Whether `key` has a breaker in the map now (a breaker of an evicted key that someone
+    /// still holds is detached: not in the map, though still in the registry). For tests.
+    #[doc(hidden)]
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.inner.get(key).is_ok()
     }
 
     /// Calls `f` with every breaker this map creates from now on, after it is listed and
@@ -607,7 +623,9 @@ impl<K: BreakerKey> Map<K> {
                     let touched = e.touched.load(Relaxed);
                     let seen = e.seen.load(Relaxed);
                     let victim = Victim {
-                        recency: if touched { now } else { seen },
+                        // Called since the last sweep: the most recent of all (`now` was
+                        // read before the locks, and entries made meanwhile are newer).
+                        recency: if touched { u64::MAX } else { seen },
                         seen,
                         id: e.id(),
                         hash: e.hash,
@@ -671,10 +689,12 @@ impl<K> Entry<K> {
         Arc::as_ptr(&self.breaker.shared) as usize
     }
 
-    /// Indistinguishable from a fresh breaker, and held by nobody but the map.
+    /// Indistinguishable from a fresh breaker, with no call in flight: read from the
+    /// breaker itself, never from who holds it (a snapshot, the fleet, metrics or a user's
+    /// clone holding it for a moment says nothing about its state).
     fn evictable(&self) -> bool {
         let shared = &self.breaker.shared;
-        Arc::strong_count(shared) == 1 && shared.core.is_fresh(&shared.clock)
+        shared.core.is_fresh(&shared.clock) && shared.core.counters.in_flight() == 0
     }
 
     /// Eviction order: 0 evictable, 1 closed, 2 any other state.

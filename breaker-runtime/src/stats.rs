@@ -253,6 +253,27 @@ impl Counters {
         t
     }
 
+    /// Calls admitted and not yet finished: admitted less successes, failures, neutral and
+    /// cancelled ones (every admitted call ends as exactly one of those). The finished
+    /// counts are read before the admitted ones, and both only grow, so a call that
+    /// finishes during the read is never seen finished but not admitted. Read, not kept: the
+    /// call path pays nothing for it (a keyed breaker asks it only when picking a victim).
+    pub(crate) fn in_flight(&self) -> u64 {
+        let mut finished = 0u64;
+        for s in &self.stripes {
+            finished = finished
+                .wrapping_add(s.successes.load(Relaxed))
+                .wrapping_add(s.failures.load(Relaxed))
+                .wrapping_add(s.neutral.load(Relaxed))
+                .wrapping_add(s.cancelled.load(Relaxed));
+        }
+        let admitted = self
+            .stripes
+            .iter()
+            .fold(0u64, |n, s| n.wrapping_add(s.admitted.load(Relaxed)));
+        admitted.saturating_sub(finished)
+    }
+
     /// (admitted, successes) on one stripe, for tests of who counts where.
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn at(&self, slot: Slot) -> (u64, u64) {

@@ -1,0 +1,140 @@
+//! Keyed breakers at churn (DESIGN.md part three, issue 20): eviction that reads the
+//! breaker's own state and in-flight count, detached breakers, bounded work at the bound,
+//! `max_open`.
+
+use breaker_runtime::{registry, Config, KeyedBreaker, State};
+
+fn fail(k: &KeyedBreaker<String>, key: &str) {
+    let _ = k.call_sync(key, || Err::<(), _>(()));
+}
+
+fn succeed(k: &KeyedBreaker<String>, key: &str) {
+    let _ = k.call_sync(key, || Ok::<_, ()>(()));
+}
+
+fn live(name: &str) -> bool {
+    registry().get(name).is_some()
+}
+
+/// Issue 20's repro: anything that holds handles for a moment (here a registry walk) made
+/// every fresh breaker look busy, and the bound then evicted the one with a failure streak.
+#[test]
+fn a_held_registry_walk_does_not_push_eviction_onto_a_failure_streak() {
+    let k = KeyedBreaker::<String>::new("churn::streak", Config::default().threshold(5).max_keys(3));
+    fail(&k, "streak"); // oldest, one failure of five
+    succeed(&k, "fresh-1");
+    succeed(&k, "fresh-2");
+    let held = registry().handles();
+    succeed(&k, "newcomer");
+    assert_eq!(k.len(), 3);
+    assert!(live("churn::streak[streak]"), "the breaker with a streak was evicted");
+    let streak = k.breaker("streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    assert_eq!(streak.state(), State::Open, "its streak went on");
+    drop(held);
+}
+
+/// A user's own `Breaker` of a key keeps working after the key is evicted: it is detached,
+/// and a later call for that key makes a fresh breaker.
+#[test]
+fn a_held_breaker_of_an_evicted_key_keeps_working_detached() {
+    let k = KeyedBreaker::<String>::new("churn::detached", Config::default().threshold(2).max_keys(2));
+    let held = k.breaker("a");
+    succeed(&k, "b");
+    succeed(&k, "c"); // "a" is the least recently used fresh one: it goes
+    assert_eq!(k.len(), 2);
+    let again = k.breaker("a"); // evicts "b"
+    assert!(!again.handle().same_breaker(&held.handle()), "a fresh breaker");
+    for _ in 0..2 {
+        let _ = held.call_sync(|| Err::<(), _>(()));
+    }
+    assert_eq!(held.state(), State::Open, "the detached breaker still judges");
+    assert_eq!(again.state(), State::Closed, "the map's breaker is its own");
+    assert_eq!(held.stats().calls, 2);
+}
+
+mod held_while_churning {
+    //! Random key streams while another thread keeps taking the registry's handles: no
+    //! breaker with a failure streak is evicted while a fresh one exists.
+
+    use std::{
+        collections::BTreeMap,
+        sync::atomic::{AtomicBool, Ordering::Relaxed},
+    };
+
+    use breaker_runtime::{registry, Config, KeyedBreaker};
+    use proptest::prelude::*;
+
+    const MAX: usize = 4;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn a_concurrent_holder_never_pushes_eviction_onto_state(
+            ops in proptest::collection::vec((0u32..10, any::<bool>()), 1..60),
+            run in any::<u64>(),
+        ) {
+            let name = format!("churn::held{run}");
+            // A streak never reaches the threshold: every key stays closed; some carry state.
+            let k = KeyedBreaker::<u32>::new(&name, Config::default().threshold(1000).max_keys(MAX));
+            // In the map: the registry would also list an evicted breaker the holder holds.
+            let live = |key: u32| k.contains(&key);
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Relaxed) {
+                        let held = registry().handles();
+                        std::hint::black_box(&held);
+                        std::thread::yield_now();
+                    }
+                });
+                // key -> its breaker carries a failure streak.
+                let mut known: BTreeMap<u32, bool> = BTreeMap::new();
+                let result = (|| {
+                    for (key, ok) in ops {
+                        known.retain(|k, _| live(*k));
+                        let new = !known.contains_key(&key);
+                        let full = known.len() >= MAX;
+                        let fresh_existed = known.iter().any(|(k, streak)| *k != key && !streak);
+                        let streaks: Vec<u32> =
+                            known.iter().filter(|(_, s)| **s).map(|(k, _)| *k).collect();
+                        let _ = k.call_sync(&key, || if ok { Ok(()) } else { Err(()) });
+                        prop_assert!(k.len() <= MAX);
+                        if new && full && fresh_existed {
+                            for s in streaks {
+                                prop_assert!(live(s), "key {s} with a streak evicted while a fresh one existed");
+                            }
+                        }
+                        known.insert(key, !ok);
+                    }
+                    Ok(())
+                })();
+                stop.store(true, Relaxed);
+                result
+            })?;
+        }
+    }
+}
+
+/// A call in flight is counted by the breaker itself (admitted less finished): its fresh,
+/// least recently used breaker is not the one evicted while the call runs.
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_keeps_its_breaker() {
+    let k = KeyedBreaker::<String>::new("churn::in_flight", Config::default().max_keys(2));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(k.call("slow", async move {
+        let _ = rx.await;
+        Ok::<_, ()>(())
+    }));
+    tokio::task::yield_now().await; // admitted, waiting
+    succeed(&k, "b");
+    succeed(&k, "c"); // "slow" is older, but in flight: "b" goes
+    assert!(k.contains("slow"), "the breaker with a call in flight was evicted");
+    assert!(!k.contains("b"));
+    tx.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert_eq!(k.breaker("slow").stats().successes, 1, "counted on the map's breaker");
+}
