@@ -1,7 +1,8 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
 //! admission and end, and how a finished call is judged and reported ([`settle`]). The
 //! breaker, its handles, the call future and the registry all build on this module; it
-//! depends on none of them but the registry, which it lists itself in and leaves.
+//! depends on none of them (its [`Listing`](crate::listing::Listing) is a token of the
+//! index under the registry, which unlists it when dropped).
 
 use std::{
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
@@ -11,7 +12,7 @@ use std::{
 use crate::{
     clock::TokioClock,
     core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
-    registry,
+    listing::Listing,
     verdict::Judge,
     BreakerError, CallError, Config,
 };
@@ -22,8 +23,9 @@ pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
     pub(crate) config: Config,
-    /// Its entry in the registry, removed when the last clone and handle are gone.
-    pub(crate) listed: std::sync::atomic::AtomicU64,
+    /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
+    /// never listed). Held only to be dropped with the breaker.
+    _listed: Option<Listing>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -32,11 +34,18 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let id = *self.listed.get_mut();
-        if id != 0 {
-            registry::registry().unlist(id);
+impl Shared {
+    pub(crate) fn new(
+        name: crate::Name,
+        policy: crate::config::Policy,
+        config: Config,
+        listed: Option<Listing>,
+    ) -> Shared {
+        Shared {
+            core: Core::new(name, policy, config.on_state_change.clone()),
+            clock: TokioClock::new(),
+            config,
+            _listed: listed,
         }
     }
 }

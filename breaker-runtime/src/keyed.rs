@@ -601,7 +601,7 @@ impl<K: BreakerKey> Map<K> {
     fn evict_one(
         &self,
         shards: &mut [RwLockWriteGuard<'_, HashTable<Entry<K>>>],
-        now: u64,
+        _now: u64,
     ) -> (Option<Entry<K>>, bool) {
         let len: usize = shards.iter().map(|s| s.len()).sum();
         let mut victims = self.victims.lock().unwrap_or_else(PoisonError::into_inner);

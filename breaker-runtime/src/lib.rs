@@ -33,6 +33,7 @@
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `registry` | [`registry()`]: the live breakers, by name |
+//! | `listing` | the index under the registry: a slab of weak entries and slots by name, O(1) to list, unlist and find |
 //! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
@@ -50,6 +51,7 @@ mod events;
 mod future;
 mod handle;
 mod keyed;
+mod listing;
 mod name;
 mod registry;
 mod snapshot;
