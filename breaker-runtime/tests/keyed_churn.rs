@@ -138,3 +138,24 @@ async fn a_call_in_flight_keeps_its_breaker() {
     running.await.unwrap().unwrap();
     assert_eq!(k.breaker("slow").stats().successes, 1, "counted on the map's breaker");
 }
+
+/// Beyond the size where the sample covers every key, the sample still finds the fresh
+/// breakers among many with state: with 1 in 11 fresh, 128 draws miss them all with
+/// probability 6e-6.
+#[test]
+fn at_scale_the_sample_still_evicts_fresh_breakers_first() {
+    let config = Config::default().threshold(1000).max_keys(2_200);
+    let k = KeyedBreaker::<u32>::new("churn::sampled", config);
+    for i in 0..2_000u32 {
+        let _ = k.call_sync(&i, || Err::<(), _>(()));
+    }
+    for i in 2_000..2_200u32 {
+        let _ = k.call_sync(&i, || Ok::<_, ()>(()));
+    }
+    for i in 10_000..10_050u32 {
+        let _ = k.call_sync(&i, || Ok::<_, ()>(()));
+        assert_eq!(k.len(), 2_200);
+    }
+    let streaks_left = (0..2_000u32).filter(|i| k.contains(i)).count();
+    assert_eq!(streaks_left, 2_000, "a breaker with a streak went before a fresh one");
+}
