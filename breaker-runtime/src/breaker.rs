@@ -13,6 +13,7 @@ use crate::{
     listing,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
+    config::Policy,
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
@@ -81,9 +82,27 @@ impl Breaker {
             &name,
             false,
             || config.validate().map(|policy| (policy, config)),
-            |(policy, config), listing| Shared::new(name.clone(), policy, config, Some(listing)),
+            |(policy, config), listing| {
+                Shared::new(name.clone(), policy.into(), config.into(), Some(listing))
+            },
         )?;
         Ok(Breaker { shared })
+    }
+
+    /// A keyed breaker's breaker for one key: its policy and configuration are the keyed
+    /// breaker's, shared (validated when it was made).
+    pub(crate) fn keyed(name: Name, config: &Arc<Config>, policy: &Arc<Policy>) -> Breaker {
+        let made = listing::index().list(
+            &name,
+            false,
+            || Ok::<_, std::convert::Infallible>(()),
+            |(), listing| Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing)),
+        );
+        let (shared, _) = match made {
+            Ok(made) => made,
+            Err(never) => match never {},
+        };
+        Breaker { shared }
     }
 
     /// A breaker that is not in the registry (tests of the call future).
@@ -91,7 +110,7 @@ impl Breaker {
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let policy = config.validate()?;
         Ok(Breaker {
-            shared: Arc::new(Shared::new(name, policy, config, None)),
+            shared: Arc::new(Shared::new(name, policy.into(), config.into(), None)),
         })
     }
 
@@ -257,7 +276,9 @@ impl Breaker {
             &name,
             true,
             || config.validate(),
-            |policy, listing| Shared::new(name.clone(), policy, config.clone(), Some(listing)),
+            |policy, listing| {
+                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing))
+            },
         );
         let (shared, existed) = match found {
             Ok(found) => found,

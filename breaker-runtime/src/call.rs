@@ -5,6 +5,7 @@
 //! index under the registry, which unlists it when dropped).
 
 use std::{
+    sync::Arc,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
     time::Duration,
 };
@@ -22,7 +23,8 @@ use crate::{
 pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
-    pub(crate) config: Config,
+    /// Shared by every key of a keyed breaker.
+    pub(crate) config: Arc<Config>,
     /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
     /// never listed). Held only to be dropped with the breaker.
     _listed: Option<Listing>,
@@ -37,8 +39,8 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(
         name: crate::Name,
-        policy: crate::config::Policy,
-        config: Config,
+        policy: Arc<crate::config::Policy>,
+        config: Arc<Config>,
         listed: Option<Listing>,
     ) -> Shared {
         Shared {

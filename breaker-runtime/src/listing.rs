@@ -1,14 +1,16 @@
 //! The index under the registry: a slab of weak entries and a map from name to slots, so
 //! that listing a breaker, unlisting it and finding a name are O(1) (a name shared by `n`
-//! live breakers costs `n` at a lookup). A leaf: it knows breakers only as `dyn Any`, so the
+//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only as `dyn Any`, so the
 //! breaker holds its [`Listing`] and the registry reads the index, and neither module
 //! imports the other's user.
 
 use std::{
     any::Any,
-    collections::HashMap,
+    hash::{BuildHasher, RandomState},
     sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak},
 };
+
+use hashbrown::HashTable;
 
 use crate::Name;
 
@@ -40,7 +42,10 @@ struct Slab {
     entries: Vec<Option<Entry>>,
     /// Free places in `entries`, reused first.
     free: Vec<u32>,
-    by_name: HashMap<Name, Slots>,
+    /// Slots by their entry's name, through the name's hash: 5 bytes a slot, where a map
+    /// from name to slots would keep one more copy of each name's pointer.
+    by_name: HashTable<u32>,
+    hasher: RandomState,
     /// The next entry's order of creation.
     next: u64,
     live: usize,
@@ -51,22 +56,6 @@ struct Entry {
     seq: u64,
     name: Name,
     listed: Listed,
-}
-
-/// The slots of one name, oldest first: almost always one.
-enum Slots {
-    One(u32),
-    Many(Vec<u32>),
-}
-
-impl Slots {
-    fn iter(&self) -> impl DoubleEndedIterator<Item = u32> + '_ {
-        let (one, many) = match self {
-            Slots::One(s) => (Some(*s), &[][..]),
-            Slots::Many(v) => (None, &v[..]),
-        };
-        one.into_iter().chain(many.iter().copied())
-    }
 }
 
 /// An entry read out of the index, to upgrade after its lock is released (dropping the
@@ -96,14 +85,21 @@ impl Index {
     ) -> Result<(Arc<T>, bool), E> {
         let mut slab = self.lock();
         if find {
-            if let Some(slots) = slab.by_name.get(&**name) {
-                let existing = slots.iter().rev().find_map(|s| {
-                    let e = slab.entries[s as usize].as_ref()?;
-                    e.listed.upgrade()?.downcast::<T>().ok()
-                });
-                if let Some(found) = existing {
-                    return Ok((found, true));
-                }
+            let hash = slab.hasher.hash_one(&**name);
+            // Oldest first (in order of `seq`): the newest live one is taken.
+            let mut same: Vec<&Entry> = slab
+                .by_name
+                .iter_hash(hash)
+                .filter_map(|&s| slab.entries[s as usize].as_ref())
+                .filter(|e| e.name == *name)
+                .collect();
+            same.sort_unstable_by_key(|e| e.seq);
+            let existing = same
+                .iter()
+                .rev()
+                .find_map(|e| e.listed.upgrade()?.downcast::<T>().ok());
+            if let Some(found) = existing {
+                return Ok((found, true));
             }
         }
         let prepared = prepare()?;
@@ -124,15 +120,17 @@ impl Index {
             listed,
         });
         slab.live += 1;
-        match slab.by_name.get_mut(&**name) {
-            None => {
-                slab.by_name.insert(name.clone(), Slots::One(slot));
-            }
-            Some(slots) => match slots {
-                Slots::One(s) => *slots = Slots::Many(vec![*s, slot]),
-                Slots::Many(v) => v.push(slot),
-            },
-        }
+        let hash = slab.hasher.hash_one(&**name);
+        let Slab {
+            by_name,
+            entries,
+            hasher,
+            ..
+        } = &mut *slab;
+        by_name.insert_unique(hash, slot, |&s| match &entries[s as usize] {
+            Some(e) => hasher.hash_one(&*e.name),
+            None => 0, // not reached: every slot in the table holds an entry
+        });
         Ok((made, false))
     }
 
@@ -144,23 +142,9 @@ impl Index {
         };
         slab.live -= 1;
         slab.free.push(slot);
-        if let Some(slots) = slab.by_name.get_mut(&*entry.name) {
-            let gone = match slots {
-                Slots::One(_) => true,
-                Slots::Many(v) => {
-                    // Breakers sharing one name: a few, in practice.
-                    v.retain(|s| *s != slot);
-                    v.is_empty()
-                }
-            };
-            if let Slots::Many(v) = slots {
-                if let [only] = v[..] {
-                    *slots = Slots::One(only);
-                }
-            }
-            if gone {
-                slab.by_name.remove(&*entry.name);
-            }
+        let hash = slab.hasher.hash_one(&*entry.name);
+        if let Ok(found) = slab.by_name.find_entry(hash, |&s| s == slot) {
+            found.remove();
         }
         drop(guard);
         drop(entry); // its name and weak reference, after the lock
@@ -169,17 +153,22 @@ impl Index {
     /// The entries of `name` (all entries with `None`), oldest first.
     pub(crate) fn find(&self, name: Option<&str>) -> Vec<Found> {
         let slab = self.lock();
-        let found = |s: u32| {
-            slab.entries[s as usize].as_ref().map(|e| Found {
-                seq: e.seq,
-                listed: e.listed.clone(),
-            })
-        };
         match name {
-            Some(name) => match slab.by_name.get(name) {
-                Some(slots) => slots.iter().filter_map(found).collect(),
-                None => Vec::new(),
-            },
+            Some(name) => {
+                let hash = slab.hasher.hash_one(name);
+                let mut same: Vec<Found> = slab
+                    .by_name
+                    .iter_hash(hash)
+                    .filter_map(|&s| slab.entries[s as usize].as_ref())
+                    .filter(|e| *e.name == *name)
+                    .map(|e| Found {
+                        seq: e.seq,
+                        listed: e.listed.clone(),
+                    })
+                    .collect();
+                same.sort_unstable_by_key(|f| f.seq);
+                same
+            }
             None => {
                 let mut all: Vec<Found> = slab
                     .entries

@@ -159,3 +159,25 @@ fn at_scale_the_sample_still_evicts_fresh_breakers_first() {
     let streaks_left = (0..2_000u32).filter(|i| k.contains(i)).count();
     assert_eq!(streaks_left, 2_000, "a breaker with a streak went before a fresh one");
 }
+
+/// A key one thread calls keeps its counts inline; once a second thread counts on it, the
+/// counts go on in per-thread stripes and none is lost across the switch.
+#[test]
+fn counts_survive_the_move_to_per_thread_stripes() {
+    let k = KeyedBreaker::<String>::new("churn::stripes", Config::default());
+    for _ in 0..10 {
+        succeed(&k, "a");
+    }
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    succeed(&k, "a");
+                }
+            });
+        }
+    });
+    succeed(&k, "a");
+    let stats = k.breaker("a").stats();
+    assert_eq!((stats.calls, stats.successes), (2011, 2011));
+}

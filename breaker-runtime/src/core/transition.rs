@@ -141,7 +141,7 @@ impl Core {
         let tally = match &self.ring {
             Some(ring) => ring.tally(if ring.needs_clock() { clock.now() } else { 0 }),
             None => {
-                let (successes, failures) = lock(&self.inner).closed_at;
+                let (successes, failures) = self.inner.closed_at();
                 let now = self.counters.read();
                 let failures = now.failures.saturating_sub(failures);
                 Tally {

@@ -38,7 +38,7 @@ use std::{
     borrow::Borrow,
     hash::{BuildHasher, Hash},
     sync::{
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
+        atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed},
         Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
     },
     time::Duration,
@@ -56,12 +56,17 @@ const SHARDS: usize = 16;
 /// Entries a new key at the bound draws from a shard.
 const SAMPLE: usize = 8;
 
+/// The flag in an entry's `seen`: called since the last sweep (nanos fit in the other 63
+/// bits for 292 years).
+const TOUCHED: u64 = 1 << 63;
+
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
 pub(super) struct Map<K> {
     pub(super) name: String,
-    config: Config,
+    config: Arc<Config>,
+    policy: Arc<Policy>,
     max_keys: usize,
     idle: u64,
     hasher: std::hash::RandomState,
@@ -95,9 +100,10 @@ struct Entry<K> {
     hash: u64,
     key: K,
     breaker: Breaker,
-    /// Called since the last sweep.
-    touched: AtomicBool,
-    /// When last known used (nanos since the map's origin): set at creation and by sweeps.
+    /// When last known used (nanos since the map's origin), set at creation and by sweeps,
+    /// with [`TOUCHED`] set by a call since the last sweep. Written by calls only under the
+    /// shard's read lock and by sweeps only under its write lock, so a plain load and store
+    /// of the flag loses nothing.
     seen: AtomicU64,
 }
 
@@ -158,7 +164,8 @@ impl<K: BreakerKey> Map<K> {
     pub(super) fn new(name: &str, config: Config, policy: &Policy) -> Self {
         Map {
             name: name.to_owned(),
-            config,
+            config: Arc::new(config),
+            policy: Arc::new(policy.clone()),
             max_keys: policy.max_keys,
             idle: policy.idle,
             hasher: std::hash::RandomState::new(),
@@ -196,8 +203,9 @@ impl<K: BreakerKey> Map<K> {
         let table = read(self.shard(hash));
         match table.find(hash, key) {
             Some(e) => {
-                if !e.touched.load(Relaxed) {
-                    e.touched.store(true, Relaxed);
+                let seen = e.seen.load(Relaxed);
+                if seen & TOUCHED == 0 {
+                    e.seen.store(seen | TOUCHED, Relaxed);
                 }
                 Ok(e.breaker.clone())
             }
@@ -263,14 +271,12 @@ impl<K: BreakerKey> Map<K> {
     {
         let key = key.to_owned();
         let name = KeyName(&self.name, &key).to_string();
-        let breaker = Breaker::try_new(name, self.config.clone())
-            .expect("the configuration was validated when the keyed breaker was made");
+        let breaker = Breaker::keyed(name.into(), &self.config, &self.policy);
         table.push(Entry {
             hash,
             key,
             breaker: breaker.clone(),
-            touched: AtomicBool::new(false),
-            seen: AtomicU64::new(now),
+            seen: AtomicU64::new(now & !TOUCHED),
         });
         breaker
     }
@@ -299,12 +305,12 @@ impl<K: BreakerKey> Map<K> {
             let mut i = 0;
             while i < table.entries.len() {
                 let e = &table.entries[i];
-                if e.touched.swap(false, Relaxed) {
-                    e.seen.store(now, Relaxed);
+                if e.seen.load(Relaxed) & TOUCHED != 0 {
+                    e.seen.store(now & !TOUCHED, Relaxed);
                     i += 1;
                     continue;
                 }
-                let idle = now.saturating_sub(e.seen.load(Relaxed)) >= self.idle;
+                let idle = now.saturating_sub(e.seen.load(Relaxed) & !TOUCHED) >= self.idle;
                 if idle && e.evictable() {
                     self.len.fetch_sub(1, Relaxed);
                     dropped.push(table.remove(i)); // the last entry moved to `i`: look again
@@ -409,10 +415,11 @@ impl<K> Entry<K> {
 
     /// When last used; one called since the last sweep is the most recent of all.
     fn recency(&self) -> u64 {
-        if self.touched.load(Relaxed) {
+        let seen = self.seen.load(Relaxed);
+        if seen & TOUCHED != 0 {
             u64::MAX
         } else {
-            self.seen.load(Relaxed)
+            seen
         }
     }
 }
