@@ -83,7 +83,7 @@ impl Breaker {
             false,
             || config.validate().map(|policy| (policy, config)),
             |(policy, config), listing| {
-                Shared::new(name.clone(), policy.into(), config.into(), Some(listing))
+                Shared::new(name.clone(), policy.into(), config.into(), Some(listing), None)
             },
         )?;
         Ok(Breaker { shared })
@@ -91,12 +91,22 @@ impl Breaker {
 
     /// A keyed breaker's breaker for one key: its policy and configuration are the keyed
     /// breaker's, shared (validated when it was made).
-    pub(crate) fn keyed(name: Name, config: &Arc<Config>, policy: &Arc<Policy>) -> Breaker {
+    pub(crate) fn keyed(
+        name: Name,
+        config: &Arc<Config>,
+        policy: &Arc<Policy>,
+        family: &Arc<crate::call::Family>,
+        budget: Option<&Arc<crate::core::OpenBudget>>,
+    ) -> Breaker {
+        let cap = budget.map(|b| crate::core::OpenCap::new(b.clone()));
+        let keyed = Some((family.clone(), cap));
         let made = listing::index().list(
             &name,
             false,
             || Ok::<_, std::convert::Infallible>(()),
-            |(), listing| Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing)),
+            |(), listing| {
+                Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing), keyed)
+            },
         );
         let (shared, _) = match made {
             Ok(made) => made,
@@ -110,7 +120,7 @@ impl Breaker {
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let policy = config.validate()?;
         Ok(Breaker {
-            shared: Arc::new(Shared::new(name, policy.into(), config.into(), None)),
+            shared: Arc::new(Shared::new(name, policy.into(), config.into(), None, None)),
         })
     }
 
@@ -277,7 +287,7 @@ impl Breaker {
             true,
             || config.validate(),
             |policy, listing| {
-                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing))
+                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing), None)
             },
         );
         let (shared, existed) = match found {

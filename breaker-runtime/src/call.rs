@@ -28,6 +28,27 @@ pub struct Shared {
     /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
     /// never listed). Held only to be dropped with the breaker.
     _listed: Option<Listing>,
+    /// Unique in the process, never reused (metrics follow a breaker by it).
+    pub(crate) id: u64,
+    /// The keyed breaker this is a key of.
+    pub(crate) family: Option<Arc<Family>>,
+}
+
+/// What the keys of one keyed breaker share (beyond their policy).
+#[derive(Debug)]
+pub(crate) struct Family {
+    pub(crate) name: crate::Name,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        crate::departures::depart(|| crate::departures::Departed {
+            id: self.id,
+            name: self.core.name.clone(),
+            family: self.family.as_ref().map(|f| f.name.clone()),
+            stats: self.core.counters.read(),
+        });
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -42,12 +63,16 @@ impl Shared {
         policy: Arc<crate::config::Policy>,
         config: Arc<Config>,
         listed: Option<Listing>,
+        keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
+        let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
-            core: Core::new(name, policy, config.on_state_change.clone()),
+            core: Core::new(name, policy, config.on_state_change.clone()).with_cap(cap),
             clock: TokioClock::new(),
             config,
             _listed: listed,
+            id: crate::departures::next_id(),
+            family,
         }
     }
 }

@@ -2,6 +2,10 @@
 //! breaker's own state and in-flight count, detached breakers, bounded work at the bound,
 //! `max_open`.
 
+mod common;
+
+use std::time::Duration;
+
 use breaker_runtime::{registry, Config, KeyedBreaker, State};
 
 fn fail(k: &KeyedBreaker<String>, key: &str) {
@@ -180,4 +184,64 @@ fn counts_survive_the_move_to_per_thread_stripes() {
     succeed(&k, "a");
     let stats = k.breaker("a").stats();
     assert_eq!((stats.calls, stats.successes), (2011, 2011));
+}
+
+/// `max_open_percent`: at most that share of the live keys open at once (at least one); a
+/// key beyond it stays closed and keeps counting, one WARN a minute; a place freed by a key
+/// that closes goes to the next key that fails.
+#[tokio::test(start_paused = true)]
+async fn max_open_keeps_the_share_of_open_keys() {
+    let rec = common::Recorder::default();
+    let _guard = tracing::subscriber::set_default(rec.clone());
+    let config = Config::default()
+        .threshold(2)
+        .cool_off(Duration::from_secs(10))
+        .max_open_percent(50);
+    let k = KeyedBreaker::<String>::new("churn::max_open", config);
+    let keys = ["a", "b", "c", "d"];
+    for key in keys {
+        succeed(&k, key); // four live keys: two may be open
+    }
+    for _ in 0..3 {
+        for key in keys {
+            fail(&k, key);
+        }
+    }
+    let state = |key: &str| k.breaker(key).state();
+    assert_eq!(keys.map(state), [State::Open, State::Open, State::Closed, State::Closed]);
+    let c = k.breaker("c").stats();
+    assert_eq!((c.failures, c.rejected), (3, 0), "held closed, still counting, still calling");
+    let warns = rec.of("churn::max_open");
+    assert_eq!(warns.len(), 1, "one WARN a minute: {warns:?}");
+    assert_eq!(warns[0].level, "WARN");
+
+    k.breaker("a").handle().reset(); // a closes: its place is free
+    fail(&k, "c");
+    assert_eq!(state("c"), State::Open, "the held key opens at its next failure");
+    fail(&k, "d");
+    assert_eq!(state("d"), State::Closed, "still two of four");
+    tokio::time::advance(Duration::from_secs(61)).await;
+    fail(&k, "d");
+    assert_eq!(rec.of("churn::max_open").len(), 2, "a minute later, one more WARN");
+}
+
+/// At least one key may open, whatever the percent and however few the keys.
+#[test]
+fn max_open_lets_at_least_one_key_open() {
+    let config = Config::default().threshold(1).max_open_percent(1);
+    let k = KeyedBreaker::<String>::new("churn::max_open_one", config);
+    fail(&k, "a");
+    fail(&k, "b");
+    assert_eq!(k.breaker("a").state(), State::Open);
+    assert_eq!(k.breaker("b").state(), State::Closed);
+    drop(k.breaker("a"));
+}
+
+#[test]
+fn max_open_percent_is_validated() {
+    for bad in [0, 101] {
+        let err = KeyedBreaker::<String>::try_new("churn::bad", Config::default().max_open_percent(bad))
+            .unwrap_err();
+        assert_eq!(err.field(), "max_open_percent");
+    }
 }

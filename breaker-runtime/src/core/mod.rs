@@ -47,12 +47,14 @@ mod dispatch;
 mod fleet;
 mod half_open;
 mod jitter;
+mod open_cap;
 mod permit;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 mod transition;
 
 pub use permit::{Engine, Permit};
+pub(crate) use open_cap::{OpenBudget, OpenCap};
 
 use half_open::{Lease, Probe};
 
@@ -199,6 +201,8 @@ pub struct Core {
     pub(crate) counters: Counters,
     /// Made at its first use (see [`LazyInner`]).
     inner: LazyInner,
+    /// A keyed breaker's cap on its open keys (`max_open_percent`).
+    cap: Option<OpenCap>,
     /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
     /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
     simple: bool,
@@ -270,10 +274,29 @@ impl Core {
             in_flight: AtomicU32::new(0),
             counters: Counters::new(),
             inner: LazyInner(OnceLock::new()),
+            cap: None,
             simple: policy.slow_call.is_none()
                 && policy.window.is_none()
                 && policy.max_concurrent.is_none(),
             policy,
+        }
+    }
+
+    /// Caps this key's opening by its keyed breaker's budget.
+    pub(crate) fn with_cap(mut self, cap: Option<OpenCap>) -> Core {
+        self.cap = cap;
+        self
+    }
+
+    /// Whether this breaker may open now (`max_open_percent`); always without a cap.
+    fn may_open(&self) -> bool {
+        self.cap.as_ref().is_none_or(|c| c.take(&self.name))
+    }
+
+    /// This breaker no longer counts as open for its keyed breaker's cap.
+    fn left_open(&self) {
+        if let Some(cap) = &self.cap {
+            cap.give();
         }
     }
 

@@ -37,6 +37,9 @@ impl Core {
         }
         inner.probe_successes = 0;
         inner.granted = false;
+        if !matches!(to, State::Open | State::HalfOpen) {
+            self.left_open(); // keyed `max_open`: its place among the open keys is free
+        }
         match to {
             State::Open => {
                 let total = match open_for {

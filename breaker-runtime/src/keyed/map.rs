@@ -48,7 +48,9 @@ use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
-use crate::{clock::to_nanos, config::Policy, Breaker, Config};
+use crate::{
+    call::Family, clock::to_nanos, config::Policy, core::OpenBudget, Breaker, Config,
+};
 
 /// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
 const SHARDS: usize = 16;
@@ -71,7 +73,12 @@ pub(super) struct Map<K> {
     idle: u64,
     hasher: std::hash::RandomState,
     shards: [Shard<K>; SHARDS],
-    pub(super) len: AtomicUsize,
+    /// Keys in the map (shared with the `max_open` budget, which caps by it).
+    pub(super) len: Arc<AtomicUsize>,
+    /// The cap on open keys (`max_open_percent`), shared by every key's breaker.
+    budget: Option<Arc<OpenBudget>>,
+    /// What every key's breaker knows of this keyed breaker (its name, for metrics).
+    family: Arc<Family>,
     /// Time origin of the stamps below.
     origin: Instant,
     /// When the last sweep ran (nanos since `origin`).
@@ -162,6 +169,7 @@ impl<K> Table<K> {
 
 impl<K: BreakerKey> Map<K> {
     pub(super) fn new(name: &str, config: Config, policy: &Policy) -> Self {
+        let len = Arc::new(AtomicUsize::new(0));
         Map {
             name: name.to_owned(),
             config: Arc::new(config),
@@ -170,12 +178,16 @@ impl<K: BreakerKey> Map<K> {
             idle: policy.idle,
             hasher: std::hash::RandomState::new(),
             shards: std::array::from_fn(|_| Shard(RwLock::new(Table::new()))),
-            len: AtomicUsize::new(0),
+            len: len.clone(),
+            budget: policy
+                .max_open_percent
+                .map(|p| Arc::new(OpenBudget::new(name, p, len))),
             origin: Instant::now(),
             swept: AtomicU64::new(0),
             warned: AtomicU64::new(0),
             on_new: OnceLock::new(),
             draws: AtomicU64::new(0),
+            family: Arc::new(Family { name: name.into() }),
         }
     }
 
@@ -271,7 +283,13 @@ impl<K: BreakerKey> Map<K> {
     {
         let key = key.to_owned();
         let name = KeyName(&self.name, &key).to_string();
-        let breaker = Breaker::keyed(name.into(), &self.config, &self.policy);
+        let breaker = Breaker::keyed(
+            name.into(),
+            &self.config,
+            &self.policy,
+            &self.family,
+            self.budget.as_ref(),
+        );
         table.push(Entry {
             hash,
             key,
