@@ -7,10 +7,25 @@
 //! | `circuit_breaker_state` | gauge | `breaker`, `state` | 1 for the current state, 0 for the four others (`closed`, `open`, `half_open`, `forced_open`, `disabled`) |
 //! | `circuit_breaker_transitions_total` | counter | `breaker`, `from`, `to` | transitions, counted as they happen |
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
+//! | `circuit_breaker_keys` | gauge | `breaker`, `state` | a keyed breaker's live keys in each state |
 //!
 //! The outcomes are disjoint, so they add up to the calls (less those still in flight):
 //! `failure` is errors and panics only, that is [`Stats::failures`] less
 //! `timeouts` and `slow_calls`, which have their own outcomes.
+//!
+//! # Keyed breakers: series per function, not per key
+//!
+//! Keys come from users' data (hosts, tenants), so by default a [`KeyedBreaker`] named
+//! `{name}` has one set of series, labelled `breaker="{name}"`: `circuit_breaker_calls_total`
+//! summed over its keys (7 series), `circuit_breaker_transitions_total` summed over its keys
+//! (one series per `from`/`to` pair that happened, at most 12), `circuit_breaker_keys` (5
+//! series, one per state), and `circuit_breaker_state` for each key that is not closed,
+//! labelled with the key's own name `breaker="{name}[{key}]"` (5 series per such key; a key
+//! that closes again is set to closed once and no longer published). So a keyed function
+//! costs at most 24 series plus 5 per key that has been open since the exporter last
+//! forgot idle series, whatever its number of keys. [`per_key(true)`](per_key) (process-wide)
+//! publishes every key's own series instead, as for a plain breaker (13 per key, plus its
+//! transitions).
 //!
 //! # Who writes what, and when
 //!
@@ -18,22 +33,21 @@
 //!   moment they happen, so an open shorter than the scrape interval is still seen. This module
 //!   watches transitions from the first call of [`describe`], [`publish`] or
 //!   [`spawn_publisher`] on (whichever comes first); transitions before it are not counted.
-//! - **Calls** are copied from each breaker's [`Stats`] by [`publish`] (every
-//!   live breaker, now) or by the task of [`spawn_publisher`] (every period), as absolute
-//!   values: the call path does no metrics work at all, so the counters move in steps, one per
-//!   publish, and publishing twice changes nothing. A `reset()` clears a breaker's `Stats`,
-//!   not its counters: the next publish sees the counts go down and carries on from the
-//!   totals it had published, so the counters never go down. What was counted between the
-//!   last publish and the reset is not seen (nor, when the counts after the reset overtake the
-//!   old totals before the next publish, is the reset).
+//! - **Calls** are published by [`publish`] (every live breaker, now) or by the task of
+//!   [`spawn_publisher`] (every period) as deltas: what each breaker counted since the last
+//!   publish is added to its series. The call path does no metrics work at all, so the
+//!   counters move in steps, one per publish, and publishing twice adds nothing. A breaker
+//!   that goes (evicted, or its last clone dropped) hands its last counts to the next
+//!   publish, so a key evicted and created again never loses nor repeats a count. A
+//!   `reset()` clears a breaker's `Stats`, not its counters: what was counted between the
+//!   last publish and the reset is not seen.
 //! - A breaker that is dropped or evicted is no longer published. The `metrics` facade cannot
 //!   delete a series, so its last values stay in the exporter until the exporter forgets idle
 //!   series: with Prometheus, set
 //!   [`idle_timeout`](https://docs.rs/metrics-exporter-prometheus/0.17/metrics_exporter_prometheus/struct.PrometheusBuilder.html#method.idle_timeout)
 //!   to a few publish periods, and only live breakers stay on the page.
 //!
-//! Breaker names become the `breaker` label, so each name is a series: a keyed breaker
-//! (`name[key]`) adds one per key, bounded by its `max_keys`.
+//! [`KeyedBreaker`]: crate::KeyedBreaker
 //!
 //! # Setting it up
 //!
@@ -74,8 +88,11 @@
 //! of them.
 
 use std::{
-    collections::HashMap,
-    sync::{LazyLock, Mutex, MutexGuard, Once, PoisonError},
+    collections::{HashMap, HashSet},
+    sync::{
+        atomic::{AtomicBool, Ordering::Relaxed},
+        LazyLock, Mutex, MutexGuard, Once, PoisonError,
+    },
     time::Duration,
 };
 
@@ -91,6 +108,19 @@ pub const STATE: &str = "circuit_breaker_state";
 pub const TRANSITIONS_TOTAL: &str = "circuit_breaker_transitions_total";
 /// `circuit_breaker_failure_rate{breaker}`: percent failed in the current window (a gauge).
 pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
+/// `circuit_breaker_keys{breaker, state}`: a keyed breaker's live keys per state (a gauge).
+pub const KEYS: &str = "circuit_breaker_keys";
+
+/// Whether keyed breakers publish every key's own series (see [`per_key`]).
+static PER_KEY: AtomicBool = AtomicBool::new(false);
+
+/// Process-wide: `true` publishes every key of every keyed breaker as a breaker of its own
+/// (`breaker="{name}[{key}]"`: its calls, state, failure rate and transitions), as before
+/// part three; `false` (the default) publishes one set of series per keyed function (see
+/// the module's docs). Takes effect at the next publish and transition.
+pub fn per_key(on: bool) {
+    PER_KEY.store(on, Relaxed);
+}
 
 /// The values of the `outcome` label, in the order of [`outcomes`].
 pub const OUTCOMES: [&str; 7] = [
@@ -137,51 +167,126 @@ pub fn describe() {
         Unit::Percent,
         "Percent of the calls in a circuit breaker's current window that failed."
     );
+    describe_gauge!(
+        KEYS,
+        "Live keys of a keyed circuit breaker, by state."
+    );
 }
 
-/// Copies the counts, state and failure rate of every live breaker into the series, now.
-/// Cheap enough to call on every scrape; [`spawn_publisher`] calls it periodically.
+/// Adds what every breaker counted since the last publish to its series, and sets the
+/// state and failure-rate gauges, now. Cheap enough to call on every scrape;
+/// [`spawn_publisher`] calls it periodically.
 pub fn publish() {
     watch_transitions();
+    let per_key = PER_KEY.load(Relaxed);
     let seq_before = lock().seq;
-    // Newest last: of two live breakers with one name, the newest is published, as
-    // `registry().get` finds it. Read outside our lock: reading a state can cause a
-    // transition, whose observer takes the lock.
-    let mut live: HashMap<String, crate::Snapshot> = HashMap::new();
-    for s in registry().snapshot() {
-        live.insert(s.name.clone(), s);
-    }
+    // Breakers that went since the last publish first: a new breaker never takes an old
+    // one's identity, and one that goes after the walk below is in the next take.
+    let departed = take_departures();
+    // Read outside our lock: reading a state can cause a transition, whose observer takes
+    // the lock. Holding handles says nothing to a keyed breaker's eviction.
+    let live: Vec<Live> = registry()
+        .handles()
+        .into_iter()
+        .map(|h| Live {
+            id: h.id(),
+            family: h.family().map(str::to_owned),
+            snap: h.snapshot(),
+        })
+        .collect();
     let mut inner = lock();
-    let mut published = HashMap::with_capacity(live.len());
-    for (name, snap) in live {
-        let mut seen = inner.published.remove(&name).unwrap_or_default();
-        let now = outcomes(&snap.stats);
-        // A count that went down means a reset (or a new breaker under the name): the series
-        // go on from where they were, so they never go down.
-        if seen
-            .counts
-            .iter()
-            .zip(&now)
-            .any(|(before, now)| now < before)
-        {
-            for (offset, before) in seen.offset.iter_mut().zip(seen.counts) {
-                *offset += before;
-            }
+    let mut deltas: HashMap<String, [u64; 7]> = HashMap::new();
+    let mut add = |series: String, delta: [u64; 7]| {
+        let sum = deltas.entry(series).or_default();
+        for (s, d) in sum.iter_mut().zip(delta) {
+            *s += d;
         }
-        for ((outcome, now), offset) in OUTCOMES.iter().zip(now).zip(seen.offset) {
-            counter!(CALLS_TOTAL, "breaker" => name.clone(), "outcome" => *outcome)
-                .absolute(now + offset);
+    };
+    for d in departed {
+        let last = inner.last.remove(&d.id).unwrap_or_default();
+        let series = series_name(&d.name, d.family.as_deref(), per_key);
+        let delta = delta(last, outcomes(&d.stats));
+        // Only what it counted since the last publish: a breaker that went with nothing
+        // new is not published again.
+        if delta.iter().any(|d| *d > 0) {
+            add(series, delta);
         }
-        seen.counts = now;
-        // A transition the observer wrote after our snapshot is newer than the snapshot.
-        if seen.state_seq <= seq_before {
-            set_state(&name, snap.state);
-        }
-        gauge!(FAILURE_RATE, "breaker" => name.clone()).set(snap.failure_rate);
-        published.insert(name, seen);
     }
-    // Breakers that are gone are forgotten here, and no longer published.
-    inner.published = published;
+    let mut keys: HashMap<String, [u64; 5]> = HashMap::new();
+    // Of two live breakers with one name, the newest sets the gauges, as `registry().get`
+    // finds it (the walk is in order of creation).
+    let mut gauges: HashMap<&str, &Live> = HashMap::new();
+    for l in &live {
+        let now = outcomes(&l.snap.stats);
+        let last = inner.last.insert(l.id, now).unwrap_or_default();
+        let series = series_name(&l.snap.name, l.family.as_deref(), per_key);
+        add(series, delta(last, now));
+        if let Some(family) = &l.family {
+            let at = STATES.iter().position(|s| *s == l.snap.state).unwrap_or(0);
+            keys.entry(family.clone()).or_default()[at] += 1;
+        }
+        gauges.insert(&l.snap.name, l);
+    }
+    for (series, delta) in deltas {
+        for (outcome, d) in OUTCOMES.iter().zip(delta) {
+            counter!(CALLS_TOTAL, "breaker" => series.clone(), "outcome" => *outcome)
+                .increment(d);
+        }
+    }
+    for (name, l) in gauges {
+        let own = per_key || l.family.is_none();
+        // A key's state series exist while it is not closed (by default).
+        let seen = inner.state_seq.get(name).copied().unwrap_or(0);
+        if (own || l.snap.state != State::Closed) && seen <= seq_before {
+            set_state(name, l.snap.state);
+        }
+        if own {
+            gauge!(FAILURE_RATE, "breaker" => name.to_owned()).set(l.snap.failure_rate);
+        }
+    }
+    // A keyed breaker whose keys all went still shows its zeros once.
+    for gone in inner.families.iter().filter(|f| !keys.contains_key(*f)) {
+        for s in STATES {
+            gauge!(KEYS, "breaker" => gone.clone(), "state" => s.as_str()).set(0.0);
+        }
+    }
+    for (family, counts) in &keys {
+        for (s, n) in STATES.iter().zip(counts) {
+            gauge!(KEYS, "breaker" => family.clone(), "state" => s.as_str()).set(*n as f64);
+        }
+    }
+    inner.families = keys.into_keys().collect();
+    // Names that no live breaker has are forgotten.
+    let names: HashSet<&str> = live.iter().map(|l| l.snap.name.as_str()).collect();
+    inner.state_seq.retain(|n, _| names.contains(n.as_str()));
+}
+
+/// One live breaker as a publish reads it.
+struct Live {
+    id: u64,
+    family: Option<String>,
+    snap: crate::Snapshot,
+}
+
+/// The `breaker` label a breaker's calls are published under: its keyed breaker's name by
+/// default, else its own.
+fn series_name(name: &str, family: Option<&str>, per_key: bool) -> String {
+    match family {
+        Some(f) if !per_key => f.to_owned(),
+        _ => name.to_owned(),
+    }
+}
+
+/// What was counted since `last`, outcome by outcome; a count below `last` was reset, and
+/// all of it is new.
+fn delta(last: [u64; 7], now: [u64; 7]) -> [u64; 7] {
+    std::array::from_fn(|i| {
+        if now[i] >= last[i] {
+            now[i] - last[i]
+        } else {
+            now[i]
+        }
+    })
 }
 
 /// Spawns a tokio task that calls [`publish`] now and then every `every`, for as long as the
@@ -231,22 +336,16 @@ pub fn outcomes(stats: &Stats) -> [u64; 7] {
     ]
 }
 
-/// What has been published of one breaker.
-#[derive(Default)]
-struct Published {
-    /// Its counts at the last publish, by outcome.
-    counts: [u64; 7],
-    /// What its counts had reached before its resets, added to what they say now.
-    offset: [u64; 7],
-    /// The observer's sequence number of its last transition (0: none seen).
-    state_seq: u64,
-}
-
 #[derive(Default)]
 struct Inner {
     /// Transitions seen so far.
     seq: u64,
-    published: HashMap<String, Published>,
+    /// Each live breaker's counts at the last publish, by identity.
+    last: HashMap<u64, [u64; 7]>,
+    /// The observer's sequence number of each name's last transition.
+    state_seq: HashMap<String, u64>,
+    /// Keyed breakers whose key counts were published last time.
+    families: Vec<String>,
 }
 
 fn lock() -> MutexGuard<'static, Inner> {
@@ -263,14 +362,20 @@ fn set_state(name: &str, state: State) {
 
 fn on_transition(t: &Transition) {
     let name = t.name.to_string();
+    // A key's transitions count under its keyed breaker's name, unless per key.
+    let family = if PER_KEY.load(Relaxed) {
+        None
+    } else {
+        registry().get(&name).and_then(|h| h.family().map(str::to_owned))
+    };
     let mut inner = lock();
     inner.seq += 1;
     let seq = inner.seq;
-    inner.published.entry(name.clone()).or_default().state_seq = seq;
+    inner.state_seq.insert(name.clone(), seq);
     set_state(&name, t.to);
     counter!(
         TRANSITIONS_TOTAL,
-        "breaker" => name,
+        "breaker" => family.unwrap_or(name),
         "from" => t.from.as_str(),
         "to" => t.to.as_str()
     )
@@ -280,7 +385,15 @@ fn on_transition(t: &Transition) {
 /// Subscribes [`on_transition`] once, for the life of the process.
 fn watch_transitions() {
     static ONCE: Once = Once::new();
-    ONCE.call_once(|| observe_forever(on_transition));
+    ONCE.call_once(|| {
+        breaker_runtime::__internals::watch_departures();
+        observe_forever(on_transition)
+    });
+}
+
+/// The breakers that went since the last take, with their last counts.
+fn take_departures() -> Vec<breaker_runtime::__internals::Departed> {
+    breaker_runtime::__internals::take_departures()
 }
 
 /// The one place that names the runtime's transition feed.

@@ -738,3 +738,32 @@ fn the_attributes_caps_are_the_runtimes() {
     assert_eq!(Config::MAX_PROBES, 1_000);
     assert_eq!(Config::MAX_WINDOW_CALLS, 100_000);
 }
+
+#[circuit_breaker(key = host, threshold = 1, max_open = 50)]
+async fn probe_host(host: &str, fail: bool) -> Result<(), Error> {
+    let _ = host;
+    down_if(fail)
+}
+
+/// `max_open = 50`: of four hosts that all fail, two open and two stay closed, still called.
+#[tokio::test(start_paused = true)]
+async fn max_open_keeps_most_keys_closed_when_all_fail() {
+    let hosts = ["m1.example", "m2.example", "m3.example", "m4.example"];
+    for h in hosts {
+        probe_host(h, false).await.unwrap();
+    }
+    for h in hosts {
+        probe_host(h, true).await.unwrap_err();
+    }
+    let open = hosts
+        .iter()
+        .filter(|h| state(&name(&format!("probe_host[{h}]"))) == State::Open)
+        .count();
+    assert_eq!(open, 2, "at most half of the four keys open");
+    // The two held closed still reach the dependency: their error is the dependency's.
+    let held = hosts
+        .iter()
+        .find(|h| state(&name(&format!("probe_host[{h}]"))) == State::Closed)
+        .unwrap();
+    assert!(probe_host(held, true).await.unwrap_err().breaker().is_none());
+}

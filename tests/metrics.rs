@@ -337,8 +337,10 @@ async fn calls_write_no_series_and_a_dropped_breaker_is_no_longer_published() {
     assert!(!names.iter().any(|n| n == "metrics::gone"), "{names:?}");
 }
 
+/// By default a keyed breaker publishes one set of series under its own name, whatever
+/// its number of keys: no series per key while the keys are closed.
 #[tokio::test(start_paused = true)]
-async fn an_evicted_key_is_no_longer_published() {
+async fn a_keyed_breaker_publishes_per_function_not_per_key() {
     let _one = ONE_AT_A_TIME.lock().await;
     let touched = Touched::default();
     let _local = metrics::set_default_local_recorder(&touched);
@@ -349,11 +351,6 @@ async fn an_evicted_key_is_no_longer_published() {
         .await
         .unwrap();
     breaker::metrics::publish();
-    assert!(touched
-        .take()
-        .iter()
-        .any(|n| n == "metrics::hooks[a.example]"));
-    // One key at most: the idle, healthy `a.example` makes room for `b.example`.
     hooks
         .call("b.example", async { Ok::<_, &str>(()) })
         .await
@@ -361,14 +358,77 @@ async fn an_evicted_key_is_no_longer_published() {
     assert_eq!(hooks.len(), 1);
     breaker::metrics::publish();
     let names = touched.take();
+    assert!(names.iter().any(|n| n == "metrics::hooks"), "{names:?}");
     assert!(
-        names.iter().any(|n| n == "metrics::hooks[b.example]"),
-        "{names:?}"
+        !names.iter().any(|n| n.starts_with("metrics::hooks[")),
+        "a closed key has no series of its own: {names:?}"
     );
-    assert!(
-        !names.iter().any(|n| n == "metrics::hooks[a.example]"),
-        "{names:?}"
-    );
+}
+
+/// Issue 20: a key evicted after 5 calls and created again counts on from 5 (5 + 3 = 8),
+/// per function by default and per key with `per_key(true)`; publishing again adds nothing.
+#[tokio::test(start_paused = true)]
+async fn a_key_evicted_and_created_again_loses_no_count() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    for per_key in [false, true] {
+        breaker::metrics::per_key(per_key);
+        let name: &'static str = if per_key { "metrics::churn_pk" } else { "metrics::churn" };
+        let k: KeyedBreaker<String> = KeyedBreaker::new(name, Config::default().max_keys(1));
+        breaker::metrics::publish(); // from here on, breakers that go hand in their counts
+        for _ in 0..5 {
+            k.call_sync("a", || Ok::<_, &str>(())).unwrap();
+        }
+        k.call_sync("b", || Ok::<_, &str>(())).unwrap(); // "a" is evicted, unpublished
+        for _ in 0..3 {
+            k.call_sync("a", || Ok::<_, &str>(())).unwrap(); // "b" goes, "a" is made again
+        }
+        breaker::metrics::publish();
+        breaker::metrics::publish();
+        let series = parse(&prometheus.render());
+        let calls = |breaker: &str| {
+            let labels: BTreeMap<String, String> = [("breaker", breaker), ("outcome", "success")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            series.get(&("circuit_breaker_calls_total".to_owned(), labels)).copied()
+        };
+        if per_key {
+            assert_eq!(calls(&format!("{name}[a]")), Some(8.0));
+            assert_eq!(calls(&format!("{name}[b]")), Some(1.0));
+        } else {
+            assert_eq!(calls(name), Some(9.0), "5 + 1 + 3 over the keys");
+            assert_eq!(calls(&format!("{name}[a]")), None);
+        }
+    }
+    breaker::metrics::per_key(false);
+}
+
+/// `circuit_breaker_keys` counts live keys per state, and a key that is not closed gets
+/// its own state series, named after the key.
+#[tokio::test(start_paused = true)]
+async fn keys_per_state_and_the_state_of_open_keys() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    breaker::metrics::describe();
+    let k: KeyedBreaker<String> =
+        KeyedBreaker::new("metrics::states", Config::default().threshold(1));
+    k.call_sync("up", || Ok::<_, &str>(())).unwrap();
+    k.call_sync("also-up", || Ok::<_, &str>(())).unwrap();
+    let _ = k.call_sync("down", || Err::<(), _>("503"));
+    breaker::metrics::publish();
+    let scrape = Scrape::of(&prometheus, "metrics::states");
+    assert_eq!(scrape.value("circuit_breaker_keys", &[("state", "closed")]), 2.0);
+    assert_eq!(scrape.value("circuit_breaker_keys", &[("state", "open")]), 1.0);
+    assert_eq!(scrape.transitions("closed", "open"), 1.0, "summed over the keys");
+    Scrape::of(&prometheus, "metrics::states[down]").assert_state("open");
+    assert!(Scrape::of(&prometheus, "metrics::states[up]")
+        .get("circuit_breaker_state", &[("state", "closed")])
+        .is_none());
 }
 
 #[tokio::test(start_paused = true)]

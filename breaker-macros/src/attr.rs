@@ -36,6 +36,7 @@ pub(crate) const KEYS: &[&str] = &[
     "key",
     "max_keys",
     "idle",
+    "max_open",
     "classify",
     "fleet",
     "throttle",
@@ -89,6 +90,7 @@ pub(crate) struct Args {
     pub(crate) key: Option<Arg<Expr>>,
     pub(crate) max_keys: Option<Arg<u32>>,
     pub(crate) idle: Option<Arg<Duration>>,
+    pub(crate) max_open: Option<Arg<u32>>,
     pub(crate) classify: Option<Arg<Expr>>,
     pub(crate) fleet: Option<Arg<bool>>,
     pub(crate) throttle: Option<Arg<f64>>,
@@ -218,6 +220,7 @@ fn example(key: &Ident) -> String {
         "key" => "self.host",
         "max_keys" => "1000",
         "idle" => "\"10m\"",
+        "max_open" => "50",
         "classify" => "judge_response",
         "fleet" | "dry_run" => "true",
         "throttle" => "2",
@@ -291,6 +294,7 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             "key" => set!(key, Ok::<_, syn::Error>(value)),
             "max_keys" => set!(max_keys, integer(&key, &value)),
             "idle" => set!(idle, duration(&key, &value)),
+            "max_open" => set!(max_open, open_percent(&key, &value)),
             "classify" => set!(
                 classify,
                 callable(&key, value, "a `fn(&Result<T, E>) -> breaker::Verdict`")
@@ -342,6 +346,7 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
         // The bounds of the keyed map are policy too: `Config::max_keys`, `Config::idle`.
         args.max_keys.as_ref().map(|a| &a.key),
         args.idle.as_ref().map(|a| &a.key),
+        args.max_open.as_ref().map(|a| &a.key),
         // Overload (part three): shedding, the ramp, the dry run and the adaptive limit.
         args.throttle.as_ref().map(|a| &a.key),
         args.max_throttle.as_ref().map(|a| &a.key),
@@ -358,6 +363,7 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
         for key in [
             args.max_keys.as_ref().map(|a| &a.key),
             args.idle.as_ref().map(|a| &a.key),
+            args.max_open.as_ref().map(|a| &a.key),
         ]
         .into_iter()
         .flatten()
@@ -393,10 +399,13 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
         for key in policy {
             let method = match key.to_string().as_str() {
                 "window" => "window_calls(…)` or `.window_duration(…)".to_owned(),
+                "max_open" => "max_open_percent(…)".to_owned(),
                 other => format!("{other}(…)"),
             };
             let why = match key.to_string().as_str() {
-                "max_keys" | "idle" => " (the keyed map's bounds are part of the policy)",
+                "max_keys" | "idle" | "max_open" => {
+                    " (the keyed map's bounds are part of the policy)"
+                }
                 _ => "",
             };
             errors.push(syn::Error::new(
@@ -587,6 +596,18 @@ fn at_most(key: &Ident, value: &Expr, max: u32, why: &str) -> syn::Result<u32> {
 }
 
 /// An integer key: a literal from 1 to `u32::MAX`.
+/// `max_open`: an integer percent of a keyed function's live keys, from 1 to 100.
+fn open_percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    let n = integer(key, value)?;
+    if n > 100 {
+        return Err(syn::Error::new(
+            value.span(),
+            format!("`{key}` is a percent of the live keys, from 1 to 100, not {n}: write e.g. `{key} = 50`"),
+        ));
+    }
+    Ok(n)
+}
+
 fn integer(key: &Ident, value: &Expr) -> syn::Result<u32> {
     let wrong = |what: &str| {
         syn::Error::new(

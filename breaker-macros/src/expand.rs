@@ -451,6 +451,10 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         let (key, n) = (&arg.key, Literal::u32_unsuffixed(arg.value));
         calls.push((order(key), quote_spanned!(arg.span=> .#key(#n))));
     }
+    if let Some(arg) = &args.max_open {
+        let n = Literal::u32_unsuffixed(arg.value);
+        calls.push((order(&arg.key), quote_spanned!(arg.span=> .max_open_percent(#n))));
+    }
     for arg in durations.into_iter().flatten() {
         let (key, d) = (&arg.key, duration(krate, arg.value, arg.span));
         calls.push((order(key), quote_spanned!(arg.span=> .#key(#d))));

@@ -107,6 +107,7 @@ use proc_macro::TokenStream;
 /// | `crate` | string literal path | `"::breaker"` | where the facade is, when it is re-exported |
 /// | `key` | expression over the arguments (`self` included) | none | one breaker per value, evaluated before the body on every call (see [Keyed breakers](#keyed-breakers)) |
 /// | `max_keys` | integer ≥ 1 (needs `key`) | 10 000 | at most this many keys have a breaker; a new key evicts the least recently used |
+/// | `max_open` | integer percent 1..=100 (needs `key`) | none | at most this percent (at least one) of the live keys open or half-open at once; a key that would open beyond it stays closed, still counting |
 /// | `idle` | duration (needs `key`) | `"10m"` | a key's breaker unused this long, and indistinguishable from a fresh one, is dropped |
 /// | `classify` | path to `fn(&Result<T, E>) -> breaker::Verdict`, or closure | none | judges every finished call, `Ok` included; replaces `is_failure` (see [Judging results](#judging-results)) |
 /// | `fleet` | `true` or `false` | `false` | the breaker joins the fleet installed with `breaker::fleet::install` (see [Fleets](#fleets)) |

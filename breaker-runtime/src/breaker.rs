@@ -10,9 +10,10 @@ use crate::{
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
-    registry,
+    listing,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
+    config::Policy,
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
@@ -76,21 +77,50 @@ impl Breaker {
     /// It stays listed while it lives: when its last clone and [`Handle`] are dropped it
     /// leaves the registry and its memory, name included, is freed.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
-        let breaker = Breaker::unlisted(Name::from(name.as_ref()), config)?;
-        registry::registry().list(&breaker.shared);
-        Ok(breaker)
+        let name = Name::from(name.as_ref());
+        let (shared, _) = listing::index().list(
+            &name,
+            false,
+            || config.validate().map(|policy| (policy, config)),
+            |(policy, config), listing| {
+                Shared::new(name.clone(), policy.into(), config.into(), Some(listing), None)
+            },
+        )?;
+        Ok(Breaker { shared })
     }
 
+    /// A keyed breaker's breaker for one key: its policy and configuration are the keyed
+    /// breaker's, shared (validated when it was made).
+    pub(crate) fn keyed(
+        name: Name,
+        config: &Arc<Config>,
+        policy: &Arc<Policy>,
+        family: &Arc<crate::call::Family>,
+        budget: Option<&Arc<crate::core::OpenBudget>>,
+    ) -> Breaker {
+        let cap = budget.map(|b| crate::core::OpenCap::new(b.clone()));
+        let keyed = Some((family.clone(), cap));
+        let made = listing::index().list(
+            &name,
+            false,
+            || Ok::<_, std::convert::Infallible>(()),
+            |(), listing| {
+                Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing), keyed)
+            },
+        );
+        let (shared, _) = match made {
+            Ok(made) => made,
+            Err(never) => match never {},
+        };
+        Breaker { shared }
+    }
+
+    /// A breaker that is not in the registry (tests of the call future).
+    #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let policy = config.validate()?;
-        let core = Core::new(name, policy, config.on_state_change.clone());
         Ok(Breaker {
-            shared: Arc::new(Shared {
-                core,
-                clock: TokioClock::new(),
-                config,
-                listed: std::sync::atomic::AtomicU64::new(0),
-            }),
+            shared: Arc::new(Shared::new(name, policy.into(), config.into(), None, None)),
         })
     }
 
@@ -251,9 +281,15 @@ impl Breaker {
     #[doc(hidden)]
     #[track_caller]
     pub fn get_or_create(name: &str, config: Config) -> Breaker {
-        let found = registry::registry().find_or_list(name, || {
-            Breaker::unlisted(name.into(), config.clone()).map(|b| b.shared)
-        });
+        let name = Name::from(name);
+        let found = listing::index().list(
+            &name,
+            true,
+            || config.validate(),
+            |policy, listing| {
+                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing), None)
+            },
+        );
         let (shared, existed) = match found {
             Ok(found) => found,
             Err(e) => panic!("{e}"),
@@ -270,7 +306,7 @@ impl Breaker {
         if let Some(what) = differs {
             tracing::warn!(
                 target: "breaker",
-                breaker = name,
+                breaker = name.as_str(),
                 "circuit breaker `{name}` already exists; this function's {what} is not used, \
                  the existing breaker is kept (give the functions different `name`s to \
                  separate them)"

@@ -1,9 +1,11 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
 //! admission and end, and how a finished call is judged and reported ([`settle`]). The
 //! breaker, its handles, the call future and the registry all build on this module; it
-//! depends on none of them but the registry, which it lists itself in and leaves.
+//! depends on none of them (its [`Listing`](crate::listing::Listing) is a token of the
+//! index under the registry, which unlists it when dropped).
 
 use std::{
+    sync::Arc,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
     time::Duration,
 };
@@ -11,7 +13,7 @@ use std::{
 use crate::{
     clock::TokioClock,
     core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
-    registry,
+    listing::Listing,
     verdict::Judge,
     BreakerError, CallError, Config,
 };
@@ -21,9 +23,32 @@ use crate::{
 pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
-    pub(crate) config: Config,
-    /// Its entry in the registry, removed when the last clone and handle are gone.
-    pub(crate) listed: std::sync::atomic::AtomicU64,
+    /// Shared by every key of a keyed breaker.
+    pub(crate) config: Arc<Config>,
+    /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
+    /// never listed). Held only to be dropped with the breaker.
+    _listed: Option<Listing>,
+    /// Unique in the process, never reused (metrics follow a breaker by it).
+    pub(crate) id: u64,
+    /// The keyed breaker this is a key of.
+    pub(crate) family: Option<Arc<Family>>,
+}
+
+/// What the keys of one keyed breaker share (beyond their policy).
+#[derive(Debug)]
+pub(crate) struct Family {
+    pub(crate) name: crate::Name,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        crate::departures::depart(|| crate::departures::Departed {
+            id: self.id,
+            name: self.core.name.clone(),
+            family: self.family.as_ref().map(|f| f.name.clone()),
+            stats: self.core.counters.read(),
+        });
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -32,11 +57,22 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-impl Drop for Shared {
-    fn drop(&mut self) {
-        let id = *self.listed.get_mut();
-        if id != 0 {
-            registry::registry().unlist(id);
+impl Shared {
+    pub(crate) fn new(
+        name: crate::Name,
+        policy: Arc<crate::config::Policy>,
+        config: Arc<Config>,
+        listed: Option<Listing>,
+        keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
+    ) -> Shared {
+        let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
+        Shared {
+            core: Core::new(name, policy, config.on_state_change.clone()).with_cap(cap),
+            clock: TokioClock::new(),
+            config,
+            _listed: listed,
+            id: crate::departures::next_id(),
+            family,
         }
     }
 }

@@ -61,6 +61,7 @@ pub struct Config {
     pub(crate) on_state_change: Option<Hook>,
     pub(crate) max_keys: usize,
     pub(crate) idle: Duration,
+    pub(crate) max_open_percent: Option<u32>,
 }
 
 impl Default for Config {
@@ -82,6 +83,7 @@ impl Default for Config {
             on_state_change: None,
             max_keys: Config::DEFAULT_MAX_KEYS,
             idle: Config::DEFAULT_IDLE,
+            max_open_percent: None,
         }
     }
 }
@@ -196,6 +198,28 @@ impl Config {
         self.idle = idle;
         self
     }
+    /// A keyed breaker keeps at most `percent` (1 to 100) of its live keys open or half-open
+    /// at once, and at least one; a key whose failures would open it beyond that stays
+    /// closed, still counting (its next failure asks again), with one WARN a minute. When
+    /// most hosts look dead at once the fault is usually ours (our network, our DNS), and
+    /// opening every key would make it worse (Envoy's `max_ejection_percent`). Keys the
+    /// fleet opens are neither counted nor held back. A plain breaker ignores it.
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker, State};
+    ///
+    /// let config = Config::default().threshold(1).max_open_percent(50);
+    /// let hosts = KeyedBreaker::<String>::new("docs::max_open", config);
+    /// for host in ["a", "b", "c", "d"] {
+    ///     let _ = hosts.call_sync(host, || Err::<(), _>("connection refused"));
+    /// }
+    /// let open = ["a", "b", "c", "d"].iter().filter(|h| hosts.breaker(**h).state() == State::Open);
+    /// assert_eq!(open.count(), 2, "half of the four keys");
+    /// ```
+    pub fn max_open_percent(mut self, percent: u32) -> Self {
+        self.max_open_percent = Some(percent);
+        self
+    }
 
     /// Whether two configurations describe the same policy once defaults are resolved
     /// (`Config::default()` and `Config::default().threshold(5)` do); hooks are not compared
@@ -256,6 +280,14 @@ impl Config {
         not_zero("idle", Some(self.idle))?;
         if self.max_keys == 0 {
             return Err(ConfigError::new("max_keys", "must be at least 1 (got 0)"));
+        }
+        if let Some(p) = self.max_open_percent {
+            if !(1..=100).contains(&p) {
+                return Err(ConfigError::new(
+                    "max_open_percent",
+                    format!("must be a percent from 1 to 100 (got {p})"),
+                ));
+            }
         }
         if let Some(rate) = self.failure_rate {
             if !(1..=100).contains(&rate) {
@@ -341,6 +373,7 @@ impl Config {
             max_concurrent: self.max_concurrent,
             max_keys: self.max_keys,
             idle: to_nanos(self.idle),
+            max_open_percent: self.max_open_percent,
         })
     }
 }
@@ -363,6 +396,7 @@ impl PartialEq for Config {
             && self.max_concurrent == other.max_concurrent
             && self.max_keys == other.max_keys
             && self.idle == other.idle
+            && self.max_open_percent == other.max_open_percent
     }
 }
 
@@ -384,6 +418,7 @@ impl fmt::Debug for Config {
             .field("on_state_change", &self.on_state_change.is_some())
             .field("max_keys", &self.max_keys)
             .field("idle", &self.idle)
+            .field("max_open_percent", &self.max_open_percent)
             .finish()
     }
 }
@@ -407,6 +442,7 @@ pub(crate) struct Policy {
     /// Bounds of a keyed breaker (unused by a plain one).
     pub(crate) max_keys: usize,
     pub(crate) idle: u64,
+    pub(crate) max_open_percent: Option<u32>,
 }
 
 impl Policy {

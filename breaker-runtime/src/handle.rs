@@ -126,6 +126,17 @@ impl Handle {
         self.shared.core.peek()
     }
 
+    /// The breaker's identity: unique in the process, never reused (metrics follow a
+    /// breaker by it).
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    /// The keyed breaker this breaker is a key of (its name), if any.
+    pub fn family(&self) -> Option<&str> {
+        self.shared.family.as_ref().map(|f| f.name.as_str())
+    }
+
     /// Whether both handles reach the same breaker.
     pub fn same_breaker(&self, other: &Handle) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)

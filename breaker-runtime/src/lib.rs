@@ -33,6 +33,8 @@
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `registry` | [`registry()`]: the live breakers, by name |
+//! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
+//! | `listing` | the index under the registry: a slab of weak entries and slots by name, O(1) to list, unlist and find |
 //! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
@@ -47,11 +49,13 @@ mod call;
 mod clock;
 mod config;
 mod core;
+mod departures;
 mod error;
 mod events;
 mod future;
 mod handle;
 mod keyed;
+mod listing;
 mod name;
 // Wired into Config and the engine by a later change; until then only its tests use it.
 #[allow(dead_code)]
@@ -86,6 +90,7 @@ pub use crate::core::fleet::FleetLink;
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]
 pub mod __internals {
+    pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
     pub use crate::{
         call::{Host, Shared},
         core::Engine,

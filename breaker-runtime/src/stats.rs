@@ -10,8 +10,19 @@
 //! last count stored. Threads beyond the owned stripes share a few more, counted with
 //! `fetch_add`. An outcome is always counted on the stripe of the thread where it happens,
 //! which for an async call that moved between workers is not the admitting thread's.
+//!
+//! A breaker keeps one stripe inline, for the first slot that counts on it; the striped
+//! set (4 KiB) is made when a second slot first counts there, and from then on every slot,
+//! the first included, counts in it. So a breaker that one thread calls (most keys of a
+//! keyed breaker) costs 64 bytes of counts, and a hot one still has a stripe per thread
+//! (issue 20: the 4 KiB every breaker paid made 100 000 keys cost 600 MB). A breaker that
+//! several threads call one after the other (a key whose calls land on different workers of
+//! a multi-thread runtime) pays the 4 KiB too: the first count from a second thread is all
+//! this can see without a shared write per call.
 
 use std::marker::PhantomData;
+
+use std::sync::{atomic::AtomicUsize, OnceLock};
 
 use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
 
@@ -48,10 +59,10 @@ pub struct Stats {
     pub cancelled: u64,
 }
 
-/// One stripe: its own pair of cache lines (128 bytes, as adjacent-line prefetchers pair
-/// lines), so two threads on two stripes never share one.
+/// One stripe's counts. Inline in a breaker (its `home`) it shares cache lines with the
+/// breaker's other fields, which is fine while one thread counts there; the stripes made
+/// for several threads are on lines of their own (see [`Padded`]).
 #[derive(Default)]
-#[repr(align(128))]
 struct Stripe {
     admitted: AtomicU64,
     successes: AtomicU64,
@@ -69,7 +80,8 @@ struct Stripe {
 const OWNED: usize = 28;
 /// Stripes for the threads that found none free: counted with `fetch_add`.
 const SHARED: usize = 4;
-/// All stripes: a power of two, so indexing is a mask. 4 KiB per breaker.
+/// All stripes: a power of two, so indexing is a mask. 4 KiB, made only for a breaker that
+/// a second thread counts on (see [`Counters`]).
 const STRIPES: usize = OWNED + SHARED;
 const _: () = assert!(STRIPES.is_power_of_two() && OWNED <= 32);
 
@@ -146,13 +158,28 @@ const _: () = {
 
 /// The counters behind [`Stats`].
 pub(crate) struct Counters {
-    stripes: [Stripe; STRIPES],
-    /// The raw totals at the last `reset()`, subtracted on every read. Clearing the stripes
-    /// instead would race their owners' plain stores and could bring old counts back.
-    base: Mutex<Stats>,
+    /// The slot whose counts go to [`home`](Self::home) (`NO_OWNER` until the first count).
+    owner: AtomicUsize,
+    /// The stripe of the first slot to count here, inline: a breaker that only one thread
+    /// calls (most keys of a keyed breaker) never makes the others. Written only until the
+    /// others are made; its counts stay in the sums.
+    home: Stripe,
+    /// Every slot's stripe, made when a second slot first counts here: a breaker that
+    /// several threads call pays its 4 KiB then, and keeps their scaling.
+    others: OnceLock<Box<[Padded; STRIPES]>>,
+    /// The counts at the last reset (`None`: never reset).
+    base: Mutex<Option<Box<Stats>>>,
 }
 
-/// Which counter a finished call bumps.
+/// A stripe made on contention: its own pair of cache lines (128 bytes, as adjacent-line
+/// prefetchers pair lines), so two threads on two stripes never share one.
+#[derive(Default)]
+#[repr(align(128))]
+struct Padded(Stripe);
+
+/// No slot owns `home` yet.
+const NO_OWNER: usize = usize::MAX;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
     Admitted,
@@ -178,12 +205,50 @@ fn bump(counter: &AtomicU64, owned: bool) {
 impl Counters {
     pub(crate) fn new() -> Self {
         Counters {
-            stripes: Default::default(),
-            base: Mutex::new(Stats::default()),
+            owner: AtomicUsize::new(NO_OWNER),
+            home: Stripe::default(),
+            others: OnceLock::new(),
+            base: Mutex::new(None),
         }
     }
 
-    /// Adds to this thread's stripe.
+    /// The stripe of `at`: `home` if `at` owns it (or is the first to count), else its own
+    /// among the others (made on the first such count). Only threads of slot `at` write
+    /// the stripe this returns, as before: `home` has exactly one slot.
+    #[inline(always)]
+    fn stripe(&self, at: Slot) -> &Stripe {
+        // Once the others are made, every slot counts there, the first one too: `home` is
+        // then never written again, so it needs no cache line of its own.
+        if let Some(others) = self.others.get() {
+            return &others[at.0 % STRIPES].0;
+        }
+        if self.owner.load(Relaxed) == at.0 {
+            return &self.home;
+        }
+        self.stripe_slow(at)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stripe_slow(&self, at: Slot) -> &Stripe {
+        match self
+            .owner
+            .compare_exchange(NO_OWNER, at.0, Relaxed, Relaxed)
+        {
+            Ok(_) => return &self.home,
+            // Two threads of one shared slot raced: the winner's slot is ours too.
+            Err(now) if now == at.0 => return &self.home,
+            Err(_) => {}
+        }
+        &self.others.get_or_init(|| Box::new(Default::default()))[at.0 % STRIPES].0
+    }
+
+    /// Every stripe made so far.
+    fn stripes(&self) -> impl Iterator<Item = &Stripe> {
+        let others = self.others.get().into_iter().flat_map(|o| o.iter().map(|p| &p.0));
+        std::iter::once(&self.home).chain(others)
+    }
+
     #[inline]
     pub(crate) fn add(&self, count: Count) {
         self.add_here(here(), count);
@@ -200,7 +265,7 @@ impl Counters {
     /// Adds to stripe `at`, with plain stores if `owned` (the caller is its only writer).
     #[inline(always)]
     fn add_to(&self, at: Slot, owned: bool, count: Count) {
-        let s = &self.stripes[at.0 % STRIPES];
+        let s = self.stripe(at);
         match count {
             Count::Admitted => bump(&s.admitted, owned),
             Count::Success => bump(&s.successes, owned),
@@ -221,7 +286,7 @@ impl Counters {
 
     /// The totals since creation or the last [`clear`](Self::clear).
     pub(crate) fn read(&self) -> Stats {
-        let base = *lock(&self.base);
+        let base = lock(&self.base).as_deref().copied().unwrap_or_default();
         let raw = self.raw();
         Stats {
             calls: raw.calls.wrapping_sub(base.calls),
@@ -237,7 +302,7 @@ impl Counters {
 
     fn raw(&self) -> Stats {
         let mut t = Stats::default();
-        for s in &self.stripes {
+        for s in self.stripes() {
             let rejected = s.rejected.load(Relaxed);
             t.calls = t
                 .calls
@@ -253,18 +318,42 @@ impl Counters {
         t
     }
 
-    /// (admitted, successes) on one stripe, for tests of who counts where.
+    /// Calls admitted and not yet finished: admitted less successes, failures, neutral and
+    /// cancelled ones (every admitted call ends as exactly one of those). The finished
+    /// counts are read before the admitted ones, and both only grow, so a call that
+    /// finishes during the read is never seen finished but not admitted. Read, not kept: the
+    /// call path pays nothing for it (a keyed breaker asks it only when picking a victim).
+    pub(crate) fn in_flight(&self) -> u64 {
+        let mut finished = 0u64;
+        for s in self.stripes() {
+            finished = finished
+                .wrapping_add(s.successes.load(Relaxed))
+                .wrapping_add(s.failures.load(Relaxed))
+                .wrapping_add(s.neutral.load(Relaxed))
+                .wrapping_add(s.cancelled.load(Relaxed));
+        }
+        let admitted = self
+            .stripes()
+            .fold(0u64, |n, s| n.wrapping_add(s.admitted.load(Relaxed)));
+        admitted.saturating_sub(finished)
+    }
+
+    /// (admitted, successes) counted by one slot (on `home` while it owned it, then on its
+    /// stripe), for tests of who counts where.
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn at(&self, slot: Slot) -> (u64, u64) {
-        let s = &self.stripes[slot.0 % STRIPES];
-        (s.admitted.load(Relaxed), s.successes.load(Relaxed))
+        let home = (self.owner.load(Relaxed) == slot.0).then_some(&self.home);
+        let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
+        home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
+            (a + st.admitted.load(Relaxed), s + st.successes.load(Relaxed))
+        })
     }
 
     /// Starts every count again from zero (a call racing the reset may land on either side
     /// of it). The stripes only ever grow, so a later read never falls below this base.
     pub(crate) fn clear(&self) {
         let mut base = lock(&self.base);
-        *base = self.raw();
+        *base = Some(Box::new(self.raw()));
     }
 }
 

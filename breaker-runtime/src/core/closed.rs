@@ -140,7 +140,8 @@ impl Core {
                 });
                 if let Ok(prev) = bumped {
                     let failures = (prev & STREAK_COUNT) as u32 + 1;
-                    if failures == threshold {
+                    // `>=`: a key held closed by `max_open` asks again at its next failure.
+                    if failures >= threshold {
                         // Once tripped, the window below sees the generation moved on.
                         self.trip(generation, Cause::ConsecutiveFailures { failures }, clock);
                     }
@@ -175,9 +176,21 @@ impl Core {
 
     /// Opens a closed breaker, if it is still in the generation that saw the failures.
     pub(super) fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
+        if self.word() != Word::new(State::Closed, generation) {
+            return;
+        }
+        // A keyed breaker's cap (`max_open`), asked outside the lock (it may log): no place,
+        // and the key stays closed, still counting.
+        if !self.may_open() {
+            return;
+        }
         let mut inner = lock(&self.inner);
         let w = self.word();
         if w != Word::new(State::Closed, generation) {
+            drop(inner);
+            if !matches!(self.peek(), State::Open | State::HalfOpen) {
+                self.left_open(); // moved on meanwhile without opening: give the place back
+            }
             return;
         }
         inner.reopenings = 0;

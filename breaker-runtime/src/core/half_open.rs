@@ -127,6 +127,9 @@ impl Core {
     /// slot, and its late outcome will change nothing). Refused: the time until the
     /// earliest lease ends.
     pub(super) fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
+        if inner.leases.is_empty() {
+            inner.leases.resize(self.policy.probes as usize, None);
+        }
         let free = inner
             .leases
             .iter()

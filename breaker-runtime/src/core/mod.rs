@@ -47,12 +47,14 @@ mod dispatch;
 pub(crate) mod fleet;
 mod half_open;
 mod jitter;
+mod open_cap;
 mod permit;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 mod transition;
 
 pub use permit::{Engine, Permit};
+pub(crate) use open_cap::{OpenBudget, OpenCap};
 
 use half_open::{Lease, Probe};
 
@@ -126,9 +128,50 @@ struct Inner {
 }
 
 impl Inner {
+    fn new() -> Inner {
+        Inner {
+            leases: Vec::new(), // made at the first probe
+            probe_successes: 0,
+            reopenings: 0,
+            next_lease: 1,
+            rng: jitter::seed(""), // a fresh random seed per breaker, name or not
+            events: VecDeque::new(),
+            dispatching: false,
+            gated: false,
+            granted: false,
+            wanted: false,
+            fleet_floor: (u64::MAX, 0),
+            fleet: None,
+            closed_at: (0, 0),
+        }
+    }
+
     /// A fleet gates this breaker and has not granted this instance the probe.
     fn fleet_holds_open(&self) -> bool {
         self.gated && !self.granted
+    }
+}
+
+/// [`Inner`] behind its lock, made at its first use: a transition, a probe, a manual or a
+/// fleet command. A breaker that only ever stays closed (most keys of a keyed breaker) never
+/// makes it, which keeps about 130 bytes off each such breaker. `lock(&self.inner)` reaches
+/// it through `Deref`.
+struct LazyInner(OnceLock<Box<Mutex<Inner>>>);
+
+impl std::ops::Deref for LazyInner {
+    type Target = Mutex<Inner>;
+    fn deref(&self) -> &Mutex<Inner> {
+        self.0.get_or_init(|| Box::new(Mutex::new(Inner::new())))
+    }
+}
+
+impl LazyInner {
+    /// `Stats` (successes, failures) when the breaker last closed, without making `Inner`
+    /// (a breaker that never transitioned closed at zero).
+    pub(super) fn closed_at(&self) -> (u64, u64) {
+        self.0
+            .get()
+            .map_or((0, 0), |inner| crate::sync::lock(inner).closed_at)
     }
 }
 
@@ -155,16 +198,21 @@ pub struct Core {
     /// thread takes the one its stripe picks, so threads refused at once do not all count
     /// references on the one cache line of `name`.
     refusal_names: OnceLock<Box<[Name; NAME_COPIES]>>,
-    pub(crate) policy: Policy,
+    /// Shared by every key of a keyed breaker.
+    pub(crate) policy: std::sync::Arc<Policy>,
     hook: Option<Hook>,
     word: AtomicU64,
     /// When the cool-off ends; meaningful while the word says `Open`.
     open_until: AtomicU64,
     streak: AtomicU64,
-    ring: Option<Ring>,
+    /// Boxed: most breakers have no window, and a keyed breaker's keys are many.
+    ring: Option<Box<Ring>>,
     in_flight: AtomicU32,
     pub(crate) counters: Counters,
-    inner: Mutex<Inner>,
+    /// Made at its first use (see [`LazyInner`]).
+    inner: LazyInner,
+    /// A keyed breaker's cap on its open keys (`max_open_percent`).
+    cap: Option<OpenCap>,
     /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
     /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
     simple: bool,
@@ -218,10 +266,13 @@ impl LocalTicket {
 }
 
 impl Core {
-    pub(crate) fn new(name: Name, policy: Policy, hook: Option<Hook>) -> Core {
-        let ring = policy.window.map(Ring::new);
-        let probes = policy.probes as usize;
-        let rng = jitter::seed(&name);
+    pub(crate) fn new(
+        name: Name,
+        policy: impl Into<std::sync::Arc<Policy>>,
+        hook: Option<Hook>,
+    ) -> Core {
+        let policy = policy.into();
+        let ring = policy.window.map(|w| Box::new(Ring::new(w)));
         Core {
             name,
             refusal_names: OnceLock::new(),
@@ -232,25 +283,30 @@ impl Core {
             ring,
             in_flight: AtomicU32::new(0),
             counters: Counters::new(),
-            inner: Mutex::new(Inner {
-                leases: vec![None; probes],
-                probe_successes: 0,
-                reopenings: 0,
-                next_lease: 1,
-                rng,
-                events: VecDeque::with_capacity(4),
-                dispatching: false,
-                gated: false,
-                granted: false,
-                wanted: false,
-                fleet_floor: (u64::MAX, 0),
-                fleet: None,
-                closed_at: (0, 0),
-            }),
+            inner: LazyInner(OnceLock::new()),
+            cap: None,
             simple: policy.slow_call.is_none()
                 && policy.window.is_none()
                 && policy.max_concurrent.is_none(),
             policy,
+        }
+    }
+
+    /// Caps this key's opening by its keyed breaker's budget.
+    pub(crate) fn with_cap(mut self, cap: Option<OpenCap>) -> Core {
+        self.cap = cap;
+        self
+    }
+
+    /// Whether this breaker may open now (`max_open_percent`); always without a cap.
+    fn may_open(&self) -> bool {
+        self.cap.as_ref().is_none_or(|c| c.take(&self.name))
+    }
+
+    /// This breaker no longer counts as open for its keyed breaker's cap.
+    fn left_open(&self) {
+        if let Some(cap) = &self.cap {
+            cap.give();
         }
     }
 

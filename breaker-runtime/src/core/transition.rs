@@ -38,6 +38,9 @@ impl Core {
         }
         inner.probe_successes = 0;
         inner.granted = false;
+        if !matches!(to, State::Open | State::HalfOpen) {
+            self.left_open(); // keyed `max_open`: its place among the open keys is free
+        }
         match to {
             State::Open => {
                 let total = match open_for {
@@ -142,7 +145,7 @@ impl Core {
         let tally = match &self.ring {
             Some(ring) => ring.tally(if ring.needs_clock() { clock.now() } else { 0 }),
             None => {
-                let (successes, failures) = lock(&self.inner).closed_at;
+                let (successes, failures) = self.inner.closed_at();
                 let now = self.counters.read();
                 let failures = now.failures.saturating_sub(failures);
                 Tally {

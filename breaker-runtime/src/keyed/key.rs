@@ -1,0 +1,157 @@
+//! What keys a [`KeyedBreaker`](super::KeyedBreaker): [`BreakerKey`], the borrowed forms a
+//! lookup takes ([`KeyArg`]), and a key's breaker name.
+
+use std::{
+    borrow::{Borrow, Cow},
+    fmt,
+    hash::Hash,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+};
+
+/// A type that can key a [`KeyedBreaker`]: `String`, the integers, `IpAddr`, `SocketAddr`,
+/// `http::uri::Authority` (with feature `http`), a pair of those, or your own type.
+///
+/// The map stores keys of this type and looks them up by a borrowed form as `HashMap::get`
+/// does (`&Q` where `K: Borrow<Q>`): a `KeyedBreaker<String>` is called with a `&str`, and an
+/// existing key's lookup allocates nothing. [`fmt_key`](Self::fmt_key) writes the key into
+/// its breaker's name, `{name}[{key}]`.
+///
+/// Your own key type:
+///
+/// ```
+/// use std::fmt;
+/// use breaker::{BreakerKey, Config, KeyedBreaker};
+///
+/// #[derive(Clone, PartialEq, Eq, Hash)]
+/// struct Tenant(u32);
+///
+/// impl BreakerKey for Tenant {
+///     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         write!(f, "tenant-{}", self.0)
+///     }
+/// }
+///
+/// let db = KeyedBreaker::<Tenant>::new("docs::tenant_db", Config::default());
+/// assert_eq!(db.breaker(&Tenant(7)).name(), "docs::tenant_db[tenant-7]");
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot key a circuit breaker",
+    label = "this key's type is `{Self}`",
+    note = "keys are `&str`, `String`, integers, `IpAddr`, `SocketAddr`, `http::uri::Authority` (feature `http`) and pairs of those; for another type implement `breaker::BreakerKey` (see its docs)"
+)]
+pub trait BreakerKey: Hash + Eq + Send + Sync + 'static {
+    /// Writes the key as it appears in the breaker's name `{name}[{key}]`.
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+}
+
+/// Keys shown with `Display`.
+macro_rules! display_keys {
+    ($($t:ty),* $(,)?) => {$(
+        impl BreakerKey for $t {
+            fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+    )*};
+}
+
+display_keys!(
+    String, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr,
+    Ipv4Addr, Ipv6Addr, SocketAddr,
+);
+
+#[cfg(feature = "http")]
+display_keys!(http::uri::Authority);
+
+/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`.
+impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B) {
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_key(f)?;
+        f.write_str(":")?;
+        self.1.fmt_key(f)
+    }
+}
+
+/// What `key = <expr>` of the attribute evaluates to, and how it finds its breaker: the
+/// stored key type, and the borrowed form a lookup takes. Implemented for the key types,
+/// their references, and `&str`/`String` (stored as `String`, looked up as `str`). A pair
+/// is looked up by its owned form (a pair holding a `&str` makes a `String` per call).
+#[doc(hidden)]
+pub trait KeyArg {
+    /// What the map stores.
+    type Key: BreakerKey + Borrow<Self::Lookup>;
+    /// What a lookup borrows.
+    type Lookup: ?Sized + Hash + Eq + ToOwned<Owned = Self::Key>;
+    /// The borrowed form of this key.
+    fn lookup(&self) -> Cow<'_, Self::Lookup>;
+}
+
+impl<T: KeyArg + ?Sized> KeyArg for &T {
+    type Key = T::Key;
+    type Lookup = T::Lookup;
+    fn lookup(&self) -> Cow<'_, T::Lookup> {
+        (**self).lookup()
+    }
+}
+
+impl KeyArg for str {
+    type Key = String;
+    type Lookup = str;
+    fn lookup(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl KeyArg for String {
+    type Key = String;
+    type Lookup = str;
+    fn lookup(&self) -> Cow<'_, str> {
+        Cow::Borrowed(self.as_str())
+    }
+}
+
+macro_rules! self_keyed {
+    ($($t:ty),* $(,)?) => {$(
+        impl KeyArg for $t {
+            type Key = $t;
+            type Lookup = $t;
+            fn lookup(&self) -> Cow<'_, $t> {
+                Cow::Borrowed(self)
+            }
+        }
+    )*};
+}
+
+self_keyed!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr, Ipv4Addr,
+    Ipv6Addr, SocketAddr,
+);
+
+#[cfg(feature = "http")]
+self_keyed!(http::uri::Authority);
+
+impl<A: KeyArg, B: KeyArg> KeyArg for (A, B)
+where
+    (A::Key, B::Key): Clone,
+{
+    type Key = (A::Key, B::Key);
+    type Lookup = (A::Key, B::Key);
+    fn lookup(&self) -> Cow<'_, Self::Key> {
+        let a = self.0.lookup().into_owned();
+        let b = self.1.lookup().into_owned();
+        Cow::Owned((a, b))
+    }
+}
+
+/// A key's breaker name: `{name}[{key}]`.
+pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
+
+impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)?;
+        f.write_str("[")?;
+        self.1.fmt_key(f)?;
+        f.write_str("]")
+    }
+}
+

@@ -1,0 +1,256 @@
+//! One breaker per key (host, tenant, instance), in bounded memory.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | this one | [`KeyedBreaker`]: creation, lookups and the call wrappers |
+//! | `key` | [`BreakerKey`], the borrowed forms of a lookup ([`KeyArg`]), a key's breaker name |
+//! | `map` | the sharded map: O(1) lookup, insertion, removal and draw; sweeps of idle keys; eviction by sampling at the bound (its accuracy is stated there) |
+
+mod key;
+mod map;
+
+use std::{
+    borrow::Borrow,
+    fmt,
+    hash::Hash,
+    sync::{atomic::Ordering::Relaxed, Arc},
+};
+
+pub use key::{BreakerKey, KeyArg};
+use map::Map;
+
+use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryError, Verdict};
+
+/// One breaker per key, all with one policy, in bounded memory.
+///
+/// Cheap to clone: clones share the map. Each key's breaker is named `{name}[{key}]` in
+/// errors, events, the registry and metrics, and is listed in the registry while it lives.
+///
+/// ```
+/// use breaker::{Config, KeyedBreaker, State};
+///
+/// let hooks = KeyedBreaker::<String>::new("docs::webhooks", Config::default().threshold(1));
+/// let _ = hooks.call_sync("dead.example", || Err::<(), _>("connection refused"));
+/// assert_eq!(hooks.breaker("dead.example").state(), State::Open);
+/// // Another customer's endpoint has a breaker of its own.
+/// assert_eq!(hooks.call_sync("alive.example", || Ok::<_, ()>(200)).unwrap(), 200);
+/// assert_eq!(hooks.len(), 2);
+/// ```
+///
+/// # Bounds
+///
+/// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
+/// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
+/// window, no call in flight (calls admitted less calls finished, read from the breaker's
+/// own counts). Holding a key's breaker does not keep it in the map: a `Breaker` from
+/// [`breaker`](Self::breaker) whose key is evicted keeps working, detached (a later call for
+/// the key makes a fresh breaker). A call that looked its breaker up in the instant before
+/// that breaker was evicted runs on the detached breaker.
+///
+/// When a new key arrives, evictable breakers not called for [`Config::idle`] (default 10
+/// minutes) are dropped. At `max_keys` one goes for the new key, chosen by sampling as
+/// Redis does (at most 128 entries looked at, one shard locked at a time, whatever the
+/// size): the least recently used evictable breaker of the sample, else the least recently
+/// used closed one, else the least recently used of any state (one WARN a minute says so:
+/// raise `max_keys`). With up to 8 keys in each of the 16 shards the choice is exact;
+/// beyond, a breaker with state goes before a fresh one only when none of the 128 draws
+/// finds a fresh one (see the `map` module's source for the figures). Recency is tracked
+/// without a clock read per call: an idle breaker goes no earlier than `idle` after its last
+/// call, and at the latest at the first new key after that plus one sweep interval.
+pub struct KeyedBreaker<K> {
+    inner: Arc<Map<K>>,
+}
+
+impl<K> Clone for KeyedBreaker<K> {
+    fn clone(&self) -> Self {
+        KeyedBreaker {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for KeyedBreaker<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KeyedBreaker")
+            .field("name", &self.inner.name)
+            .field("len", &self.inner.len.load(Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: BreakerKey> KeyedBreaker<K> {
+    /// A keyed breaker named `name`; every key's breaker gets `config`.
+    ///
+    /// # Panics
+    ///
+    /// If `config` is invalid, with the [`ConfigError`] message naming the field.
+    #[track_caller]
+    pub fn new(name: impl AsRef<str>, config: Config) -> Self {
+        match Self::try_new(name, config) {
+            Ok(k) => k,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
+    pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
+        let policy = config.validate()?;
+        Ok(KeyedBreaker {
+            inner: Arc::new(Map::new(name.as_ref(), config, &policy)),
+        })
+    }
+
+    /// The name every key's breaker is named after.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// How many keys have a breaker now.
+    pub fn len(&self) -> usize {
+        self.inner.len.load(Relaxed)
+    }
+
+    /// Whether no key has a breaker.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The breaker of `key`, created if there is none (which may evict another, see the
+    /// type's docs). An existing key's lookup allocates nothing.
+    pub fn breaker<Q>(&self, key: &Q) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.inner
+            .get(key)
+            .unwrap_or_else(|hash| self.inner.insert(key, hash))
+    }
+
+    /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
+    /// happens now; the call is admitted on the future's first poll.
+    pub fn call<Q, F, T, E>(&self, key: &Q, call: F) -> CallFuture<'static, F, EveryError, Breaker>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        self.breaker(key).call_owned(call)
+    }
+
+    /// Like [`call`](Self::call), judged by `classify` (see [`Breaker::call_classified`]).
+    pub fn call_classified<Q, F, T, E, C>(
+        &self,
+        key: &Q,
+        classify: C,
+        call: F,
+    ) -> CallFuture<'static, F, crate::Classify<C>, Breaker>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+        F: std::future::Future<Output = Result<T, E>>,
+        C: FnOnce(&Result<T, E>) -> Verdict,
+    {
+        self.breaker(key).call_owned_classified(classify, call)
+    }
+
+    /// Runs one blocking call through `key`'s breaker (see [`Breaker::call_sync`]).
+    pub fn call_sync<Q, T, E>(
+        &self,
+        key: &Q,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.breaker(key).call_sync(call)
+    }
+
+    /// Like [`call_sync`](Self::call_sync), judged by `classify`.
+    pub fn call_sync_classified<Q, T, E>(
+        &self,
+        key: &Q,
+        classify: impl FnOnce(&Result<T, E>) -> Verdict,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        self.breaker(key).call_sync_classified(classify, call)
+    }
+
+    /// Whether `key` has a breaker in the map now (a breaker of an evicted key that someone
+    /// still holds is detached: not in the map, though still in the registry). For tests.
+    #[doc(hidden)]
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.inner.get(key).is_ok()
+    }
+
+    /// Calls `f` with every breaker this map creates from now on, after it is listed and
+    /// outside the map's locks: how the attribute's `fleet = true` joins each key's breaker
+    /// to the fleet. Set once; a second call is ignored.
+    #[doc(hidden)]
+    pub fn on_new(&self, f: fn(&Breaker)) {
+        let _ = self.inner.on_new.set(f);
+    }
+
+    /// Drops every evictable breaker (see the type's docs) not called for `idle`, now.
+    /// Happens by itself when new keys arrive; call it to free memory at a quiet time.
+    pub fn retain_active(&self) {
+        let now = self.inner.now();
+        self.inner.sweep(now);
+    }
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::State;
+
+    fn fail(k: &KeyedBreaker<String>, key: &str) {
+        let _ = k.call_sync(key, || Err::<(), _>(()));
+    }
+
+    #[test]
+    fn a_pair_keys_as_host_colon_port() {
+        let k = KeyedBreaker::<(String, u16)>::new("keyed::pairs", Config::default());
+        let a = k.breaker(&("example.com".to_string(), 443));
+        let b = k.breaker(&("example.com".to_string(), 443));
+        assert!(a.handle().same_breaker(&b.handle()));
+        assert_eq!(a.name(), "keyed::pairs[example.com:443]");
+        assert_eq!(k.len(), 1);
+    }
+
+    #[test]
+    fn at_the_bound_fresh_breakers_go_before_open_ones() {
+        let config = Config::default().threshold(1).max_keys(4);
+        let k = KeyedBreaker::<String>::new("keyed::bound", config);
+        fail(&k, "open-1");
+        fail(&k, "open-2");
+        let _ = k.call_sync("fresh-1", || Ok::<_, ()>(()));
+        let _ = k.call_sync("fresh-2", || Ok::<_, ()>(()));
+        for i in 0..20 {
+            let _ = k.call_sync(&format!("new-{i}"), || Ok::<_, ()>(()));
+            assert!(k.len() <= 4);
+        }
+        assert_eq!(k.inner.get("open-1").map(|b| b.state()), Ok(State::Open));
+        assert_eq!(k.inner.get("open-2").map(|b| b.state()), Ok(State::Open));
+    }
+
+    #[test]
+    fn the_bound_holds_when_nothing_is_evictable() {
+        let config = Config::default().threshold(1).max_keys(3);
+        let k = KeyedBreaker::<String>::new("keyed::all_open", config);
+        for i in 0..10 {
+            fail(&k, &format!("open-{i}"));
+            assert!(k.len() <= 3);
+        }
+        assert_eq!(k.len(), 3);
+    }
+}

@@ -1,0 +1,192 @@
+//! The index under the registry: a slab of weak entries and a map from name to slots, so
+//! that listing a breaker, unlisting it and finding a name are O(1) (a name shared by `n`
+//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only as `dyn Any`, so the
+//! breaker holds its [`Listing`] and the registry reads the index, and neither module
+//! imports the other's user.
+
+use std::{
+    any::Any,
+    hash::{BuildHasher, RandomState},
+    sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak},
+};
+
+use hashbrown::HashTable;
+
+use crate::Name;
+
+/// A listed thing, as the index keeps it: never kept alive by the index.
+pub(crate) type Listed = Weak<dyn Any + Send + Sync>;
+
+/// A breaker's place in the index, held by the breaker: dropping it unlists the breaker.
+#[derive(Debug)]
+pub(crate) struct Listing {
+    slot: u32,
+}
+
+impl Drop for Listing {
+    fn drop(&mut self) {
+        index().unlist(self.slot);
+    }
+}
+
+/// The process-wide index.
+pub(crate) fn index() -> &'static Index {
+    static INDEX: LazyLock<Index> = LazyLock::new(|| Index(Mutex::new(Slab::default())));
+    &INDEX
+}
+
+pub(crate) struct Index(Mutex<Slab>);
+
+#[derive(Default)]
+struct Slab {
+    entries: Vec<Option<Entry>>,
+    /// Free places in `entries`, reused first.
+    free: Vec<u32>,
+    /// Slots by their entry's name, through the name's hash: 5 bytes a slot, where a map
+    /// from name to slots would keep one more copy of each name's pointer.
+    by_name: HashTable<u32>,
+    hasher: RandomState,
+    /// The next entry's order of creation.
+    next: u64,
+    live: usize,
+}
+
+struct Entry {
+    /// Order of creation.
+    seq: u64,
+    name: Name,
+    listed: Listed,
+}
+
+/// An entry read out of the index, to upgrade after its lock is released (dropping the
+/// last strong reference unlists, which takes the lock).
+pub(crate) struct Found {
+    pub(crate) seq: u64,
+    pub(crate) listed: Listed,
+}
+
+impl Index {
+    fn lock(&self) -> MutexGuard<'_, Slab> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Lists a new `T` under `name`: `prepare` runs first (it may fail, say on an invalid
+    /// configuration), then its result makes the `T` with its [`Listing`]. With `find`, a
+    /// live entry of that name (the newest) that is a `T` is returned instead, with `true`.
+    /// Under one lock, so two callers racing to create one name get one breaker: neither
+    /// closure may touch the index. (Only breakers are listed, so a found entry is a `T`;
+    /// were it not, dropping it here could unlist under the lock.)
+    pub(crate) fn list<T: Any + Send + Sync, P, E>(
+        &self,
+        name: &Name,
+        find: bool,
+        prepare: impl FnOnce() -> Result<P, E>,
+        make: impl FnOnce(P, Listing) -> T,
+    ) -> Result<(Arc<T>, bool), E> {
+        let mut slab = self.lock();
+        if find {
+            let hash = slab.hasher.hash_one(&**name);
+            // Oldest first (in order of `seq`): the newest live one is taken.
+            let mut same: Vec<&Entry> = slab
+                .by_name
+                .iter_hash(hash)
+                .filter_map(|&s| slab.entries[s as usize].as_ref())
+                .filter(|e| e.name == *name)
+                .collect();
+            same.sort_unstable_by_key(|e| e.seq);
+            let existing = same
+                .iter()
+                .rev()
+                .find_map(|e| e.listed.upgrade()?.downcast::<T>().ok());
+            if let Some(found) = existing {
+                return Ok((found, true));
+            }
+        }
+        let prepared = prepare()?;
+        let slot = match slab.free.pop() {
+            Some(slot) => slot,
+            None => {
+                slab.entries.push(None);
+                u32::try_from(slab.entries.len() - 1).unwrap_or(u32::MAX)
+            }
+        };
+        let made = Arc::new(make(prepared, Listing { slot }));
+        let seq = slab.next;
+        slab.next += 1;
+        let listed: Listed = Arc::downgrade(&made) as Listed;
+        slab.entries[slot as usize] = Some(Entry {
+            seq,
+            name: name.clone(),
+            listed,
+        });
+        slab.live += 1;
+        let hash = slab.hasher.hash_one(&**name);
+        let Slab {
+            by_name,
+            entries,
+            hasher,
+            ..
+        } = &mut *slab;
+        by_name.insert_unique(hash, slot, |&s| match &entries[s as usize] {
+            Some(e) => hasher.hash_one(&*e.name),
+            None => 0, // not reached: every slot in the table holds an entry
+        });
+        Ok((made, false))
+    }
+
+    fn unlist(&self, slot: u32) {
+        let mut guard = self.lock();
+        let slab = &mut *guard;
+        let Some(entry) = slab.entries.get_mut(slot as usize).and_then(Option::take) else {
+            return;
+        };
+        slab.live -= 1;
+        slab.free.push(slot);
+        let hash = slab.hasher.hash_one(&*entry.name);
+        if let Ok(found) = slab.by_name.find_entry(hash, |&s| s == slot) {
+            found.remove();
+        }
+        drop(guard);
+        drop(entry); // its name and weak reference, after the lock
+    }
+
+    /// The entries of `name` (all entries with `None`), oldest first.
+    pub(crate) fn find(&self, name: Option<&str>) -> Vec<Found> {
+        let slab = self.lock();
+        match name {
+            Some(name) => {
+                let hash = slab.hasher.hash_one(name);
+                let mut same: Vec<Found> = slab
+                    .by_name
+                    .iter_hash(hash)
+                    .filter_map(|&s| slab.entries[s as usize].as_ref())
+                    .filter(|e| *e.name == *name)
+                    .map(|e| Found {
+                        seq: e.seq,
+                        listed: e.listed.clone(),
+                    })
+                    .collect();
+                same.sort_unstable_by_key(|f| f.seq);
+                same
+            }
+            None => {
+                let mut all: Vec<Found> = slab
+                    .entries
+                    .iter()
+                    .flatten()
+                    .map(|e| Found {
+                        seq: e.seq,
+                        listed: e.listed.clone(),
+                    })
+                    .collect();
+                all.sort_unstable_by_key(|f| f.seq);
+                all
+            }
+        }
+    }
+
+    /// How many entries are listed.
+    pub(crate) fn live(&self) -> usize {
+        self.lock().live
+    }
+}

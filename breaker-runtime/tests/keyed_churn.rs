@@ -1,0 +1,247 @@
+//! Keyed breakers at churn (DESIGN.md part three, issue 20): eviction that reads the
+//! breaker's own state and in-flight count, detached breakers, bounded work at the bound,
+//! `max_open`.
+
+mod common;
+
+use std::time::Duration;
+
+use breaker_runtime::{registry, Config, KeyedBreaker, State};
+
+fn fail(k: &KeyedBreaker<String>, key: &str) {
+    let _ = k.call_sync(key, || Err::<(), _>(()));
+}
+
+fn succeed(k: &KeyedBreaker<String>, key: &str) {
+    let _ = k.call_sync(key, || Ok::<_, ()>(()));
+}
+
+fn live(name: &str) -> bool {
+    registry().get(name).is_some()
+}
+
+/// Issue 20's repro: anything that holds handles for a moment (here a registry walk) made
+/// every fresh breaker look busy, and the bound then evicted the one with a failure streak.
+#[test]
+fn a_held_registry_walk_does_not_push_eviction_onto_a_failure_streak() {
+    let k = KeyedBreaker::<String>::new("churn::streak", Config::default().threshold(5).max_keys(3));
+    fail(&k, "streak"); // oldest, one failure of five
+    succeed(&k, "fresh-1");
+    succeed(&k, "fresh-2");
+    let held = registry().handles();
+    succeed(&k, "newcomer");
+    assert_eq!(k.len(), 3);
+    assert!(live("churn::streak[streak]"), "the breaker with a streak was evicted");
+    let streak = k.breaker("streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    fail(&k, "streak");
+    assert_eq!(streak.state(), State::Open, "its streak went on");
+    drop(held);
+}
+
+/// A user's own `Breaker` of a key keeps working after the key is evicted: it is detached,
+/// and a later call for that key makes a fresh breaker.
+#[test]
+fn a_held_breaker_of_an_evicted_key_keeps_working_detached() {
+    let k = KeyedBreaker::<String>::new("churn::detached", Config::default().threshold(2).max_keys(2));
+    let held = k.breaker("a");
+    succeed(&k, "b");
+    succeed(&k, "c"); // "a" is the least recently used fresh one: it goes
+    assert_eq!(k.len(), 2);
+    let again = k.breaker("a"); // evicts "b"
+    assert!(!again.handle().same_breaker(&held.handle()), "a fresh breaker");
+    for _ in 0..2 {
+        let _ = held.call_sync(|| Err::<(), _>(()));
+    }
+    assert_eq!(held.state(), State::Open, "the detached breaker still judges");
+    assert_eq!(again.state(), State::Closed, "the map's breaker is its own");
+    assert_eq!(held.stats().calls, 2);
+}
+
+mod held_while_churning {
+    //! Random key streams while another thread keeps taking the registry's handles: no
+    //! breaker with a failure streak is evicted while a fresh one exists.
+
+    use std::{
+        collections::BTreeMap,
+        sync::atomic::{AtomicBool, Ordering::Relaxed},
+    };
+
+    use breaker_runtime::{registry, Config, KeyedBreaker};
+    use proptest::prelude::*;
+
+    const MAX: usize = 4;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn a_concurrent_holder_never_pushes_eviction_onto_state(
+            ops in proptest::collection::vec((0u32..10, any::<bool>()), 1..60),
+            run in any::<u64>(),
+        ) {
+            let name = format!("churn::held{run}");
+            // A streak never reaches the threshold: every key stays closed; some carry state.
+            let k = KeyedBreaker::<u32>::new(&name, Config::default().threshold(1000).max_keys(MAX));
+            // In the map: the registry would also list an evicted breaker the holder holds.
+            let live = |key: u32| k.contains(&key);
+            let stop = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    while !stop.load(Relaxed) {
+                        let held = registry().handles();
+                        std::hint::black_box(&held);
+                        std::thread::yield_now();
+                    }
+                });
+                // key -> its breaker carries a failure streak.
+                let mut known: BTreeMap<u32, bool> = BTreeMap::new();
+                let result = (|| {
+                    for (key, ok) in ops {
+                        known.retain(|k, _| live(*k));
+                        let new = !known.contains_key(&key);
+                        let full = known.len() >= MAX;
+                        let fresh_existed = known.iter().any(|(k, streak)| *k != key && !streak);
+                        let streaks: Vec<u32> =
+                            known.iter().filter(|(_, s)| **s).map(|(k, _)| *k).collect();
+                        let _ = k.call_sync(&key, || if ok { Ok(()) } else { Err(()) });
+                        prop_assert!(k.len() <= MAX);
+                        if new && full && fresh_existed {
+                            for s in streaks {
+                                prop_assert!(live(s), "key {s} with a streak evicted while a fresh one existed");
+                            }
+                        }
+                        known.insert(key, !ok);
+                    }
+                    Ok(())
+                })();
+                stop.store(true, Relaxed);
+                result
+            })?;
+        }
+    }
+}
+
+/// A call in flight is counted by the breaker itself (admitted less finished): its fresh,
+/// least recently used breaker is not the one evicted while the call runs.
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_keeps_its_breaker() {
+    let k = KeyedBreaker::<String>::new("churn::in_flight", Config::default().max_keys(2));
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(k.call("slow", async move {
+        let _ = rx.await;
+        Ok::<_, ()>(())
+    }));
+    tokio::task::yield_now().await; // admitted, waiting
+    succeed(&k, "b");
+    succeed(&k, "c"); // "slow" is older, but in flight: "b" goes
+    assert!(k.contains("slow"), "the breaker with a call in flight was evicted");
+    assert!(!k.contains("b"));
+    tx.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    assert_eq!(k.breaker("slow").stats().successes, 1, "counted on the map's breaker");
+}
+
+/// Beyond the size where the sample covers every key, the sample still finds the fresh
+/// breakers among many with state: with 1 in 11 fresh, 128 draws miss them all with
+/// probability 6e-6.
+#[test]
+fn at_scale_the_sample_still_evicts_fresh_breakers_first() {
+    let config = Config::default().threshold(1000).max_keys(2_200);
+    let k = KeyedBreaker::<u32>::new("churn::sampled", config);
+    for i in 0..2_000u32 {
+        let _ = k.call_sync(&i, || Err::<(), _>(()));
+    }
+    for i in 2_000..2_200u32 {
+        let _ = k.call_sync(&i, || Ok::<_, ()>(()));
+    }
+    for i in 10_000..10_050u32 {
+        let _ = k.call_sync(&i, || Ok::<_, ()>(()));
+        assert_eq!(k.len(), 2_200);
+    }
+    let streaks_left = (0..2_000u32).filter(|i| k.contains(i)).count();
+    assert_eq!(streaks_left, 2_000, "a breaker with a streak went before a fresh one");
+}
+
+/// A key one thread calls keeps its counts inline; once a second thread counts on it, the
+/// counts go on in per-thread stripes and none is lost across the switch.
+#[test]
+fn counts_survive_the_move_to_per_thread_stripes() {
+    let k = KeyedBreaker::<String>::new("churn::stripes", Config::default());
+    for _ in 0..10 {
+        succeed(&k, "a");
+    }
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..1000 {
+                    succeed(&k, "a");
+                }
+            });
+        }
+    });
+    succeed(&k, "a");
+    let stats = k.breaker("a").stats();
+    assert_eq!((stats.calls, stats.successes), (2011, 2011));
+}
+
+/// `max_open_percent`: at most that share of the live keys open at once (at least one); a
+/// key beyond it stays closed and keeps counting, one WARN a minute; a place freed by a key
+/// that closes goes to the next key that fails.
+#[tokio::test(start_paused = true)]
+async fn max_open_keeps_the_share_of_open_keys() {
+    let rec = common::Recorder::default();
+    let _guard = tracing::subscriber::set_default(rec.clone());
+    let config = Config::default()
+        .threshold(2)
+        .cool_off(Duration::from_secs(10))
+        .max_open_percent(50);
+    let k = KeyedBreaker::<String>::new("churn::max_open", config);
+    let keys = ["a", "b", "c", "d"];
+    for key in keys {
+        succeed(&k, key); // four live keys: two may be open
+    }
+    for _ in 0..3 {
+        for key in keys {
+            fail(&k, key);
+        }
+    }
+    let state = |key: &str| k.breaker(key).state();
+    assert_eq!(keys.map(state), [State::Open, State::Open, State::Closed, State::Closed]);
+    let c = k.breaker("c").stats();
+    assert_eq!((c.failures, c.rejected), (3, 0), "held closed, still counting, still calling");
+    let warns = rec.of("churn::max_open");
+    assert_eq!(warns.len(), 1, "one WARN a minute: {warns:?}");
+    assert_eq!(warns[0].level, "WARN");
+
+    k.breaker("a").handle().reset(); // a closes: its place is free
+    fail(&k, "c");
+    assert_eq!(state("c"), State::Open, "the held key opens at its next failure");
+    fail(&k, "d");
+    assert_eq!(state("d"), State::Closed, "still two of four");
+    tokio::time::advance(Duration::from_secs(61)).await;
+    fail(&k, "d");
+    assert_eq!(rec.of("churn::max_open").len(), 2, "a minute later, one more WARN");
+}
+
+/// At least one key may open, whatever the percent and however few the keys.
+#[test]
+fn max_open_lets_at_least_one_key_open() {
+    let config = Config::default().threshold(1).max_open_percent(1);
+    let k = KeyedBreaker::<String>::new("churn::max_open_one", config);
+    fail(&k, "a");
+    fail(&k, "b");
+    assert_eq!(k.breaker("a").state(), State::Open);
+    assert_eq!(k.breaker("b").state(), State::Closed);
+    drop(k.breaker("a"));
+}
+
+#[test]
+fn max_open_percent_is_validated() {
+    for bad in [0, 101] {
+        let err = KeyedBreaker::<String>::try_new("churn::bad", Config::default().max_open_percent(bad))
+            .unwrap_err();
+        assert_eq!(err.field(), "max_open_percent");
+    }
+}
