@@ -7,13 +7,13 @@ use crate::{
     call::Host,
     call::Shared,
     clock::TokioClock,
+    config::Policy,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
     listing,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
-    config::Policy,
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
@@ -83,7 +83,13 @@ impl Breaker {
             false,
             || config.validate().map(|policy| (policy, config)),
             |(policy, config), listing| {
-                Shared::new(name.clone(), policy.into(), config.into(), Some(listing), None)
+                Shared::new(
+                    name.clone(),
+                    policy.into(),
+                    config.into(),
+                    Some(listing),
+                    None,
+                )
             },
         )?;
         Ok(Breaker { shared })
@@ -105,7 +111,13 @@ impl Breaker {
             false,
             || Ok::<_, std::convert::Infallible>(()),
             |(), listing| {
-                Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing), keyed)
+                Shared::new(
+                    name.clone(),
+                    policy.clone(),
+                    config.clone(),
+                    Some(listing),
+                    keyed,
+                )
             },
         );
         let (shared, _) = match made {
@@ -141,7 +153,7 @@ impl Breaker {
 
     /// Counts since creation or the last reset.
     pub fn stats(&self) -> Stats {
-        self.shared.core.counters.read()
+        self.shared.core.stats()
     }
 
     /// A handle for manual control and inspection.
@@ -263,6 +275,13 @@ impl Breaker {
         shared.call_sync_slow(is_failure, call)
     }
 
+    /// Whether this breaker only pretends to refuse (`Config::dry_run`); a fleet does not
+    /// take such a breaker in.
+    #[doc(hidden)]
+    pub fn is_dry_run(&self) -> bool {
+        self.shared.core.dry_run()
+    }
+
     /// This breaker as the registry reports it.
     pub fn snapshot(&self) -> Snapshot {
         self.handle().snapshot()
@@ -287,7 +306,13 @@ impl Breaker {
             true,
             || config.validate(),
             |policy, listing| {
-                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing), None)
+                Shared::new(
+                    name.clone(),
+                    policy.into(),
+                    config.clone().into(),
+                    Some(listing),
+                    None,
+                )
             },
         );
         let (shared, existed) = match found {

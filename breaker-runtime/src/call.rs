@@ -5,8 +5,8 @@
 //! index under the registry, which unlists it when dropped).
 
 use std::{
-    sync::Arc,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
+    sync::Arc,
     time::Duration,
 };
 
@@ -46,7 +46,7 @@ impl Drop for Shared {
             id: self.id,
             name: self.core.name.clone(),
             family: self.family.as_ref().map(|f| f.name.clone()),
-            stats: self.core.counters.read(),
+            stats: self.core.stats(),
         });
     }
 }

@@ -3,7 +3,11 @@
 
 use std::{fmt, sync::Arc, time::Duration};
 
-use crate::{clock::to_nanos, events::Transition};
+use crate::{
+    clock::to_nanos,
+    events::Transition,
+    overload::{OverloadConfig, OverloadPolicy},
+};
 
 /// A hook called on every transition (see [`Config::on_state_change`]).
 pub(crate) type Hook = Arc<dyn Fn(&Transition) + Send + Sync>;
@@ -62,6 +66,8 @@ pub struct Config {
     pub(crate) max_keys: usize,
     pub(crate) idle: Duration,
     pub(crate) max_open_percent: Option<u32>,
+    /// Throttling, the ramp, dry run and the adaptive bulkhead (`overload::settings`).
+    pub(crate) overload: OverloadConfig,
 }
 
 impl Default for Config {
@@ -84,6 +90,7 @@ impl Default for Config {
             max_keys: Config::DEFAULT_MAX_KEYS,
             idle: Config::DEFAULT_IDLE,
             max_open_percent: None,
+            overload: OverloadConfig::default(),
         }
     }
 }
@@ -374,6 +381,7 @@ impl Config {
             max_keys: self.max_keys,
             idle: to_nanos(self.idle),
             max_open_percent: self.max_open_percent,
+            overload: self.overload.validate(self.max_concurrent)?,
         })
     }
 }
@@ -397,6 +405,7 @@ impl PartialEq for Config {
             && self.max_keys == other.max_keys
             && self.idle == other.idle
             && self.max_open_percent == other.max_open_percent
+            && self.overload == other.overload
     }
 }
 
@@ -419,6 +428,7 @@ impl fmt::Debug for Config {
             .field("max_keys", &self.max_keys)
             .field("idle", &self.idle)
             .field("max_open_percent", &self.max_open_percent)
+            .field("overload", &self.overload)
             .finish()
     }
 }
@@ -443,6 +453,7 @@ pub(crate) struct Policy {
     pub(crate) max_keys: usize,
     pub(crate) idle: u64,
     pub(crate) max_open_percent: Option<u32>,
+    pub(crate) overload: OverloadPolicy,
 }
 
 impl Policy {

@@ -40,7 +40,7 @@ impl Handle {
 
     /// Counts since creation or the last reset.
     pub fn stats(&self) -> Stats {
-        self.shared.core.counters.read()
+        self.shared.core.stats()
     }
 
     /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
@@ -71,9 +71,12 @@ impl Handle {
         Snapshot {
             name: core.name.to_string(),
             state: core.state(clock),
-            stats: core.counters.read(),
+            stats: core.stats(),
             failure_rate: core.failure_rate(clock),
             retry_in: core.retry_in(clock),
+            throttle_rate: core.throttle_rate(clock),
+            concurrency_limit: core.concurrency_limit(),
+            dry_run: core.dry_run(),
         }
     }
 }

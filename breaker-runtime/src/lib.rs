@@ -57,8 +57,6 @@ mod handle;
 mod keyed;
 mod listing;
 mod name;
-// Wired into Config and the engine by a later change; until then only its tests use it.
-#[allow(dead_code)]
 mod overload;
 mod registry;
 mod snapshot;

@@ -17,17 +17,22 @@ use crate::{State, Stats};
 
 `Serialize` and `Deserialize` give this shape: `state` is one of `"closed"`, `"open"`,
 `"half_open"`, `"forced_open"`, `"disabled"`; `retry_in` becomes `retry_in_ms`, whole
-milliseconds (rounded), `null` when there is none; `failure_rate` is a percent; a `stats` field
-missing from the input (written by an older version) reads as 0.
+milliseconds (rounded), `null` when there is none; `failure_rate` and `throttle_rate` are
+percents; a field missing from the input (written by an older version) reads as 0, `null` or
+`false`.
 
 ```json
 {
   "name": "shop::get_tax",
   "state": "open",
   "stats": {"calls": 12, "successes": 5, "failures": 4, "timeouts": 1, "slow_calls": 0,
-            "rejected": 3, "neutral": 0, "cancelled": 0},
+            "rejected": 3, "neutral": 0, "cancelled": 0, "throttled": 0,
+            "shadow_rejected": 0},
   "failure_rate": 44.4,
-  "retry_in_ms": 4200
+  "retry_in_ms": 4200,
+  "throttle_rate": 0.0,
+  "concurrency_limit": null,
+  "dry_run": false
 }
 ```
 "#
@@ -53,4 +58,15 @@ pub struct Snapshot {
         )
     )]
     pub retry_in: Option<Duration>,
+    /// Percent of calls being shed now by adaptive throttling or a recovery ramp (`throttle`,
+    /// `ramp`): 0 without them, and whenever the breaker is not closed.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub throttle_rate: f64,
+    /// The bulkhead's limit: `max_concurrent`, or the adaptive limit now
+    /// (`adaptive_concurrency`); `None` without a bulkhead.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub concurrency_limit: Option<u32>,
+    /// A dry run (`dry_run`): its refusals are pretended, every call is made.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub dry_run: bool,
 }

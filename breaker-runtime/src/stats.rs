@@ -57,6 +57,12 @@ pub struct Stats {
     pub neutral: u64,
     /// Calls whose future was dropped before they finished.
     pub cancelled: u64,
+    /// Calls shed while closed by adaptive throttling or a recovery ramp (`throttle`,
+    /// `ramp`); also counted in `rejected`.
+    pub throttled: u64,
+    /// Dry run (`dry_run`): calls the breaker would have refused, made anyway; their
+    /// outcomes count nowhere else.
+    pub shadow_rejected: u64,
 }
 
 /// One stripe's counts. Inline in a breaker (its `home`) it shares cache lines with the
@@ -240,12 +246,16 @@ impl Counters {
             Err(now) if now == at.0 => return &self.home,
             Err(_) => {}
         }
-        &self.others.get_or_init(|| Box::new(Default::default()))[at.0 % STRIPES].0
+        &self.others.get_or_init(Box::default)[at.0 % STRIPES].0
     }
 
     /// Every stripe made so far.
     fn stripes(&self) -> impl Iterator<Item = &Stripe> {
-        let others = self.others.get().into_iter().flat_map(|o| o.iter().map(|p| &p.0));
+        let others = self
+            .others
+            .get()
+            .into_iter()
+            .flat_map(|o| o.iter().map(|p| &p.0));
         std::iter::once(&self.home).chain(others)
     }
 
@@ -297,6 +307,9 @@ impl Counters {
             rejected: raw.rejected.wrapping_sub(base.rejected),
             neutral: raw.neutral.wrapping_sub(base.neutral),
             cancelled: raw.cancelled.wrapping_sub(base.cancelled),
+            // Counted by the engine's overload part, not on the stripes (`Core::stats`).
+            throttled: 0,
+            shadow_rejected: 0,
         }
     }
 
@@ -345,7 +358,10 @@ impl Counters {
         let home = (self.owner.load(Relaxed) == slot.0).then_some(&self.home);
         let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
         home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
-            (a + st.admitted.load(Relaxed), s + st.successes.load(Relaxed))
+            (
+                a + st.admitted.load(Relaxed),
+                s + st.successes.load(Relaxed),
+            )
         })
     }
 

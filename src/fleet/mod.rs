@@ -212,7 +212,14 @@ impl Fleet {
     /// Makes `breaker` a member while it lives: its openings reach the other instances, and
     /// theirs reach it. The fleet keeps no strong reference to it. Joining twice is joining
     /// once. Never blocks and never touches Redis itself: the background task does.
+    ///
+    /// A dry-run breaker (`Config::dry_run`) is not taken in: it never publishes to the
+    /// fleet (its openings are pretended) nor follows it (its figures show what this
+    /// instance alone would have done).
     pub fn join(&self, breaker: &Breaker) {
+        if breaker.is_dry_run() {
+            return;
+        }
         let name = breaker.shared_name();
         let key = task::identity(&name);
         let handle = breaker.handle();

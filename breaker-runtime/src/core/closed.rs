@@ -31,13 +31,20 @@ impl Core {
         if w.is(State::Open) {
             let now = clock.now();
             let until = self.open_until.load(Acquire);
-            if now < until {
+            if now < until && !self.dry_runs() {
                 return Some(self.reject(Some(until - now)));
             }
-        } else if w.is(State::ForcedOpen) {
+        } else if w.is(State::ForcedOpen) && !self.dry_runs() {
             return Some(self.reject(None));
         }
         None
+    }
+
+    /// A dry run refuses nothing outright: full admission makes its would-be refusals
+    /// shadows. Asked only on a refusal, so the closed path never reads it.
+    #[inline(always)]
+    fn dry_runs(&self) -> bool {
+        self.overload.as_deref().is_some_and(|o| o.dry_run())
     }
 
     /// The closed fast path for a thread that owns no stripe yet (its first count claims

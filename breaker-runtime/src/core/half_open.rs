@@ -29,28 +29,64 @@ pub(super) struct Lease {
 
 impl Core {
     /// Admits a call or refuses it. The caller must report the outcome with
-    /// [`finish`](Self::finish) exactly once (a [`Permit`] does).
+    /// [`finish`](Self::finish) exactly once (a [`Permit`] does). Under a dry run every
+    /// refusal below admits the call instead, as a shadow whose outcome counts for nothing.
     pub(crate) fn admit(&self, clock: &impl Clock) -> Result<Admission, BreakerError> {
         let w = self.word();
         let mut now = None;
         let (generation, probe) = match w.state() {
             State::Closed | State::Disabled => (w.generation(), None),
-            State::ForcedOpen => return Err(self.reject(None)),
+            State::ForcedOpen => return self.refused(w.generation(), None),
             State::Open => {
                 let t = clock.now();
                 let until = self.open_until.load(Acquire);
                 if t < until {
-                    return Err(self.reject(Some(until - t)));
+                    return self.refused(w.generation(), Some(until - t));
                 }
                 now = Some(t);
-                self.admit_half_open(t)?
+                match self.admit_half_open(t) {
+                    Ok(admitted) => admitted,
+                    Err(retry_in) => return self.refused(w.generation(), retry_in),
+                }
             }
             State::HalfOpen => {
                 let t = clock.now();
                 now = Some(t);
-                self.admit_half_open(t)?
+                match self.admit_half_open(t) {
+                    Ok(admitted) => admitted,
+                    Err(retry_in) => return self.refused(w.generation(), retry_in),
+                }
             }
         };
+        let mut shed = Shed::default();
+        if let Some(o) = self.overload.as_deref() {
+            let t = match now {
+                Some(t) => t,
+                None if o.needs_clock() => *now.insert(clock.now()),
+                None => 0,
+            };
+            // Shedding while closed only: a probe decides recovery, a disabled breaker admits
+            // everything.
+            if probe.is_none() && w.is(State::Closed) && o.shed(t, &mut shed) {
+                return match self.shadow(generation) {
+                    Some(shadow) => Ok(shadow),
+                    None => {
+                        o.count_throttled();
+                        self.counters.add(Count::Rejected);
+                        Err(BreakerError::Throttled {
+                            name: self.name.clone(),
+                        })
+                    }
+                };
+            }
+            if !w.is(State::Disabled) {
+                match o.acquire(t) {
+                    Ok(Some(slot)) => shed.hold(slot),
+                    Ok(None) => {}
+                    Err(limit) => return self.full(generation, probe, limit, clock),
+                }
+            }
+        }
         // A disabled breaker admits every call, past the bulkhead too.
         let bulkhead = self
             .policy
@@ -63,14 +99,7 @@ impl Core {
                 .in_flight
                 .fetch_update(Acquire, Relaxed, |n| (n < max).then_some(n + 1));
             if taken.is_err() {
-                if let Some(p) = probe {
-                    self.finish_probe(generation, p, Outcome::Cancelled, clock);
-                }
-                self.counters.add(Count::Rejected);
-                return Err(BreakerError::Full {
-                    name: self.name.clone(),
-                    max_concurrent: max,
-                });
+                return self.full(generation, probe, max, clock);
             }
         }
         self.counters.add(Count::Admitted);
@@ -83,13 +112,65 @@ impl Core {
             probe,
             started,
             bulkhead: bulkhead.is_some(),
+            shed,
+        })
+    }
+
+    /// A bulkhead (fixed or adaptive) at its `limit`: gives back the probe slot, then
+    /// refuses (or, in a dry run, admits a shadow).
+    #[cold]
+    fn full(
+        &self,
+        generation: u64,
+        probe: Option<Probe>,
+        limit: u32,
+        clock: &impl Clock,
+    ) -> Result<Admission, BreakerError> {
+        if let Some(p) = probe {
+            self.finish_probe(generation, p, Outcome::Cancelled, clock);
+        }
+        if let Some(shadow) = self.shadow(generation) {
+            return Ok(shadow);
+        }
+        self.counters.add(Count::Rejected);
+        Err(BreakerError::Full {
+            name: self.name.clone(),
+            max_concurrent: limit,
+        })
+    }
+
+    /// Open, forced open, or half-open with every slot taken: refuses (or, in a dry run,
+    /// admits a shadow).
+    #[cold]
+    fn refused(&self, generation: u64, retry_in: Option<Nanos>) -> Result<Admission, BreakerError> {
+        match self.shadow(generation) {
+            Some(shadow) => Ok(shadow),
+            None => Err(self.reject(retry_in)),
+        }
+    }
+
+    /// In a dry run, the admission of a call the breaker would have refused: counted in
+    /// `calls` and `shadow_rejected`, holding nothing, reporting nothing. `None` otherwise.
+    pub(super) fn shadow(&self, generation: u64) -> Option<Admission> {
+        let o = self.overload.as_deref().filter(|o| o.dry_run())?;
+        o.count_shadow();
+        self.counters.add(Count::Admitted);
+        Some(Admission {
+            generation,
+            probe: None,
+            started: None,
+            bulkhead: false,
+            shed: Shed::shadow(),
         })
     }
 
     /// Admission when the word said open (cool-off over) or half-open: under the lock,
     /// because it may start the half-open period and it hands out probe slots.
     #[inline(never)]
-    pub(super) fn admit_half_open(&self, now: Nanos) -> Result<(u64, Option<Probe>), BreakerError> {
+    pub(super) fn admit_half_open(
+        &self,
+        now: Nanos,
+    ) -> Result<(u64, Option<Probe>), Option<Nanos>> {
         let mut inner = lock(&self.inner);
         let mut w = self.word();
         let mut moved = false;
@@ -120,7 +201,7 @@ impl Core {
         if moved {
             self.dispatch();
         }
-        verdict.map_err(|retry_in| self.reject(retry_in))
+        verdict
     }
 
     /// Takes a free probe slot, or one whose lease ended (its holder hung: it loses the
@@ -147,6 +228,9 @@ impl Core {
 
     /// Reports how an admitted call ended.
     pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
+        if admission.shed.is_shadow() {
+            return; // a dry run's would-be refusal: its outcome counts for nothing
+        }
         let outcome = match (admission.started, self.policy.slow_call) {
             (Some(started), Some(slow))
                 if outcome != Outcome::Cancelled
@@ -173,6 +257,9 @@ impl Core {
         }
         if admission.bulkhead {
             self.in_flight.fetch_sub(1, Release);
+        }
+        if let Some(o) = self.overload.as_deref() {
+            o.finish(admission.shed, outcome, clock);
         }
         match admission.probe {
             Some(p) => self.finish_probe(admission.generation, p, outcome, clock),
@@ -213,7 +300,10 @@ impl Core {
                 let successes = inner.probe_successes;
                 if successes >= self.policy.success_threshold {
                     let cause = Cause::ProbesSucceeded { successes };
-                    self.transition(&mut inner, w, State::Closed, cause, 0);
+                    // The time only to start a recovery ramp.
+                    let ramps = self.overload.as_deref().is_some_and(Overload::ramps);
+                    let now = if ramps { clock.now() } else { 0 };
+                    self.transition(&mut inner, w, State::Closed, cause, now);
                     true
                 } else {
                     false

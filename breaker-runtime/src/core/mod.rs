@@ -49,14 +49,16 @@ mod half_open;
 mod jitter;
 mod open_cap;
 mod permit;
+mod shed;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 mod transition;
 
-pub use permit::{Engine, Permit};
 pub(crate) use open_cap::{OpenBudget, OpenCap};
+pub use permit::{Engine, Permit};
 
 use half_open::{Lease, Probe};
+use shed::{Overload, Shed};
 
 /// How an admitted call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,8 +215,11 @@ pub struct Core {
     inner: LazyInner,
     /// A keyed breaker's cap on its open keys (`max_open_percent`).
     cap: Option<OpenCap>,
-    /// No `slow_call`, window or bulkhead: a closed call needs only the word, its stripe and
-    /// the streak, and gives nothing back if dropped (the fast path, [`Core::enter`]).
+    /// Throttling, the ramp, the adaptive bulkhead, dry run: `None` (one pointer) without.
+    overload: Option<Box<Overload>>,
+    /// No `slow_call`, window, bulkhead or overload key: a closed call needs only the word,
+    /// its stripe and the streak, and gives nothing back if dropped (the fast path,
+    /// [`Core::enter_closed`]).
     simple: bool,
 }
 
@@ -236,6 +241,8 @@ pub struct Admission {
     started: Option<Nanos>,
     /// Whether it holds a bulkhead slot.
     bulkhead: bool,
+    /// What throttling, the adaptive bulkhead or a dry run keep with it.
+    shed: Shed,
 }
 
 use crate::state::Word;
@@ -285,9 +292,11 @@ impl Core {
             counters: Counters::new(),
             inner: LazyInner(OnceLock::new()),
             cap: None,
+            overload: Overload::new(&policy.overload),
             simple: policy.slow_call.is_none()
                 && policy.window.is_none()
-                && policy.max_concurrent.is_none(),
+                && policy.max_concurrent.is_none()
+                && !policy.overload.any(),
             policy,
         }
     }
@@ -313,6 +322,36 @@ impl Core {
     #[inline]
     fn word(&self) -> Word {
         Word(self.word.load(Acquire))
+    }
+
+    /// Its counts: the stripes', with what overload counts on its own.
+    pub(crate) fn stats(&self) -> crate::Stats {
+        let mut stats = self.counters.read();
+        if let Some(o) = self.overload.as_deref() {
+            (stats.throttled, stats.shadow_rejected) = o.counts();
+        }
+        stats
+    }
+
+    /// The percentage of calls being shed now by throttling or a ramp (0 without either, or
+    /// when not closed).
+    pub(crate) fn throttle_rate(&self, clock: &impl Clock) -> f64 {
+        match self.overload.as_deref() {
+            Some(o) if o.needs_clock() && self.peek() == State::Closed => o.rate(clock.now()),
+            _ => 0.0,
+        }
+    }
+
+    /// The bulkhead's limit now: the fixed one, or the adaptive one; `None` without either.
+    pub(crate) fn concurrency_limit(&self) -> Option<u32> {
+        self.policy
+            .max_concurrent
+            .or_else(|| self.overload.as_deref().and_then(Overload::limit))
+    }
+
+    /// Whether this breaker only pretends to refuse (`dry_run`).
+    pub(crate) fn dry_run(&self) -> bool {
+        self.policy.overload.dry_run
     }
 
     /// The state as stored, without moving an open breaker to half-open.

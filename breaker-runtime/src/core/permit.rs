@@ -62,6 +62,7 @@ impl<H: Engine> Permit<H> {
             probe: None,
             started: None,
             bulkhead: false,
+            shed: Shed::default(),
         };
         Permit {
             host,

@@ -72,6 +72,12 @@ impl Core {
             State::ForcedOpen => self.make_refusal_names(),
             State::HalfOpen => {}
         }
+        if let Some(o) = self.overload.as_deref() {
+            // A recovery ramp follows a probe's success (this instance's or the fleet's).
+            let ramp = to == State::Closed
+                && matches!(cause, Cause::ProbesSucceeded { .. } | Cause::Fleet);
+            o.on_transition(ramp, now);
+        }
         self.word.store(next.0, Release);
         if from.state() != to || open_for.is_some() {
             if inner.events.len() >= MAX_QUEUED {
@@ -163,6 +169,9 @@ impl Core {
         let w = self.word();
         if to == State::Closed {
             self.counters.clear();
+            if let Some(o) = self.overload.as_deref() {
+                o.clear();
+            }
         } else if w.state() == to {
             return;
         }

@@ -25,6 +25,19 @@ pub(crate) struct Permit {
     in_flight: u32,
 }
 
+impl Permit {
+    /// When it was taken and the calls in flight with it, for a holder that keeps them in
+    /// fields of its own (the engine packs them with its other per-call state).
+    pub(crate) fn parts(self) -> (Nanos, u32) {
+        (self.started, self.in_flight)
+    }
+
+    /// The permit [`parts`](Self::parts) came from.
+    pub(crate) fn from_parts(started: Nanos, in_flight: u32) -> Self {
+        Permit { started, in_flight }
+    }
+}
+
 /// What a finished call tells the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sample {
@@ -71,6 +84,7 @@ impl Limiter {
     }
 
     /// The calls holding a slot now.
+    #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Acquire)
     }

@@ -52,6 +52,7 @@
 mod limit;
 mod ramp;
 mod random;
+mod settings;
 mod throttle;
 mod vegas;
 
@@ -60,13 +61,18 @@ mod model;
 #[cfg(test)]
 mod tests;
 
-// Until the engine is wired to them, only the tests use some of these.
-#[allow(unused_imports)]
 pub(crate) use self::{
     limit::{Limiter, Permit, Sample},
-    ramp::{admitted_share, Ramp},
-    random::{chance, draw},
-    throttle::{refusal_probability, Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
+    ramp::Ramp,
+    random::draw,
+    settings::{OverloadConfig, OverloadPolicy},
+    throttle::{Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
+};
+#[cfg(test)]
+pub(crate) use self::{
+    ramp::admitted_share,
+    random::chance,
+    throttle::refusal_probability,
     vegas::{INITIAL_LIMIT, PROBE_LIMIT},
 };
 

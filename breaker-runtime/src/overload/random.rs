@@ -22,6 +22,7 @@ pub(crate) fn draw() -> u64 {
 }
 
 /// `true` with probability `p` (`p` ≤ 0 never, `p` ≥ 1 always).
+#[cfg(test)]
 pub(crate) fn chance(p: f64) -> bool {
     unit(draw()) < p
 }

@@ -69,6 +69,7 @@ impl Throttle {
     }
 
     /// The duration one bucket covers: how finely the window slides.
+    #[cfg(test)]
     pub(crate) fn granularity(&self) -> Nanos {
         self.granularity
     }

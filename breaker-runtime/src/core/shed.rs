@@ -1,0 +1,205 @@
+//! Overload in the engine: what a breaker with `throttle`, `ramp`, `adaptive_concurrency` or
+//! `dry_run` does at admission and at the outcome (the algorithms are `crate::overload`'s).
+//!
+//! A breaker without any of them has no [`Overload`] (`None`, one pointer) and keeps the
+//! closed fast path; with one, every call takes full admission ([`Core::admit`]), which
+//! asks [`Overload::shed`] while closed and the adaptive limiter in any state but disabled.
+
+use crate::{
+    clock::{Clock, Nanos},
+    overload::{self, combined_rate, Limiter, OverloadPolicy, Ramp, Sample, Throttle},
+    sync::{AtomicU64, Ordering::Relaxed},
+};
+
+use super::Outcome;
+
+/// A breaker's overload mechanisms and their counts.
+#[derive(Debug)]
+pub(crate) struct Overload {
+    throttle: Option<Throttle>,
+    ramp: Option<Ramp>,
+    limiter: Option<Limiter>,
+    dry_run: bool,
+    /// Calls refused by the throttle or the ramp (also counted in `Stats::rejected`).
+    throttled: AtomicU64,
+    /// Dry run: calls that would have been refused, made anyway.
+    shadow_rejected: AtomicU64,
+}
+
+/// What admission under an overload policy keeps with the call, packed in 16 bytes: every
+/// call future carries one, overload or not.
+#[derive(Debug, Default)]
+pub(crate) struct Shed {
+    /// The admission time: the throttle's request bucket, the limiter's start.
+    at: Nanos,
+    /// The limiter's in-flight count at admission.
+    in_flight: u32,
+    flags: u8,
+}
+
+/// The throttle counted this call's request (at `at`): its accept joins that bucket.
+const REQUESTED: u8 = 1;
+/// It holds an adaptive bulkhead slot (taken at `at`, `in_flight` with it).
+const SLOT: u8 = 2;
+/// A dry run's would-be refusal, made anyway: its outcome counts for nothing.
+const SHADOW: u8 = 4;
+
+impl Shed {
+    /// A dry run's would-be refusal.
+    pub(super) fn shadow() -> Shed {
+        Shed {
+            flags: SHADOW,
+            ..Shed::default()
+        }
+    }
+
+    pub(super) fn is_shadow(&self) -> bool {
+        self.flags & SHADOW != 0
+    }
+
+    pub(super) fn hold(&mut self, slot: overload::Permit) {
+        (self.at, self.in_flight) = slot.parts();
+        self.flags |= SLOT;
+    }
+
+    fn requested_at(&self) -> Option<Nanos> {
+        (self.flags & REQUESTED != 0).then_some(self.at)
+    }
+
+    fn slot(&self) -> Option<overload::Permit> {
+        (self.flags & SLOT != 0).then(|| overload::Permit::from_parts(self.at, self.in_flight))
+    }
+}
+
+impl Overload {
+    /// The mechanisms `policy` turns on; `None` when it turns on none.
+    pub(crate) fn new(policy: &OverloadPolicy) -> Option<Box<Overload>> {
+        if !policy.any() {
+            return None;
+        }
+        Some(Box::new(Overload {
+            throttle: policy
+                .throttle
+                .map(|(k, cap, window)| Throttle::new(f64::from_bits(k), cap, window)),
+            ramp: policy.ramp.map(Ramp::new),
+            limiter: policy.adaptive_concurrency.map(Limiter::new),
+            dry_run: policy.dry_run,
+            throttled: AtomicU64::new(0),
+            shadow_rejected: AtomicU64::new(0),
+        }))
+    }
+
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run
+    }
+
+    /// Whether closing needs the time (to start a ramp).
+    pub(super) fn ramps(&self) -> bool {
+        self.ramp.is_some()
+    }
+
+    /// Whether a closed breaker sheds the call arriving at `now` (the ramp first, then the
+    /// throttle, which counts the call as a request either way). Writes `requested_at`.
+    pub(super) fn shed(&self, now: Nanos, shed: &mut Shed) -> bool {
+        if let Some(ramp) = &self.ramp {
+            // A ramp's refusals are not the throttle's requests: counted there they would
+            // make it shed more on top of the ramp.
+            if ramp.active() && ramp.should_refuse(now, overload::draw()) {
+                return true;
+            }
+        }
+        if let Some(throttle) = &self.throttle {
+            let refuse = throttle.should_refuse(now, overload::draw());
+            throttle.record_request(now);
+            shed.at = now;
+            shed.flags |= REQUESTED;
+            return refuse;
+        }
+        false
+    }
+
+    /// The adaptive bulkhead's slot for a call at `now`, or its current limit when full.
+    /// `Ok(None)` without an adaptive bulkhead.
+    pub(super) fn acquire(&self, now: Nanos) -> Result<Option<overload::Permit>, u32> {
+        match &self.limiter {
+            Some(limiter) => limiter.try_acquire(now).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether admission needs the time for this breaker (throttle, ramp or limiter).
+    pub(super) fn needs_clock(&self) -> bool {
+        self.throttle.is_some() || self.ramp.is_some() || self.limiter.is_some()
+    }
+
+    pub(super) fn count_throttled(&self) {
+        self.throttled.fetch_add(1, Relaxed);
+    }
+
+    pub(super) fn count_shadow(&self) {
+        self.shadow_rejected.fetch_add(1, Relaxed);
+    }
+
+    /// What an outcome tells the throttle (an answer is an accept) and the limiter (its
+    /// round-trip time, or a drop).
+    pub(super) fn finish(&self, shed: Shed, outcome: Outcome, clock: &impl Clock) {
+        if let (Some(throttle), Some(at)) = (&self.throttle, shed.requested_at()) {
+            if matches!(outcome, Outcome::Success | Outcome::Neutral) {
+                throttle.record_accept(at);
+            }
+        }
+        if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {
+            let sample = match outcome {
+                Outcome::Timeout | Outcome::OpenFor(_) => Sample::Dropped,
+                Outcome::Cancelled => Sample::Ignored,
+                Outcome::Success | Outcome::Failure | Outcome::Slow | Outcome::Neutral => {
+                    Sample::Answered
+                }
+            };
+            let now = if sample == Sample::Answered {
+                clock.now()
+            } else {
+                0
+            };
+            limiter.release(slot, now, sample);
+        }
+    }
+
+    /// Closing: a ramp starts when a probe (or the fleet's) closed the breaker; any other
+    /// transition ends a ramp in progress.
+    pub(super) fn on_transition(&self, ramp_starts: bool, now: Nanos) {
+        if let Some(ramp) = &self.ramp {
+            if ramp_starts {
+                ramp.start(now);
+            } else {
+                ramp.stop();
+            }
+        }
+    }
+
+    /// The percentage of calls being shed now (`Snapshot::throttle_rate`).
+    pub(super) fn rate(&self, now: Nanos) -> f64 {
+        let ramp = self.ramp.as_ref().map_or(0.0, |r| r.ramp_rate(now));
+        let throttle = self.throttle.as_ref().map_or(0.0, |t| t.rate(now));
+        combined_rate(ramp, throttle)
+    }
+
+    /// The adaptive bulkhead's current limit.
+    pub(super) fn limit(&self) -> Option<u32> {
+        self.limiter.as_ref().map(Limiter::limit)
+    }
+
+    /// `(throttled, shadow_rejected)` since creation or the last reset.
+    pub(super) fn counts(&self) -> (u64, u64) {
+        (
+            self.throttled.load(Relaxed),
+            self.shadow_rejected.load(Relaxed),
+        )
+    }
+
+    /// Starts both counts again from zero (`reset()`).
+    pub(super) fn clear(&self) {
+        self.throttled.store(0, Relaxed);
+        self.shadow_rejected.store(0, Relaxed);
+    }
+}
