@@ -3,7 +3,7 @@
 //!
 //! | series | kind | labels | what |
 //! | --- | --- | --- | --- |
-//! | `circuit_breaker_calls_total` | counter | `breaker`, `outcome` | calls by outcome: `success`, `failure`, `timeout`, `slow`, `neutral`, `cancelled`, `rejected` |
+//! | `circuit_breaker_calls_total` | counter | `breaker`, `outcome` | calls by outcome: `success`, `failure`, `timeout`, `slow`, `neutral`, `cancelled`, `rejected`, `throttled`, `shadow_rejected` |
 //! | `circuit_breaker_state` | gauge | `breaker`, `state` | 1 for the current state, 0 for the four others (`closed`, `open`, `half_open`, `forced_open`, `disabled`) |
 //! | `circuit_breaker_transitions_total` | counter | `breaker`, `from`, `to` | transitions, counted as they happen |
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
@@ -11,20 +11,23 @@
 //!
 //! The outcomes are disjoint, so they add up to the calls (less those still in flight):
 //! `failure` is errors and panics only, that is [`Stats::failures`] less
-//! `timeouts` and `slow_calls`, which have their own outcomes.
+//! `timeouts` and `slow_calls`, which have their own outcomes; `rejected` is
+//! [`Stats::rejected`] less `throttled` (calls shed by `throttle` or `ramp`); and
+//! `shadow_rejected` counts a dry run's pretended refusals, which were made and count
+//! nowhere else.
 //!
 //! # Keyed breakers: series per function, not per key
 //!
 //! Keys come from users' data (hosts, tenants), so by default a [`KeyedBreaker`] named
 //! `{name}` has one set of series, labelled `breaker="{name}"`: `circuit_breaker_calls_total`
-//! summed over its keys (7 series), `circuit_breaker_transitions_total` summed over its keys
+//! summed over its keys (9 series), `circuit_breaker_transitions_total` summed over its keys
 //! (one series per `from`/`to` pair that happened, at most 12), `circuit_breaker_keys` (5
 //! series, one per state), and `circuit_breaker_state` for each key that is not closed,
 //! labelled with the key's own name `breaker="{name}[{key}]"` (5 series per such key; a key
 //! that closes again is set to closed once and no longer published). So a keyed function
-//! costs at most 24 series plus 5 per key that has been open since the exporter last
+//! costs at most 26 series plus 5 per key that has been open since the exporter last
 //! forgot idle series, whatever its number of keys. [`per_key(true)`](per_key) (process-wide)
-//! publishes every key's own series instead, as for a plain breaker (13 per key, plus its
+//! publishes every key's own series instead, as for a plain breaker (15 per key, plus its
 //! transitions).
 //!
 //! # Who writes what, and when
@@ -123,7 +126,7 @@ pub fn per_key(on: bool) {
 }
 
 /// The values of the `outcome` label, in the order of [`outcomes`].
-pub const OUTCOMES: [&str; 7] = [
+pub const OUTCOMES: [&str; 9] = [
     "success",
     "failure",
     "timeout",
@@ -131,6 +134,8 @@ pub const OUTCOMES: [&str; 7] = [
     "neutral",
     "cancelled",
     "rejected",
+    "throttled",
+    "shadow_rejected",
 ];
 
 /// Every state, for the five series of `circuit_breaker_state`.
@@ -151,7 +156,7 @@ pub fn describe() {
         CALLS_TOTAL,
         Unit::Count,
         "Calls through a circuit breaker, by outcome (success, failure, timeout, slow, \
-         neutral, cancelled, rejected); the outcomes are disjoint."
+         neutral, cancelled, rejected, throttled, shadow_rejected); the outcomes are disjoint."
     );
     describe_gauge!(
         STATE,
@@ -192,8 +197,8 @@ pub fn publish() {
         })
         .collect();
     let mut inner = lock();
-    let mut deltas: HashMap<String, [u64; 7]> = HashMap::new();
-    let mut add = |series: String, delta: [u64; 7]| {
+    let mut deltas: HashMap<String, [u64; OUTCOMES.len()]> = HashMap::new();
+    let mut add = |series: String, delta: [u64; OUTCOMES.len()]| {
         let sum = deltas.entry(series).or_default();
         for (s, d) in sum.iter_mut().zip(delta) {
             *s += d;
@@ -275,7 +280,7 @@ fn series_name(name: &str, family: Option<&str>, per_key: bool) -> String {
 
 /// What was counted since `last`, outcome by outcome; a count below `last` was reset, and
 /// all of it is new.
-fn delta(last: [u64; 7], now: [u64; 7]) -> [u64; 7] {
+fn delta(last: [u64; OUTCOMES.len()], now: [u64; OUTCOMES.len()]) -> [u64; OUTCOMES.len()] {
     std::array::from_fn(|i| {
         if now[i] >= last[i] {
             now[i] - last[i]
@@ -314,9 +319,9 @@ pub fn spawn_publisher(every: Duration) -> tokio::task::JoinHandle<()> {
 /// stats.timeouts = 1;
 /// stats.slow_calls = 1;
 /// stats.rejected = 1;
-/// assert_eq!(breaker::metrics::outcomes(&stats), [4, 3, 1, 1, 0, 0, 1]);
+/// assert_eq!(breaker::metrics::outcomes(&stats), [4, 3, 1, 1, 0, 0, 1, 0, 0]);
 /// ```
-pub fn outcomes(stats: &Stats) -> [u64; 7] {
+pub fn outcomes(stats: &Stats) -> [u64; OUTCOMES.len()] {
     let errors = stats
         .failures
         .saturating_sub(stats.timeouts)
@@ -328,7 +333,9 @@ pub fn outcomes(stats: &Stats) -> [u64; 7] {
         stats.slow_calls,
         stats.neutral,
         stats.cancelled,
-        stats.rejected,
+        stats.rejected.saturating_sub(stats.throttled),
+        stats.throttled,
+        stats.shadow_rejected,
     ]
 }
 
@@ -337,7 +344,7 @@ struct Inner {
     /// Transitions seen so far.
     seq: u64,
     /// Each live breaker's counts at the last publish, by identity.
-    last: HashMap<u64, [u64; 7]>,
+    last: HashMap<u64, [u64; OUTCOMES.len()]>,
     /// The observer's sequence number of each name's last transition.
     state_seq: HashMap<String, u64>,
     /// Keyed breakers whose key counts were published last time.
