@@ -76,7 +76,11 @@ mod fraud {
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_opens_on_paper_and_still_calls_the_vendor() {
     for order in 0..2 {
-        assert_eq!(fraud::score(order).await, Ok(0), "failures go to the fallback");
+        assert_eq!(
+            fraud::score(order).await,
+            Ok(0),
+            "failures go to the fallback"
+        );
     }
     let h = registry().get("overload::fraud").unwrap();
     assert_eq!(h.state(), State::Open, "it would have opened");
@@ -88,6 +92,10 @@ async fn a_dry_run_opens_on_paper_and_still_calls_the_vendor() {
             "a pretended refusal is a real call"
         );
     }
-    assert_eq!(fraud::FALLBACKS.load(SeqCst), 2, "no fallback for the pretended refusals");
+    assert_eq!(
+        fraud::FALLBACKS.load(SeqCst),
+        2,
+        "no fallback for the pretended refusals"
+    );
     assert_eq!(h.stats().shadow_rejected, 10);
 }

@@ -1235,3 +1235,42 @@ async fn at_1300_px_wide_every_column_is_in_view() {
     }
     browser.close().await;
 }
+
+/// Overload (issue 21): a dry-run breaker that sheds and has an adaptive bulkhead says all
+/// three under its state, and the rejected count's tooltip splits out the throttled calls.
+#[tokio::test(start_paused = true)]
+async fn the_page_shows_dry_runs_shedding_and_concurrency_limits() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "dash_page::overload";
+    let b = Breaker::new(
+        NAME,
+        Config::default()
+            .threshold(u32::MAX)
+            .throttle(2.0)
+            .adaptive_concurrency(50)
+            .dry_run(true),
+    );
+    for _ in 0..200 {
+        let _ = b.call_sync(|| Err::<(), _>("503"));
+    }
+    let snap = b.snapshot();
+    assert!(snap.dry_run && snap.throttle_rate > 0.0, "{snap:?}");
+    let (base, _) = serve(Router::new().merge(breaker::dashboard::router())).await;
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    browser.eval("dashboard.refresh()").await;
+    let tags = serde_json::to_string(NAME).unwrap();
+    let shown = browser
+        .wait_for(
+            &format!(
+                "[...document.querySelectorAll('#rows tr')].map((tr) => [tr.querySelector('td.name').textContent, tr.querySelector('td.state .tags').textContent]).find(([n]) => n === {tags})?.[1]"
+            ),
+            "document.body.innerText",
+        )
+        .await;
+    let text = shown.as_str().unwrap().to_owned();
+    assert!(text.contains("dry run"), "{text}");
+    assert!(text.contains("shedding 90.0%"), "{text}");
+    assert!(text.contains("limit 20"), "{text}");
+    browser.close().await;
+}
