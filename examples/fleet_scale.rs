@@ -115,8 +115,10 @@ async fn run(
             break;
         }
     }
+    let joins_stall = std::mem::take(&mut *worst.lock().unwrap());
     println!(
-        "{n} instances × {k} members joined in {:?}",
+        "{n} instances × {k} members joined in {:?}; worst stall meanwhile {joins_stall:?} \
+         (creating the breakers on the same thread included)",
         joined.elapsed()
     );
     let members = (n * k) as f64;
@@ -171,7 +173,7 @@ async fn run(
     stop.store(true, SeqCst);
     ticker.await?;
     println!(
-        "worst stall of the current-thread runtime hosting every fleet: {:?}",
+        "worst stall of the current-thread runtime hosting every fleet, idle and openings: {:?}",
         *worst.lock().unwrap()
     );
     Ok(())
