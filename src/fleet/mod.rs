@@ -348,10 +348,10 @@ impl FleetBuilder {
                 }
                 task::Target::Cluster(nodes)
             }
-            None => task::Target::One(
+            None => task::Target::One(Box::new(
                 redis::Client::open(self.url.as_str())
                     .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?,
-            ),
+            )),
         };
         let settings = task::Settings {
             channel: protocol::channel(&self.prefix),

@@ -76,7 +76,7 @@ pub(crate) enum Command {
 
 /// Where Redis is.
 pub(crate) enum Target {
-    One(Client),
+    One(Box<Client>),
     /// A cluster's nodes (some of them: the client discovers the rest).
     Cluster(Vec<String>),
 }
