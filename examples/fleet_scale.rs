@@ -9,7 +9,9 @@
 //! BREAKER_QUICK=1 cargo run --example fleet_scale --features redis    # 2 × 1000, seconds
 //! ```
 //!
-//! One node only: the Redis Cluster client (`Fleet::cluster`) is not built yet.
+//! Needs `redis-server` and `redis-cli` (Debian: `apt-get install -y redis-server
+//! redis-tools`). On the cluster, the commands, CPU and the idle figure are summed over its
+//! six nodes.
 
 use std::{
     io::{BufRead, BufReader, Read, Write},
@@ -36,15 +38,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         _ => (5, 10_000),
     };
     let samples = if quick { 20 } else { 200 };
-    let server = Server::start()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(run(&server, n, k, samples))
+    for cluster in [false, true] {
+        let servers = if cluster {
+            Servers::cluster()?
+        } else {
+            Servers::one()?
+        };
+        println!(
+            "== {} ==",
+            if cluster {
+                "a six-node Redis Cluster"
+            } else {
+                "one redis-server"
+            }
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(run(&servers, n, k, samples))?;
+    }
+    Ok(())
 }
 
 async fn run(
-    server: &Server,
+    server: &Servers,
     n: usize,
     k: usize,
     samples: usize,
@@ -68,25 +85,40 @@ async fn run(
     let mut instances = Vec::new();
     let joined = Instant::now();
     for i in 0..n {
-        let fleet = Fleet::builder(server.url())
-            .instance(format!("scale-{i}"))
-            .connect()
-            .await?;
-        let members: Vec<Breaker> = (0..k)
-            .map(|j| {
-                let config = Config::default()
-                    .threshold(1)
-                    .cool_off(Duration::from_secs(30));
-                let b = Breaker::new(format!("scale/{j}"), config);
-                fleet.join(&b);
-                b
-            })
-            .collect();
+        let builder = if server.nodes.len() > 1 {
+            Fleet::cluster(server.nodes.iter().map(Server::url))
+        } else {
+            Fleet::builder(server.nodes[0].url())
+        };
+        let fleet = builder.instance(format!("scale-{i}")).connect().await?;
+        let mut members = Vec::with_capacity(k);
+        for j in 0..k {
+            let config = Config::default()
+                .threshold(1)
+                .cool_off(Duration::from_secs(30));
+            let b = Breaker::new(format!("scale/{j}"), config);
+            fleet.join(&b);
+            members.push(b);
+            if j % 64 == 63 {
+                // The example's own loop must not be what stalls the runtime.
+                tokio::task::yield_now().await;
+            }
+        }
         instances.push((fleet, members));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The joins are absorbed once Redis goes quiet (under 20 commands in a quarter second).
+    let quiet = Instant::now() + Duration::from_secs(60);
+    loop {
+        let before = server.commands();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        if server.commands() - before < 20 || Instant::now() > quiet {
+            break;
+        }
+    }
+    let joins_stall = std::mem::take(&mut *worst.lock().unwrap());
     println!(
-        "{n} instances × {k} members joined in {:?}",
+        "{n} instances × {k} members joined in {:?}; worst stall meanwhile {joins_stall:?} \
+         (creating the breakers on the same thread included)",
         joined.elapsed()
     );
     let members = (n * k) as f64;
@@ -94,16 +126,18 @@ async fn run(
         "memory per member (process RSS, breaker and fleet): {:.0} bytes",
         (rss().saturating_sub(rss_before)) as f64 / members
     );
-    let (calls, cpu) = (server.commands(), server.cpu());
+    let cpu = server.cpu();
+    let calls = server.commands();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let idle = (server.commands() - calls - 1) as f64 / 2.0;
+    let idle = (server.commands() - calls) as f64 / 2.0;
     println!(
         "idle: {idle:.1} Redis commands/s ({:.2} per instance), Redis CPU {:.1}%",
         idle / n as f64,
         (server.cpu() - cpu) / 2.0 * 100.0
     );
     // Openings: member j of instance 0 trips; time until every other instance's twin is open.
-    let (calls, cpu, started) = (server.commands(), server.cpu(), Instant::now());
+    let cpu = server.cpu();
+    let (calls, started) = (server.commands(), Instant::now());
     let mut took = Vec::new();
     for s in 0..samples.min(k) {
         let j = s * (k / samples.min(k)).max(1);
@@ -139,7 +173,7 @@ async fn run(
     stop.store(true, SeqCst);
     ticker.await?;
     println!(
-        "worst stall of the current-thread runtime hosting every fleet: {:?}",
+        "worst stall of the current-thread runtime hosting every fleet, idle and openings: {:?}",
         *worst.lock().unwrap()
     );
     Ok(())
@@ -153,6 +187,79 @@ fn rss() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// The Redis this run measures: one server, or a cluster's nodes.
+struct Servers {
+    nodes: Vec<Server>,
+}
+
+impl Servers {
+    fn one() -> Result<Servers, String> {
+        Ok(Servers {
+            nodes: vec![Server::start(&[])?],
+        })
+    }
+
+    fn cluster() -> Result<Servers, String> {
+        let dir = std::env::temp_dir().join(format!("fleet-scale-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let dir = dir.to_str().ok_or("a UTF-8 temporary path")?.to_owned();
+        let mut nodes = Vec::new();
+        for i in 0..6 {
+            let config = format!("nodes-{i}.conf");
+            let args = [
+                "--cluster-enabled",
+                "yes",
+                "--cluster-node-timeout",
+                "1000",
+                "--repl-diskless-sync-delay",
+                "0",
+                "--cluster-config-file",
+                &config,
+                "--dir",
+                &dir,
+            ];
+            nodes.push(Server::start(&args)?);
+        }
+        let cli = ["/usr/bin", "/usr/local/bin"]
+            .iter()
+            .map(|d| std::path::Path::new(d).join("redis-cli"))
+            .find(|p| p.is_file())
+            .ok_or("redis-cli not found: apt-get install -y redis-tools")?;
+        let out = Command::new(cli)
+            .arg("--cluster")
+            .arg("create")
+            .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("redis-cli: {e}"))?;
+        if !out.status.success() {
+            return Err("redis-cli --cluster create failed".into());
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !nodes.iter().all(|n| {
+            n.bulk(&["CLUSTER", "INFO"])
+                .is_some_and(|i| i.contains("cluster_state:ok"))
+        }) {
+            if Instant::now() > deadline {
+                return Err("the cluster did not become ok within 30 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(Servers { nodes })
+    }
+
+    /// Commands executed so far, over every node (these INFO queries excluded).
+    fn commands(&self) -> u64 {
+        self.nodes.iter().map(|n| n.commands() - 1).sum()
+    }
+
+    /// CPU seconds used so far, over every node.
+    fn cpu(&self) -> f64 {
+        self.nodes.iter().map(Server::cpu).sum()
+    }
+}
+
 /// `redis-server` on a free loopback port, stopped on drop.
 struct Server {
     child: Child,
@@ -160,7 +267,7 @@ struct Server {
 }
 
 impl Server {
-    fn start() -> Result<Server, String> {
+    fn start(extra: &[&str]) -> Result<Server, String> {
         let binary = ["/usr/bin", "/usr/local/bin", "/usr/sbin"]
             .iter()
             .map(|d| std::path::Path::new(d).join("redis-server"))
@@ -173,6 +280,7 @@ impl Server {
         let child = Command::new(binary)
             .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
             .args(["--port", &port.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -194,8 +302,16 @@ impl Server {
 
     /// `INFO section`'s text.
     fn info(&self, section: &str) -> Option<String> {
+        self.bulk(&["INFO", section])
+    }
+
+    /// A command whose answer is a bulk string: its text.
+    fn bulk(&self, args: &[&str]) -> Option<String> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        let req = format!("*2\r\n$4\r\nINFO\r\n${}\r\n{section}\r\n", section.len());
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
         s.write_all(req.as_bytes()).ok()?;
         let mut reader = BufReader::new(s);
         let mut header = String::new();

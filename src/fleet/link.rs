@@ -148,21 +148,28 @@ impl Link {
         matches!(self.conn, Conn::Cluster(_))
     }
 
-    /// Subscribes to a name's sharded channel (a cluster; nothing on one node).
-    pub(crate) async fn watch(&mut self, channel: &str) -> Result<(), Failure> {
-        match &mut self.conn {
-            Conn::One(_) => Ok(()),
+    /// Subscribes to names' sharded channels (a cluster; nothing on one node), all at once;
+    /// one answer per channel.
+    pub(crate) async fn watch(&self, channels: &[String]) -> Vec<Result<(), Failure>> {
+        match &self.conn {
+            Conn::One(_) => channels.iter().map(|_| Ok(())).collect(),
             Conn::Cluster(conn) => {
-                // The client sends SSUBSCRIBE to a node it picks and follows MOVED; the pick
-                // may be a node that died (a failed-over master it still knows): try again.
-                let mut tries = 0;
-                loop {
-                    match conn.ssubscribe(channel).await {
-                        Ok(()) => return Ok(()),
-                        Err(e) if e.is_connection_refusal() && tries < 8 => tries += 1,
-                        Err(e) => return Err(e.into()),
+                let each = channels.iter().map(|channel| {
+                    let mut conn = conn.clone();
+                    async move {
+                        // The client sends SSUBSCRIBE to the node it thinks owns the slot
+                        // and follows MOVED; during a failover that may be the dead master.
+                        let mut tries = 0;
+                        loop {
+                            match conn.ssubscribe(channel).await {
+                                Ok(()) => return Ok(()),
+                                Err(e) if e.is_connection_refusal() && tries < 3 => tries += 1,
+                                Err(e) => return Err(Failure::from(e)),
+                            }
+                        }
                     }
-                }
+                });
+                futures_util::future::join_all(each).await
             }
         }
     }

@@ -48,7 +48,8 @@
 //!   (the setting is kept in Redis until reset).
 //! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
 //!   its wall clock with another's. The keys of one breaker name share the hash tag
-//!   `{prefix:name}` (names must not contain `{` or `}`). The client connects to one node.
+//!   `{prefix:name}` (names must not contain `{` or `}`), so on a Redis Cluster
+//!   ([`Fleet::cluster`]) each name lives on one shard, with its sharded channel.
 //!
 //! # The ACL a fleet needs
 //!
@@ -60,7 +61,10 @@
 //! ```
 //!
 //! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
-//! `quorum(n)`, n ≥ 2.) Whatever is refused leaves the names it touched local, never stuck.
+//! `quorum(n)`, n ≥ 2.) On a cluster, also `&{breaker:*` (the names' sharded channels),
+//! `+spublish +ssubscribe`, and what the cluster client reads the topology with
+//! (`+cluster|slots +hello`); the tests check the one-node list with exactly that ACL, not
+//! the cluster's. Whatever is refused leaves the names it touched local, never stuck.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
 //!
@@ -351,10 +355,10 @@ impl FleetBuilder {
                 }
                 task::Target::Cluster(nodes)
             }
-            None => task::Target::One(
+            None => task::Target::One(Box::new(
                 redis::Client::open(self.url.as_str())
                     .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?,
-            ),
+            )),
         };
         let settings = task::Settings {
             channel: protocol::channel(&self.prefix),

@@ -76,7 +76,7 @@ pub(crate) enum Command {
 
 /// Where Redis is.
 pub(crate) enum Target {
-    One(Client),
+    One(Box<Client>),
     /// A cluster's nodes (some of them: the client discovers the rest).
     Cluster(Vec<String>),
 }
@@ -97,7 +97,7 @@ const PING: Duration = Duration::from_secs(1);
 /// How long the probe key says `=closed` after the probe closed the fleet.
 const CLOSED_MARK_MS: u64 = 2_000;
 /// Events taken per wake-up before the task yields (the runtime's other tasks run between).
-const BATCH: usize = 1024;
+const BATCH: usize = 256;
 
 /// Connects once and starts the task; the first connection's error is the caller's. The
 /// task ends when `alive` is gone (every handle dropped) and no member lives.
@@ -603,17 +603,20 @@ impl Task {
         if self.link.as_ref().is_some_and(Link::sharded) {
             // A cluster: each fresh name's sharded channel is subscribed before its keys
             // are read, so no message between the two is missed.
-            for name in self.fresh.clone() {
-                let Some(channel) = self.groups.get(&name).map(|g| g.keys.channel.clone()) else {
-                    continue;
-                };
-                let Some(link) = self.link.as_mut() else {
-                    break;
-                };
-                match link.watch(&channel).await {
+            let (names, channels): (Vec<Arc<str>>, Vec<String>) = self
+                .fresh
+                .iter()
+                .filter_map(|n| Some((n.clone(), self.groups.get(n)?.keys.channel.clone())))
+                .unzip();
+            let Some(link) = self.link.as_ref() else {
+                return;
+            };
+            let answers = link.watch(&channels).await;
+            for (name, answer) in names.iter().zip(answers) {
+                match answer {
                     Ok(()) => {}
                     Err(Failure::Outage(why)) => return self.lost(why),
-                    Err(Failure::Refused(why)) => self.refused(&name, &why),
+                    Err(Failure::Refused(why)) => self.refused(name, &why),
                 }
             }
         }
