@@ -167,10 +167,7 @@ pub fn describe() {
         Unit::Percent,
         "Percent of the calls in a circuit breaker's current window that failed."
     );
-    describe_gauge!(
-        KEYS,
-        "Live keys of a keyed circuit breaker, by state."
-    );
+    describe_gauge!(KEYS, "Live keys of a keyed circuit breaker, by state.");
 }
 
 /// Adds what every breaker counted since the last publish to its series, and sets the
@@ -229,8 +226,7 @@ pub fn publish() {
     }
     for (series, delta) in deltas {
         for (outcome, d) in OUTCOMES.iter().zip(delta) {
-            counter!(CALLS_TOTAL, "breaker" => series.clone(), "outcome" => *outcome)
-                .increment(d);
+            counter!(CALLS_TOTAL, "breaker" => series.clone(), "outcome" => *outcome).increment(d);
         }
     }
     for (name, l) in gauges {
@@ -366,7 +362,9 @@ fn on_transition(t: &Transition) {
     let family = if PER_KEY.load(Relaxed) {
         None
     } else {
-        registry().get(&name).and_then(|h| h.family().map(str::to_owned))
+        registry()
+            .get(&name)
+            .and_then(|h| h.family().map(str::to_owned))
     };
     let mut inner = lock();
     inner.seq += 1;

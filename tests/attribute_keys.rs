@@ -763,5 +763,9 @@ async fn max_open_keeps_most_keys_closed_when_all_fail() {
         .iter()
         .find(|h| state(&name(&format!("probe_host[{h}]"))) == State::Closed)
         .unwrap();
-    assert!(probe_host(held, true).await.unwrap_err().breaker().is_none());
+    assert!(probe_host(held, true)
+        .await
+        .unwrap_err()
+        .breaker()
+        .is_none());
 }

@@ -375,7 +375,11 @@ async fn a_key_evicted_and_created_again_loses_no_count() {
     let _local = metrics::set_default_local_recorder(&recorder);
     for per_key in [false, true] {
         breaker::metrics::per_key(per_key);
-        let name: &'static str = if per_key { "metrics::churn_pk" } else { "metrics::churn" };
+        let name: &'static str = if per_key {
+            "metrics::churn_pk"
+        } else {
+            "metrics::churn"
+        };
         let k: KeyedBreaker<String> = KeyedBreaker::new(name, Config::default().max_keys(1));
         breaker::metrics::publish(); // from here on, breakers that go hand in their counts
         for _ in 0..5 {
@@ -393,7 +397,9 @@ async fn a_key_evicted_and_created_again_loses_no_count() {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            series.get(&("circuit_breaker_calls_total".to_owned(), labels)).copied()
+            series
+                .get(&("circuit_breaker_calls_total".to_owned(), labels))
+                .copied()
         };
         if per_key {
             assert_eq!(calls(&format!("{name}[a]")), Some(8.0));
@@ -422,9 +428,19 @@ async fn keys_per_state_and_the_state_of_open_keys() {
     let _ = k.call_sync("down", || Err::<(), _>("503"));
     breaker::metrics::publish();
     let scrape = Scrape::of(&prometheus, "metrics::states");
-    assert_eq!(scrape.value("circuit_breaker_keys", &[("state", "closed")]), 2.0);
-    assert_eq!(scrape.value("circuit_breaker_keys", &[("state", "open")]), 1.0);
-    assert_eq!(scrape.transitions("closed", "open"), 1.0, "summed over the keys");
+    assert_eq!(
+        scrape.value("circuit_breaker_keys", &[("state", "closed")]),
+        2.0
+    );
+    assert_eq!(
+        scrape.value("circuit_breaker_keys", &[("state", "open")]),
+        1.0
+    );
+    assert_eq!(
+        scrape.transitions("closed", "open"),
+        1.0,
+        "summed over the keys"
+    );
     Scrape::of(&prometheus, "metrics::states[down]").assert_state("open");
     assert!(Scrape::of(&prometheus, "metrics::states[up]")
         .get("circuit_breaker_state", &[("state", "closed")])

@@ -449,7 +449,10 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
     }
     if let Some(arg) = &args.max_open {
         let n = Literal::u32_unsuffixed(arg.value);
-        calls.push((order(&arg.key), quote_spanned!(arg.span=> .max_open_percent(#n))));
+        calls.push((
+            order(&arg.key),
+            quote_spanned!(arg.span=> .max_open_percent(#n)),
+        ));
     }
     for arg in durations.into_iter().flatten() {
         let (key, d) = (&arg.key, duration(krate, arg.value, arg.span));

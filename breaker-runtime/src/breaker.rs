@@ -7,13 +7,13 @@ use crate::{
     call::Host,
     call::Shared,
     clock::TokioClock,
+    config::Policy,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
     listing,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
-    config::Policy,
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
 };
 
@@ -83,7 +83,13 @@ impl Breaker {
             false,
             || config.validate().map(|policy| (policy, config)),
             |(policy, config), listing| {
-                Shared::new(name.clone(), policy.into(), config.into(), Some(listing), None)
+                Shared::new(
+                    name.clone(),
+                    policy.into(),
+                    config.into(),
+                    Some(listing),
+                    None,
+                )
             },
         )?;
         Ok(Breaker { shared })
@@ -105,7 +111,13 @@ impl Breaker {
             false,
             || Ok::<_, std::convert::Infallible>(()),
             |(), listing| {
-                Shared::new(name.clone(), policy.clone(), config.clone(), Some(listing), keyed)
+                Shared::new(
+                    name.clone(),
+                    policy.clone(),
+                    config.clone(),
+                    Some(listing),
+                    keyed,
+                )
             },
         );
         let (shared, _) = match made {
@@ -287,7 +299,13 @@ impl Breaker {
             true,
             || config.validate(),
             |policy, listing| {
-                Shared::new(name.clone(), policy.into(), config.clone().into(), Some(listing), None)
+                Shared::new(
+                    name.clone(),
+                    policy.into(),
+                    config.clone().into(),
+                    Some(listing),
+                    None,
+                )
             },
         );
         let (shared, existed) = match found {

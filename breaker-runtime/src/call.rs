@@ -5,8 +5,8 @@
 //! index under the registry, which unlists it when dropped).
 
 use std::{
-    sync::Arc,
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
+    sync::Arc,
     time::Duration,
 };
 

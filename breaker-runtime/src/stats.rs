@@ -240,12 +240,16 @@ impl Counters {
             Err(now) if now == at.0 => return &self.home,
             Err(_) => {}
         }
-        &self.others.get_or_init(|| Box::new(Default::default()))[at.0 % STRIPES].0
+        &self.others.get_or_init(Box::default)[at.0 % STRIPES].0
     }
 
     /// Every stripe made so far.
     fn stripes(&self) -> impl Iterator<Item = &Stripe> {
-        let others = self.others.get().into_iter().flat_map(|o| o.iter().map(|p| &p.0));
+        let others = self
+            .others
+            .get()
+            .into_iter()
+            .flat_map(|o| o.iter().map(|p| &p.0));
         std::iter::once(&self.home).chain(others)
     }
 
@@ -345,7 +349,10 @@ impl Counters {
         let home = (self.owner.load(Relaxed) == slot.0).then_some(&self.home);
         let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
         home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
-            (a + st.admitted.load(Relaxed), s + st.successes.load(Relaxed))
+            (
+                a + st.admitted.load(Relaxed),
+                s + st.successes.load(Relaxed),
+            )
         })
     }
 

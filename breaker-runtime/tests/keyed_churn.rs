@@ -24,14 +24,18 @@ fn live(name: &str) -> bool {
 /// every fresh breaker look busy, and the bound then evicted the one with a failure streak.
 #[test]
 fn a_held_registry_walk_does_not_push_eviction_onto_a_failure_streak() {
-    let k = KeyedBreaker::<String>::new("churn::streak", Config::default().threshold(5).max_keys(3));
+    let k =
+        KeyedBreaker::<String>::new("churn::streak", Config::default().threshold(5).max_keys(3));
     fail(&k, "streak"); // oldest, one failure of five
     succeed(&k, "fresh-1");
     succeed(&k, "fresh-2");
     let held = registry().handles();
     succeed(&k, "newcomer");
     assert_eq!(k.len(), 3);
-    assert!(live("churn::streak[streak]"), "the breaker with a streak was evicted");
+    assert!(
+        live("churn::streak[streak]"),
+        "the breaker with a streak was evicted"
+    );
     let streak = k.breaker("streak");
     fail(&k, "streak");
     fail(&k, "streak");
@@ -45,17 +49,27 @@ fn a_held_registry_walk_does_not_push_eviction_onto_a_failure_streak() {
 /// and a later call for that key makes a fresh breaker.
 #[test]
 fn a_held_breaker_of_an_evicted_key_keeps_working_detached() {
-    let k = KeyedBreaker::<String>::new("churn::detached", Config::default().threshold(2).max_keys(2));
+    let k = KeyedBreaker::<String>::new(
+        "churn::detached",
+        Config::default().threshold(2).max_keys(2),
+    );
     let held = k.breaker("a");
     succeed(&k, "b");
     succeed(&k, "c"); // "a" is the least recently used fresh one: it goes
     assert_eq!(k.len(), 2);
     let again = k.breaker("a"); // evicts "b"
-    assert!(!again.handle().same_breaker(&held.handle()), "a fresh breaker");
+    assert!(
+        !again.handle().same_breaker(&held.handle()),
+        "a fresh breaker"
+    );
     for _ in 0..2 {
         let _ = held.call_sync(|| Err::<(), _>(()));
     }
-    assert_eq!(held.state(), State::Open, "the detached breaker still judges");
+    assert_eq!(
+        held.state(),
+        State::Open,
+        "the detached breaker still judges"
+    );
     assert_eq!(again.state(), State::Closed, "the map's breaker is its own");
     assert_eq!(held.stats().calls, 2);
 }
@@ -136,11 +150,18 @@ async fn a_call_in_flight_keeps_its_breaker() {
     tokio::task::yield_now().await; // admitted, waiting
     succeed(&k, "b");
     succeed(&k, "c"); // "slow" is older, but in flight: "b" goes
-    assert!(k.contains("slow"), "the breaker with a call in flight was evicted");
+    assert!(
+        k.contains("slow"),
+        "the breaker with a call in flight was evicted"
+    );
     assert!(!k.contains("b"));
     tx.send(()).unwrap();
     running.await.unwrap().unwrap();
-    assert_eq!(k.breaker("slow").stats().successes, 1, "counted on the map's breaker");
+    assert_eq!(
+        k.breaker("slow").stats().successes,
+        1,
+        "counted on the map's breaker"
+    );
 }
 
 /// Beyond the size where the sample covers every key, the sample still finds the fresh
@@ -161,7 +182,10 @@ fn at_scale_the_sample_still_evicts_fresh_breakers_first() {
         assert_eq!(k.len(), 2_200);
     }
     let streaks_left = (0..2_000u32).filter(|i| k.contains(i)).count();
-    assert_eq!(streaks_left, 2_000, "a breaker with a streak went before a fresh one");
+    assert_eq!(
+        streaks_left, 2_000,
+        "a breaker with a streak went before a fresh one"
+    );
 }
 
 /// A key one thread calls keeps its counts inline; once a second thread counts on it, the
@@ -208,21 +232,36 @@ async fn max_open_keeps_the_share_of_open_keys() {
         }
     }
     let state = |key: &str| k.breaker(key).state();
-    assert_eq!(keys.map(state), [State::Open, State::Open, State::Closed, State::Closed]);
+    assert_eq!(
+        keys.map(state),
+        [State::Open, State::Open, State::Closed, State::Closed]
+    );
     let c = k.breaker("c").stats();
-    assert_eq!((c.failures, c.rejected), (3, 0), "held closed, still counting, still calling");
+    assert_eq!(
+        (c.failures, c.rejected),
+        (3, 0),
+        "held closed, still counting, still calling"
+    );
     let warns = rec.of("churn::max_open");
     assert_eq!(warns.len(), 1, "one WARN a minute: {warns:?}");
     assert_eq!(warns[0].level, "WARN");
 
     k.breaker("a").handle().reset(); // a closes: its place is free
     fail(&k, "c");
-    assert_eq!(state("c"), State::Open, "the held key opens at its next failure");
+    assert_eq!(
+        state("c"),
+        State::Open,
+        "the held key opens at its next failure"
+    );
     fail(&k, "d");
     assert_eq!(state("d"), State::Closed, "still two of four");
     tokio::time::advance(Duration::from_secs(61)).await;
     fail(&k, "d");
-    assert_eq!(rec.of("churn::max_open").len(), 2, "a minute later, one more WARN");
+    assert_eq!(
+        rec.of("churn::max_open").len(),
+        2,
+        "a minute later, one more WARN"
+    );
 }
 
 /// At least one key may open, whatever the percent and however few the keys.
@@ -240,8 +279,9 @@ fn max_open_lets_at_least_one_key_open() {
 #[test]
 fn max_open_percent_is_validated() {
     for bad in [0, 101] {
-        let err = KeyedBreaker::<String>::try_new("churn::bad", Config::default().max_open_percent(bad))
-            .unwrap_err();
+        let err =
+            KeyedBreaker::<String>::try_new("churn::bad", Config::default().max_open_percent(bad))
+                .unwrap_err();
         assert_eq!(err.field(), "max_open_percent");
     }
 }

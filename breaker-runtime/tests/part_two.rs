@@ -356,7 +356,10 @@ fn a_breaker_held_outside_the_map_may_be_evicted_and_keeps_working() {
     let _ = k.call_sync(&2, || Ok::<_, ()>(()));
     let _ = k.call_sync(&3, || Ok::<_, ()>(()));
     assert!(k.len() <= 2);
-    assert!(!k.contains(&1), "held, fresh and least recently used: evicted");
+    assert!(
+        !k.contains(&1),
+        "held, fresh and least recently used: evicted"
+    );
     assert_eq!(held.call_sync(|| Ok::<_, ()>(7)).unwrap(), 7);
 }
 

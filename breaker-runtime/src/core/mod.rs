@@ -53,8 +53,8 @@ mod permit;
 mod tests;
 mod transition;
 
-pub use permit::{Engine, Permit};
 pub(crate) use open_cap::{OpenBudget, OpenCap};
+pub use permit::{Engine, Permit};
 
 use half_open::{Lease, Probe};
 

@@ -57,7 +57,12 @@ impl OpenBudget {
         let now = to_nanos(Instant::now().saturating_duration_since(self.origin)).max(1);
         let last = self.warned.load(Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= to_nanos(WARN_EVERY);
-        if due && self.warned.compare_exchange(last, now, Relaxed, Relaxed).is_ok() {
+        if due
+            && self
+                .warned
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
             tracing::warn!(
                 target: "breaker",
                 breaker = self.name.as_str(),

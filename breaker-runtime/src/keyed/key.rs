@@ -154,4 +154,3 @@ impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
         f.write_str("]")
     }
 }
-

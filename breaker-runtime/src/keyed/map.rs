@@ -48,9 +48,7 @@ use hashbrown::HashTable;
 use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
-use crate::{
-    call::Family, clock::to_nanos, config::Policy, core::OpenBudget, Breaker, Config,
-};
+use crate::{call::Family, clock::to_nanos, config::Policy, core::OpenBudget, Breaker, Config};
 
 /// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
 const SHARDS: usize = 16;
