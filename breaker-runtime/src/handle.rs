@@ -40,7 +40,7 @@ impl Handle {
         self.shared.core.counters.read()
     }
 
-    /// How long until a call may be admitted (see [`BreakerError::retry_in`]).
+    /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
     pub fn retry_in(&self) -> Option<Duration> {
         self.shared.core.retry_in(&self.shared.clock)
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::{State, Stats};
 
-/// One breaker, as [`Registry::snapshot`] reports it.
+/// One breaker, as [`Registry::snapshot`](crate::Registry::snapshot) reports it.
 ///
 /// `#[non_exhaustive]`: read the fields; more may follow.
 #[derive(Debug, Clone, PartialEq)]

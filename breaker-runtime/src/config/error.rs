@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// An invalid [`Config`]: which field, and why.
+/// An invalid [`Config`](super::Config): which field, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     field: &'static str,

@@ -235,7 +235,7 @@ impl Config {
 
     /// Whether two configurations describe the same policy once defaults are resolved
     /// (`Config::default()` and `Config::default().threshold(5)` do); hooks are not compared
-    /// (see [`same_hooks`](Self::same_hooks)).
+    /// (see `same_hooks`).
     pub fn same_policy(&self, other: &Config) -> bool {
         match (self.validate(), other.validate()) {
             (Ok(a), Ok(b)) => a == b,

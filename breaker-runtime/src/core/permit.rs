@@ -3,7 +3,7 @@
 use super::*;
 use crate::{clock::Clock, BreakerError};
 
-/// What a [`Permit`] reports to: a core and its clock, borrowed or owned (an owned call
+/// What a `Permit` reports to: a core and its clock, borrowed or owned (an owned call
 /// future holds its breaker). Nominally public so the call future can name it in its bounds;
 /// its module is private.
 pub trait Engine {
