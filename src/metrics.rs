@@ -21,11 +21,12 @@
 //! Keys come from users' data (hosts, tenants), so by default a [`KeyedBreaker`] named
 //! `{name}` has one set of series, labelled `breaker="{name}"`: `circuit_breaker_calls_total`
 //! summed over its keys (9 series), `circuit_breaker_transitions_total` summed over its keys
-//! (one series per `from`/`to` pair that happened, at most 12), `circuit_breaker_keys` (5
+//! (one series per `from`/`to` pair that happened: at most 20, in practice the 4 of
+//! closed → open → half-open → closed or open), `circuit_breaker_keys` (5
 //! series, one per state), and `circuit_breaker_state` for each key that is not closed,
 //! labelled with the key's own name `breaker="{name}[{key}]"` (5 series per such key; a key
 //! that closes again is set to closed once and no longer published). So a keyed function
-//! costs at most 26 series plus 5 per key that has been open since the exporter last
+//! costs at most 34 series (typically 18) plus 5 per key that has been open since the exporter last
 //! forgot idle series, whatever its number of keys. [`per_key(true)`](per_key) (process-wide)
 //! publishes every key's own series instead, as for a plain breaker (15 per key, plus its
 //! transitions).

@@ -8,7 +8,7 @@ use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
 };
 
-/// A type that can key a [`KeyedBreaker`]: `String`, the integers, `IpAddr`, `SocketAddr`,
+/// A type that can key a [`KeyedBreaker`](crate::KeyedBreaker): `String`, the integers, `IpAddr`, `SocketAddr`,
 /// `http::uri::Authority` (with feature `http`), a pair of those, or your own type.
 ///
 /// The map stores keys of this type and looks them up by a borrowed form as `HashMap::get`
