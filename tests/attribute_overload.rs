@@ -16,7 +16,7 @@ mod inventory {
     #[circuit_breaker(name = "overload::inventory", threshold = 1_000_000, throttle = 2, fallback = shed)]
     pub async fn stock(item: u32) -> Result<u32, String> {
         let n = REACHED.fetch_add(1, SeqCst);
-        if n % 10 == 0 {
+        if n.is_multiple_of(10) {
             Ok(item)
         } else {
             Err("503 overloaded".into())

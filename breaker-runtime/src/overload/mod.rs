@@ -46,8 +46,7 @@
 //! Snapshots: `throttle_rate = `[`combined_rate`]`(ramp.ramp_rate(now), throttle.rate(now))`
 //! (0 without either), `concurrency_limit = Some(limiter.limit())`.
 //!
-//! Draws come from [`draw`] (a per-thread splitmix64, no shared write); [`chance`] is the
-//! boolean form.
+//! Draws come from [`draw`] (a per-thread splitmix64, no shared write).
 
 mod limit;
 mod ramp;
@@ -69,12 +68,7 @@ pub(crate) use self::{
     throttle::{Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
 };
 #[cfg(test)]
-pub(crate) use self::{
-    ramp::admitted_share,
-    random::chance,
-    throttle::refusal_probability,
-    vegas::{INITIAL_LIMIT, PROBE_LIMIT},
-};
+pub(crate) use self::{throttle::refusal_probability, vegas::PROBE_LIMIT};
 
 /// The percentage of calls refused now when a ramp refusing `ramp_rate` % is followed by a
 /// throttle refusing `throttle_rate` % of what the ramp let through.

@@ -21,12 +21,6 @@ pub(crate) fn draw() -> u64 {
     })
 }
 
-/// `true` with probability `p` (`p` ≤ 0 never, `p` ≥ 1 always).
-#[cfg(test)]
-pub(crate) fn chance(p: f64) -> bool {
-    unit(draw()) < p
-}
-
 /// A draw as a number in `[0, 1)`, from its top 53 bits (all an `f64` mantissa holds).
 #[inline]
 pub(crate) fn unit(draw: u64) -> f64 {
