@@ -7,7 +7,7 @@
 //!
 //! Rows:
 //! - `throttle`: `Throttle::should_refuse` with a fresh per-thread draw, then
-//!   `record_request` and `record_accept` (an admitted call that succeeded), on a window that
+//!   `record_answer` (an admitted call that succeeded), on a window that
 //!   holds calls (so the formula is computed, not short-cut).
 //! - `ramp_idle`: `Ramp::active` on a breaker with no ramp in progress (what every call of a
 //!   breaker with `ramp` pays outside a ramp).
@@ -91,15 +91,14 @@ fn overload(c: &mut Criterion) {
 
     let throttle = Throttle::new(2.0, 90, 60 * S);
     for _ in 0..1000 {
-        throttle.record_request(S);
-        throttle.record_accept(S);
+        throttle.record_answer(S, true);
     }
     let now = 2 * S;
     let throttle_call = |_: u64| {
-        let refuse = throttle.should_refuse(black_box(now), draw());
-        throttle.record_request(now);
-        if !black_box(refuse) {
-            throttle.record_accept(now);
+        if throttle.should_refuse(black_box(now), draw()) {
+            throttle.record_request(now);
+        } else {
+            throttle.record_answer(now, true);
         }
     };
 

@@ -86,6 +86,29 @@ async fn the_throttle_refuses_the_share_the_formula_says() {
     );
 }
 
+/// Fifty calls start at once, none answered yet: none of them is a request without an
+/// accept, so nothing is shed (counted at admission, the second call saw `1 / 2`).
+#[tokio::test(start_paused = true)]
+async fn calls_still_in_flight_do_not_make_the_throttle_shed() {
+    let b = Breaker::new("overload::in_flight", Config::default().throttle(2.0));
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..50 {
+        let b = b.clone();
+        calls.spawn(async move {
+            b.call(async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok::<_, &str>(())
+            })
+            .await
+        });
+    }
+    while let Some(done) = calls.join_next().await {
+        assert!(done.unwrap().is_ok());
+    }
+    assert_eq!(b.stats().throttled, 0);
+    assert_eq!(b.stats().successes, 50);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_throttle_is_capped_and_forgets_what_left_its_window() {
     let b = Breaker::new(

@@ -37,7 +37,7 @@ pub(crate) struct Shed {
     flags: u8,
 }
 
-/// The throttle counted this call's request (at `at`): its accept joins that bucket.
+/// The throttle admitted this call (at `at`): its request and accept join that bucket.
 const REQUESTED: u8 = 1;
 /// It holds an adaptive bulkhead slot (taken at `at`, `in_flight` with it).
 const SLOT: u8 = 2;
@@ -99,7 +99,9 @@ impl Overload {
     }
 
     /// Whether a closed breaker sheds the call arriving at `now` (the ramp first, then the
-    /// throttle, which counts the call as a request either way). Writes `requested_at`.
+    /// throttle). A call the throttle sheds is counted as a request now; one it admits is
+    /// counted with its answer ([`Throttle::record_answer`]), so `at` keeps its admission
+    /// time.
     pub(super) fn shed(&self, now: Nanos, shed: &mut Shed) -> bool {
         if let Some(ramp) = &self.ramp {
             // A ramp's refusals are not the throttle's requests: counted there they would
@@ -109,11 +111,13 @@ impl Overload {
             }
         }
         if let Some(throttle) = &self.throttle {
-            let refuse = throttle.should_refuse(now, overload::draw());
-            throttle.record_request(now);
+            if throttle.should_refuse(now, overload::draw()) {
+                throttle.record_request(now);
+                return true;
+            }
             shed.at = now;
             shed.flags |= REQUESTED;
-            return refuse;
+            return false;
         }
         false
     }
@@ -144,8 +148,10 @@ impl Overload {
     /// round-trip time, or a drop).
     pub(super) fn finish(&self, shed: Shed, outcome: Outcome, clock: &impl Clock) {
         if let (Some(throttle), Some(at)) = (&self.throttle, shed.requested_at()) {
-            if matches!(outcome, Outcome::Success | Outcome::Neutral) {
-                throttle.record_accept(at);
+            // A cancelled call got no answer: it counts for nothing, here too.
+            if outcome != Outcome::Cancelled {
+                let accepted = matches!(outcome, Outcome::Success | Outcome::Neutral);
+                throttle.record_answer(at, accepted);
             }
         }
         if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {

@@ -96,12 +96,29 @@ impl Throttle {
     /// two leave the window together, and an accept whose request has already left the window
     /// is not counted. Passing the current time instead also works (the accept then lands in
     /// the current bucket), at the price of a clock read at the outcome.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn record_accept(&self, admitted_at: Nanos) {
         let period = admitted_at / self.granularity;
         let bucket = &self.buckets[slot(period)];
         if bucket.epoch.load(Acquire) == period {
             bucket.counts.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Counts an admitted call once it has an answer, in the bucket of its admission: its
+    /// request, and its accept if `accepted` (judged `Success` or `Neutral`), in one
+    /// `fetch_add`. Counting the request only then keeps calls still in flight out of the
+    /// formula: counted at admission, every call in flight would be a request without an
+    /// accept, and a client starting with a few concurrent calls would see `R / (R + 1)`,
+    /// half and more, and shed from its first second on (and with `K` near 1 keep shedding,
+    /// since a shed call is itself a request without an accept). A call whose bucket has
+    /// left the window is not counted.
+    #[inline]
+    pub(crate) fn record_answer(&self, admitted_at: Nanos, accepted: bool) {
+        if let Some(bucket) = self.bucket(admitted_at / self.granularity) {
+            bucket
+                .counts
+                .fetch_add(REQUEST + u64::from(accepted), Relaxed);
         }
     }
 
