@@ -241,6 +241,15 @@ struct Second {
     latencies: Vec<Duration>,
 }
 
+impl Second {
+    /// The p99 of this second's answers.
+    fn p99(&self) -> Option<Duration> {
+        let mut sorted = self.latencies.clone();
+        sorted.sort();
+        percentile(&sorted, 0.99)
+    }
+}
+
 struct ClientRun {
     kind: Kind,
     breaker: Option<Breaker>,
@@ -474,12 +483,10 @@ async fn main() -> Result<(), Box<dyn StdError>> {
         );
         for run in &runs {
             let s = run.seconds.lock().unwrap()[second].clone();
-            let mut lat = s.latencies.clone();
-            lat.sort();
             print!(
                 " | {:>4}/s p99 {:>6} {:<16}",
                 s.good,
-                ms(percentile(&lat, 0.99)),
+                ms(s.p99()),
                 run.state()
             );
         }
@@ -588,13 +595,7 @@ fn plot(path: &str, sc: &Scenario, runs: &[Arc<ClientRun>]) -> Result<(), Box<dy
         .label("capacity")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], BLACK.mix(0.25)));
     for (run, color) in runs.iter().zip(colors) {
-        let seconds = run.seconds.lock().unwrap();
-        let points: Vec<(f64, f64)> = seconds
-            .iter()
-            .enumerate()
-            .take(total as usize)
-            .map(|(i, s)| (i as f64 + 0.5, s.good as f64))
-            .collect();
+        let points = per_second(run, total, |s| Some(s.good as f64));
         goodput
             .draw_series(LineSeries::new(points, color.stroke_width(2)))?
             .label(run.kind.label())
@@ -621,19 +622,24 @@ fn plot(path: &str, sc: &Scenario, runs: &[Arc<ClientRun>]) -> Result<(), Box<dy
         .y_desc("ms")
         .draw()?;
     for (run, color) in runs.iter().zip(colors) {
-        let seconds = run.seconds.lock().unwrap();
-        let points: Vec<(f64, f64)> = seconds
-            .iter()
-            .enumerate()
-            .take(total as usize)
-            .filter_map(|(i, s)| {
-                let mut lat = s.latencies.clone();
-                lat.sort();
-                percentile(&lat, 0.99).map(|d| (i as f64 + 0.5, d.as_secs_f64() * 1000.0))
-            })
-            .collect();
+        let points = per_second(run, total, |s| s.p99().map(|d| d.as_secs_f64() * 1000.0));
         latency.draw_series(LineSeries::new(points, color.stroke_width(2)))?;
     }
     root.present()?;
     Ok(())
+}
+
+/// One point per whole second of `run` where `value` has one, at the second's middle.
+fn per_second(
+    run: &ClientRun,
+    total: f64,
+    value: impl Fn(&Second) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    let seconds = run.seconds.lock().unwrap();
+    seconds
+        .iter()
+        .enumerate()
+        .take(total as usize)
+        .filter_map(|(i, s)| value(s).map(|v| (i as f64 + 0.5, v)))
+        .collect()
 }
