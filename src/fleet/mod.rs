@@ -2,6 +2,7 @@
 //! through Redis (or Valkey), with Redis never on the call path.
 //!
 //! ```no_run
+//! # #[cfg(feature = "redis")]
 //! # async fn run() -> Result<(), breaker::fleet::FleetError> {
 //! use breaker::{fleet::Fleet, Breaker, Config};
 //!
