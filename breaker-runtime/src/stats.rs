@@ -164,8 +164,11 @@ const _: () = {
 
 /// The counters behind [`Stats`].
 pub(crate) struct Counters {
-    /// The slot whose counts go to [`home`](Self::home) (`NO_OWNER` until the first count).
-    owner: AtomicUsize,
+    /// Where counts go, in one word so that the common case (one thread counting on a
+    /// breaker) costs one load and one compare: the slot that owns [`home`](Self::home)
+    /// (`NO_OWNER` until the first count), with the `STRIPED` bit set once the others are
+    /// made (every slot then counts there, and no slot equals the word).
+    route: AtomicUsize,
     /// The stripe of the first slot to count here, inline: a breaker that only one thread
     /// calls (most keys of a keyed breaker) never makes the others. Written only until the
     /// others are made; its counts stay in the sums.
@@ -183,8 +186,11 @@ pub(crate) struct Counters {
 #[repr(align(128))]
 struct Padded(Stripe);
 
-/// No slot owns `home` yet.
-const NO_OWNER: usize = usize::MAX;
+/// The bit of `route` saying the striped set is made: no slot has it, so a count then
+/// misses the one-compare path and goes to the others.
+const STRIPED: usize = 1 << (usize::BITS - 1);
+/// No slot owns `home` yet (a value no slot has, without the `STRIPED` bit).
+const NO_OWNER: usize = STRIPED - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
@@ -211,7 +217,7 @@ fn bump(counter: &AtomicU64, owned: bool) {
 impl Counters {
     pub(crate) fn new() -> Self {
         Counters {
-            owner: AtomicUsize::new(NO_OWNER),
+            route: AtomicUsize::new(NO_OWNER),
             home: Stripe::default(),
             others: OnceLock::new(),
             base: Mutex::new(None),
@@ -223,12 +229,9 @@ impl Counters {
     /// the stripe this returns, as before: `home` has exactly one slot.
     #[inline(always)]
     fn stripe(&self, at: Slot) -> &Stripe {
-        // Once the others are made, every slot counts there, the first one too: `home` is
-        // then never written again, so it needs no cache line of its own.
-        if let Some(others) = self.others.get() {
-            return &others[at.0 % STRIPES].0;
-        }
-        if self.owner.load(Relaxed) == at.0 {
+        // One load and one compare for the breaker one thread counts on: the word is that
+        // slot exactly until the others are made (then it has the `STRIPED` bit).
+        if self.route.load(Relaxed) == at.0 {
             return &self.home;
         }
         self.stripe_slow(at)
@@ -237,8 +240,13 @@ impl Counters {
     #[cold]
     #[inline(never)]
     fn stripe_slow(&self, at: Slot) -> &Stripe {
+        // Once the others are made, every slot counts there, the first one too: `home` is
+        // then never written again, so it needs no cache line of its own.
+        if let Some(others) = self.others.get() {
+            return &others[at.0 % STRIPES].0;
+        }
         match self
-            .owner
+            .route
             .compare_exchange(NO_OWNER, at.0, Relaxed, Relaxed)
         {
             Ok(_) => return &self.home,
@@ -246,7 +254,12 @@ impl Counters {
             Err(now) if now == at.0 => return &self.home,
             Err(_) => {}
         }
-        &self.others.get_or_init(Box::default)[at.0 % STRIPES].0
+        let others = self.others.get_or_init(Box::default);
+        // From here the home owner misses its one-compare path and counts in the others;
+        // a count that read the word before this still lands on `home`, which only that
+        // slot writes and which stays in the sums.
+        self.route.fetch_or(STRIPED, Relaxed);
+        &others[at.0 % STRIPES].0
     }
 
     /// Every stripe made so far.
@@ -355,7 +368,7 @@ impl Counters {
     /// stripe), for tests of who counts where.
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn at(&self, slot: Slot) -> (u64, u64) {
-        let home = (self.owner.load(Relaxed) == slot.0).then_some(&self.home);
+        let home = (self.route.load(Relaxed) & !STRIPED == slot.0).then_some(&self.home);
         let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
         home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
             (
