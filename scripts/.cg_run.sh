@@ -1,0 +1,252 @@
+#!/usr/bin/env bash
+# Instructions per call, from callgrind, for the workloads of `benches/` (breaker, its peers
+# and the baselines). Wall time on a shared machine is noisy; instruction counts are not.
+#
+#   scripts/callgrind.sh [N]        (default N = 20000)
+#
+# For each implementation and workload it runs `benches/target/release/cg <impl> <workload> k`
+# under `valgrind --tool=callgrind` with k = N and k = 2N, and prints
+#   (Ir(2N) - Ir(N)) / N
+# so set-up, warm-up and process exit cancel out. The second table subtracts the bare call
+# (sync rows) or the bare async fn (async rows) of the same run.
+#
+# Notes: Ir counts user-space instructions only. Under valgrind the vDSO is not used, so a
+# clock read becomes a `clock_gettime` syscall whose kernel work is not counted: the
+# `clock_read` row (and every row that reads the clock) undercounts the native cost of that
+# read, which is ~20-25 ns on this kind of machine (see the criterion `baselines/clock_read`).
+set -euo pipefail
+
+N=${1:-20000}
+if ! [[ $N =~ ^[0-9]+$ ]] || ((N == 0)); then
+    echo "usage: $0 [N]   (N: a positive number of calls)" >&2
+    exit 2
+fi
+command -v valgrind >/dev/null || {
+    echo "$0: valgrind is not installed" >&2
+    exit 1
+}
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root/benches"
+# Release with line tables (see [profile.release] in benches/Cargo.toml), so
+# `callgrind_annotate` on a kept output can name lines.
+cargo build --quiet --release --bin cg
+bin="$root/benches/target/release/cg"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ir IMPL WORKLOAD K: total instructions of one run; empty if the workload is unavailable.
+ir() {
+    local rc=0
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$bin" "$1" "$2" "$3" \
+        >/dev/null 2>"$tmp/log" || rc=$?
+    if ((rc == 3)); then
+        return 0 # e.g. the attribute is still a placeholder
+    elif ((rc != 0)); then
+        echo "$0: cg $1 $2 $3 failed (exit $rc):" >&2
+        cat "$tmp/log" >&2
+        exit 1
+    fi
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/log"
+}
+
+# per_call IMPL WORKLOAD: instructions per call, one decimal; "-" if unavailable.
+per_call() {
+    local a b
+    a=$(ir "$1" "$2" "$N")
+    b=$(ir "$1" "$2" $((2 * N)))
+    if [[ -z $a || -z $b ]]; then
+        echo "-"
+    else
+        awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }'
+    fi
+}
+
+declare -A R
+impls=(breaker attr failsafe recloser tower resilience)
+peers=(failsafe recloser tower resilience)
+header="| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker | tower-resilience |"
+rule="|---|---:|---:|---:|---:|---:|---:|"
+blanks=" | | | | |" # the forced_open_sync row: breaker only, the other impls' cells empty
+workloads=(closed_sync open_sync closed_async open_async)
+
+for w in bare atomic_add clock_read mutex_lock bare_async; do
+    R[base, $w]=$(per_call base "$w")
+    echo "  base $w: ${R[base, $w]}" >&2
+done
+R[breaker, forced_sync]=$(per_call breaker forced_sync)
+R[breaker, owned_async]=$(per_call breaker owned_async)
+for i in "${impls[@]}"; do
+    for w in "${workloads[@]}"; do
+        R[$i, $w]=$(per_call "$i" "$w")
+        echo "  $i $w: ${R[$i, $w]}" >&2
+    done
+done
+
+minus() { # minus A B: A - B, or "-" if either is unavailable
+    if [[ $1 == - || $2 == - ]]; then echo "-"; else awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a - b }'; fi
+}
+
+echo
+echo "callgrind instructions per call (N = $N, $(date -u +%Y-%m-%d), $(rustc --version))"
+echo
+echo "| baseline | Ir/call |"
+echo "|---|---:|"
+echo "| bare call | ${R[base, bare]} |"
+echo "| one AtomicU64::fetch_add(Relaxed) | ${R[base, atomic_add]} |"
+echo "| one tokio::time::Instant::now() (syscall not counted, see notes) | ${R[base, clock_read]} |"
+echo "| one uncontended std::sync::Mutex lock | ${R[base, mutex_lock]} |"
+echo "| bare async fn, awaited on current_thread | ${R[base, bare_async]} |"
+echo
+echo "$header"
+echo "$rule"
+for w in "${workloads[@]}"; do
+    row="| $w"
+    for i in "${impls[@]}"; do row+=" | ${R[$i, $w]}"; done
+    echo "$row |"
+done
+echo "| forced_open_sync | ${R[breaker, forced_sync]}$blanks |"
+echo "| owned_async (closed, \`call_owned\` on a cloned handle) | ${R[breaker, owned_async]}$blanks |"
+echo
+echo "Over the bare call (sync rows) / the bare async fn (async rows):"
+echo
+echo "$header"
+echo "$rule"
+for w in "${workloads[@]}"; do
+    base=${R[base, bare]}
+    [[ $w == *_async ]] && base=${R[base, bare_async]}
+    row="| $w"
+    for i in "${impls[@]}"; do row+=" | $(minus "${R[$i, $w]}" "$base")"; done
+    echo "$row |"
+done
+echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}")$blanks |"
+echo "| owned_async | $(minus "${R[breaker, owned_async]}" "${R[base, bare_async]}")$blanks |"
+
+# Features at no cost: the same workloads with every integration compiled in.
+cargo build --quiet --release --bin cg --features every-feature --target-dir "$root/benches/target/part-two"
+plain_bin=$bin
+bin="$root/benches/target/part-two/release/cg"
+echo
+echo "With every feature compiled in (\`--features every-feature\`: metrics, serde, http, dashboard,"
+echo "reqwest, redis), against without:"
+echo
+echo "| workload | without | with |"
+echo "|---|---:|---:|"
+differs=0
+for w in closed_sync closed_async open_sync; do
+    with=$(per_call breaker "$w")
+    echo "| $w | ${R[breaker, $w]} | $with |"
+    if [[ $with != "${R[breaker, $w]}" ]]; then differs=1; fi
+done
+with=$(per_call attr closed_sync)
+echo "| closed_sync (attribute) | ${R[attr, closed_sync]} | $with |"
+if [[ $with != "${R[attr, closed_sync]}" ]]; then differs=1; fi
+bin=$plain_bin
+
+# A fleet member's call path costs what a local one's does: the same workloads on a breaker
+# joined to a `breaker::fleet::Fleet` on a real redis-server (`cg fleet`, feature `fleet`),
+# against a local breaker (`cg breaker`) from the same binary. The fleet's task and the tokio
+# worker run on threads of their own, so both rows count only inside the workload function
+# (`--toggle-collect` on its demangled name: the function and everything it calls).
+fleet_bin="$root/benches/target/fleet/release/cg"
+# ir_in FUNCTION IMPL WORKLOAD K: instructions inside FUNCTION over one run of fleet_bin.
+ir_in() {
+    local rc=0
+    valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" --toggle-collect="$1" \
+        "$fleet_bin" "$2" "$3" "$4" >/dev/null 2>"$tmp/log" || rc=$?
+    if ((rc != 0)); then
+        echo "$0: cg $2 $3 $4 failed (exit $rc):" >&2
+        cat "$tmp/log" >&2
+        exit 1
+    fi
+    sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$tmp/log"
+}
+# per_call_in FUNCTION IMPL WORKLOAD: instructions per call inside FUNCTION, one decimal.
+per_call_in() {
+    local a b
+    a=$(ir_in "$1" "$2" "$3" "$N")
+    b=$(ir_in "$1" "$2" "$3" $((2 * N)))
+    if ! awk -v a="$a" -v b="$b" 'BEGIN { exit !(b > a) }'; then
+        echo "$0: --toggle-collect=$1 counted nothing per call (cg $2 $3): no such function?" >&2
+        exit 1
+    fi
+    awk -v a="$a" -v b="$b" -v n="$N" 'BEGIN { printf "%.1f", (b - a) / n }'
+}
+fleet_workloads=(closed_sync open_sync)
+echo
+echo "A fleet member (joined to a fleet on a loopback redis-server) against a local breaker,"
+echo "counted inside the workload function only (\`--toggle-collect\`, \`--features fleet\`):"
+echo
+if command -v redis-server >/dev/null; then
+    cargo build --quiet --release --bin cg --features fleet --target-dir "$root/benches/target/fleet"
+    echo "| workload | local | fleet member |"
+    echo "|---|---:|---:|"
+    for w in "${fleet_workloads[@]}"; do
+        R[local_in, $w]=$(per_call_in "breaker_bench::Runtime::$w" breaker "$w")
+        R[fleet_in, $w]=$(per_call_in "breaker_bench::FleetMember::$w" fleet "$w")
+        echo "| $w | ${R[local_in, $w]} | ${R[fleet_in, $w]} |"
+    done
+else
+    echo "The fleet rows need redis-server (apt-get install -y redis-server): not measured."
+    for w in "${fleet_workloads[@]}"; do R[local_in, $w]=-; R[fleet_in, $w]=-; done
+fi
+
+# The targets of issue 23, checked: each MET or MISSED, and the script fails if any is missed.
+echo
+echo "Targets (issue 23; Ir over the bare call or the bare async fn):"
+echo
+echo "| target | figure | bound | |"
+echo "|---|---:|---:|---|"
+missed=0
+check() { # check NAME FIGURE BOUND: FIGURE <= BOUND
+    local verdict=MET
+    if [[ $2 == - || $3 == - ]] || ! awk -v a="$2" -v b="$3" 'BEGIN { exit !(a <= b) }'; then
+        verdict=MISSED
+        missed=1
+    fi
+    echo "| $1 | $2 | $3 | $verdict |"
+}
+best_peer() { # best_peer WORKLOAD: the fewest instructions among the peers
+    local best=- p v
+    for p in "${peers[@]}"; do
+        v=${R[$p, $1]}
+        [[ $v == - ]] && continue
+        if [[ $best == - ]] || awk -v a="$v" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$v; fi
+    done
+    echo "$best"
+}
+over() { # over WORKLOAD FIGURE: FIGURE less the bare call of its kind
+    local base=${R[base, bare]}
+    [[ $1 == *_async ]] && base=${R[base, bare_async]}
+    minus "$2" "$base"
+}
+for w in open_sync open_async; do
+    check "$w: at most the best peer" "$(over "$w" "${R[breaker, $w]}")" \
+        "$(over "$w" "$(best_peer "$w")")"
+done
+check "open_sync (stretch): a clock read + 20 Ir" "$(over open_sync "${R[breaker, open_sync]}")" \
+    "$(awk -v c="$(over open_sync "${R[base, clock_read]}")" 'BEGIN { printf "%.1f", c + 20 }')"
+check "closed_async: at most failsafe's" "$(over closed_async "${R[breaker, closed_async]}")" \
+    "$(over closed_async "${R[failsafe, closed_async]}")"
+check "closed_sync: at most 35 Ir" "$(over closed_sync "${R[breaker, closed_sync]}")" 35
+check "every feature compiled in changes no count (0 = none)" "$differs" 0
+# An owned call future is the borrowed one with the breaker held by `Arc`: the same poll. The
+# one extra is the caller's `Breaker::clone` into it and its release (a `lock inc` and a
+# `lock dec`, each with its branch: 4 Ir).
+check "owned_async: the borrowed call + the handle's clone and release (4 Ir)" \
+    "${R[breaker, owned_async]}" \
+    "$(awk -v c="${R[breaker, closed_async]}" 'BEGIN { printf "%.1f", c + 4 }')"
+for w in "${fleet_workloads[@]}"; do
+    check "$w: a fleet member costs what a local breaker does (+ 0.5 Ir)" "${R[fleet_in, $w]}" \
+        "$(awk -v l="${R[local_in, $w]}" 'BEGIN { if (l == "-") print "-"; else printf "%.1f", l + 0.5 }')"
+done
+
+if ((differs)); then
+    echo "$0: a compiled-in feature changed the instruction count of a plain breaker's call" >&2
+fi
+if ((missed)); then
+    echo "$0: a target of issue 23 is missed (see the table)" >&2
+    exit 1
+fi
+
