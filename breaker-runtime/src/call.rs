@@ -120,14 +120,16 @@ impl Shared {
     #[inline(always)]
     pub(crate) fn run_fast<T, E, J: Judge<T, E>>(
         &self,
-        ticket: LocalTicket,
+        ticket: LocalTicket<'_>,
         is_failure: J,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         match catch_unwind(AssertUnwindSafe(call)) {
             // `is_failure` is never asked about an `Ok`; a classifier is.
             Ok(Ok(value)) if J::OK_IS_SUCCESS => {
-                self.core.succeed_here(ticket, &self.clock);
+                if self.core.succeeded_here(ticket) {
+                    return self.ended_streak(ticket.ticket(), value);
+                }
                 Ok(value)
             }
             other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
@@ -143,6 +145,15 @@ impl Shared {
         is_failure: impl Judge<T, E>,
     ) -> Result<T, CallError<E>> {
         settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
+    }
+
+    /// A fast success that interrupted a failure streak: ends it, then returns the value
+    /// (the value rides through this call, so the inlined path keeps nothing alive).
+    #[cold]
+    #[inline(never)]
+    fn ended_streak<T, E>(&self, ticket: Ticket, value: T) -> Result<T, CallError<E>> {
+        self.core.end_streak_now(ticket, &self.clock);
+        Ok(value)
     }
 
     /// Every blocking call that is not closed on the fast path: out of line, so the closed

@@ -144,6 +144,24 @@ impl Here {
     }
 }
 
+/// This thread's stripe of one breaker, found once for a call that is admitted and ends on
+/// this thread (a blocking call): its success is counted through it without asking the
+/// route again. The stripe stays valid whatever the route says meanwhile: `home` is written
+/// only by its slot, and stays in the sums once the others are made. `!Send`, as [`Here`].
+#[derive(Clone, Copy)]
+pub(crate) struct Counting<'a> {
+    stripe: &'a Stripe,
+    owned: bool,
+    _this_thread: PhantomData<*const ()>,
+}
+
+impl Counting<'_> {
+    #[inline(always)]
+    pub(crate) fn add(self, count: Count) {
+        add_to_stripe(self.stripe, self.owned, count);
+    }
+}
+
 /// `Here` is neither `Send` nor `Sync`: these two traits have an impl each for every type
 /// and one more for `Send` (`Sync`) types, so naming the method is ambiguous, and fails to
 /// compile, exactly when `Here` is `Send` (`Sync`). (`Slot`, for one, fails it.)
@@ -211,6 +229,27 @@ fn bump(counter: &AtomicU64, owned: bool) {
         counter.store(counter.load(Relaxed).wrapping_add(1), Relaxed);
     } else {
         counter.fetch_add(1, Relaxed);
+    }
+}
+
+/// One count on `s`, with plain stores if `owned` (the caller is its only writer).
+#[inline(always)]
+fn add_to_stripe(s: &Stripe, owned: bool, count: Count) {
+    match count {
+        Count::Admitted => bump(&s.admitted, owned),
+        Count::Success => bump(&s.successes, owned),
+        Count::Failure => bump(&s.failures, owned),
+        Count::Rejected => bump(&s.rejected, owned),
+        Count::Neutral => bump(&s.neutral, owned),
+        Count::Cancelled => bump(&s.cancelled, owned),
+        Count::Timeout => {
+            bump(&s.failures, owned);
+            bump(&s.timeouts, owned);
+        }
+        Count::Slow => {
+            bump(&s.failures, owned);
+            bump(&s.slow_calls, owned);
+        }
     }
 }
 
@@ -288,22 +327,36 @@ impl Counters {
     /// Adds to stripe `at`, with plain stores if `owned` (the caller is its only writer).
     #[inline(always)]
     fn add_to(&self, at: Slot, owned: bool, count: Count) {
-        let s = self.stripe(at);
-        match count {
-            Count::Admitted => bump(&s.admitted, owned),
-            Count::Success => bump(&s.successes, owned),
-            Count::Failure => bump(&s.failures, owned),
-            Count::Rejected => bump(&s.rejected, owned),
-            Count::Neutral => bump(&s.neutral, owned),
-            Count::Cancelled => bump(&s.cancelled, owned),
-            Count::Timeout => {
-                bump(&s.failures, owned);
-                bump(&s.timeouts, owned);
-            }
-            Count::Slow => {
-                bump(&s.failures, owned);
-                bump(&s.slow_calls, owned);
-            }
+        add_to_stripe(self.stripe(at), owned, count);
+    }
+
+    /// This thread's stripe, when it is found without a call: the home stripe of its owner,
+    /// or the striped set once made. `None` on a slot's first count here (the route is
+    /// claimed or the set made out of line, by [`counting`](Self::counting)).
+    #[inline(always)]
+    pub(crate) fn counting_inline(&self, at: Here) -> Option<Counting<'_>> {
+        let route = self.route.load(Relaxed);
+        let stripe = if route == at.slot.0 {
+            &self.home
+        } else if route & STRIPED != 0 {
+            &self.others.get()?[at.slot.0 % STRIPES].0
+        } else {
+            return None;
+        };
+        Some(Counting {
+            stripe,
+            owned: at.slot.owned(),
+            _this_thread: PhantomData,
+        })
+    }
+
+    /// This thread's stripe, found (or made) whatever the route says.
+    #[inline]
+    pub(crate) fn counting(&self, at: Here) -> Counting<'_> {
+        Counting {
+            stripe: self.stripe(at.slot),
+            owned: at.slot.owned(),
+            _this_thread: PhantomData,
         }
     }
 
@@ -535,6 +588,31 @@ mod tests {
             let slot = std::thread::spawn(|| here().slot()).join().unwrap();
             assert!(slot.owned(), "{slot:?} is shared");
         }
+    }
+
+    /// A blocking call's stripe is found once, at admission: if a second thread makes the
+    /// striped set while the call runs, its success still lands on `home` (which only its
+    /// slot writes) and is counted; later calls count in the set.
+    #[test]
+    fn a_stripe_found_before_the_set_is_made_keeps_counting() {
+        let c = Counters::new();
+        let me = here();
+        let found = c.counting_inline(me).map(|_| ()).is_none();
+        assert!(found, "no route before the first count");
+        let admitted = c.counting(me);
+        admitted.add(Count::Admitted);
+        assert!(c.others.get().is_none());
+        std::thread::scope(|s| {
+            s.spawn(|| c.add(Count::Admitted));
+        });
+        assert!(c.others.get().is_some(), "a second thread made the set");
+        admitted.add(Count::Success);
+        let later = c.counting_inline(me).expect("the set is found inline");
+        later.add(Count::Admitted);
+        later.add(Count::Success);
+        let stats = c.read();
+        assert_eq!((stats.calls, stats.successes), (3, 2));
+        assert_eq!(c.in_flight(), 1);
     }
 
     /// A count made from a thread-local's destructor, before or after the thread gave its

@@ -8,7 +8,7 @@ use super::*;
 use crate::{
     clock::{Clock, Nanos},
     events::Cause,
-    stats::{here, owned_here, Count},
+    stats::{here, owned_here, Count, Counting},
     sync::lock,
     BreakerError, State,
 };
@@ -16,10 +16,11 @@ use crate::{
 impl Core {
     /// The closed fast path, inlined into the call wrappers: a closed breaker with a simple
     /// policy, called from a thread that owns a stats stripe, admits with one load of the
-    /// word, one thread-local load and one plain count. `None`: try [`refuse`](Self::refuse).
+    /// word, one thread-local load, one load of the route and one plain count, and makes no
+    /// call (so the caller's frame stays small). `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
-    pub(crate) fn enter_closed(&self) -> Option<LocalTicket> {
-        self.ticket(owned_here)
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket<'_>> {
+        self.ticket(|| self.counters.counting_inline(owned_here()?))
     }
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
@@ -51,35 +52,46 @@ impl Core {
     /// one) or shares one (counted with `fetch_add`): out of the inlined path, after
     /// [`enter_closed`](Self::enter_closed) and [`refuse`](Self::refuse) said neither. `None`:
     /// not closed with a simple policy; take [`admit`](Self::admit).
-    pub(crate) fn enter_claiming(&self) -> Option<LocalTicket> {
-        self.ticket(|| Some(here()))
+    pub(crate) fn enter_claiming(&self) -> Option<LocalTicket<'_>> {
+        self.ticket(|| Some(self.counters.counting(here())))
     }
 
     /// Admission on the fast path: closed with a simple policy, counted on the stripe that
     /// `stripe` finds (looked up only then, so a refused call claims none).
     #[inline(always)]
-    pub(super) fn ticket(&self, stripe: impl FnOnce() -> Option<Here>) -> Option<LocalTicket> {
+    pub(super) fn ticket<'a>(
+        &'a self,
+        stripe: impl FnOnce() -> Option<Counting<'a>>,
+    ) -> Option<LocalTicket<'a>> {
         let w = self.word();
         if !(w.is(State::Closed) && self.simple) {
             return None;
         }
-        let here = stripe()?;
-        self.counters.add_here(here, Count::Admitted);
+        let counting = stripe()?;
+        counting.add(Count::Admitted);
         Some(LocalTicket {
             ticket: Ticket {
                 generation: w.generation(),
             },
-            here,
+            counting,
         })
     }
 
     /// A success on the fast path, on the thread that admitted the call (a blocking call):
-    /// one count on the stripe the ticket names (plain if this thread owns it), and a load
-    /// of the streak, written only when a streak of failures was running.
-    #[inline]
-    pub(crate) fn succeed_here(&self, admitted: LocalTicket, clock: &impl Clock) {
-        self.counters.add_here(admitted.here, Count::Success);
-        self.end_streak(admitted.ticket, clock);
+    /// one count on the stripe the ticket names (plain if this thread owns it). `true`: a
+    /// streak of failures was running and must be ended ([`end_streak_now`]
+    /// (Self::end_streak_now)), which the caller does last, as a tail call, so that the
+    /// closed path keeps no value alive across a call.
+    #[inline(always)]
+    pub(crate) fn succeeded_here(&self, admitted: LocalTicket<'_>) -> bool {
+        admitted.counting.add(Count::Success);
+        self.streak.load(Relaxed) & STREAK_COUNT != 0
+    }
+
+    /// Ends the failure streak a success interrupted (out of line: a streak is rare).
+    #[inline(never)]
+    pub(crate) fn end_streak_now(&self, ticket: Ticket, clock: &impl Clock) {
+        self.finish_closed(ticket.generation, Outcome::Success, clock);
     }
 
     /// A success on the fast path, on whichever thread the call's future ended up: counted

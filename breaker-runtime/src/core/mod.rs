@@ -36,7 +36,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::{Hook, Policy},
     events::Transition,
-    stats::{Counters, Here},
+    stats::{Counters, Counting, Here},
     sync::{AtomicU32, AtomicU64, Mutex, Ordering::*},
     window::Ring,
     Name, State, Verdict,
@@ -255,16 +255,17 @@ pub struct Ticket {
     generation: u64,
 }
 
-/// A fast-path admission with the admitting thread's stripe: two words, kept in registers.
-/// `!Send` (through [`Here`]): only the admitting thread can count its outcome on that
-/// stripe ([`Core::succeed_here`]); a call that may move takes [`LocalTicket::ticket`].
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LocalTicket {
+/// A fast-path admission with the admitting thread's stripe, found once: three words, kept
+/// in registers. `!Send` (through [`Counting`]): only the admitting thread can count its
+/// outcome on that stripe ([`Core::succeeded_here`]); a call that may move takes
+/// [`LocalTicket::ticket`].
+#[derive(Clone, Copy)]
+pub(crate) struct LocalTicket<'a> {
     ticket: Ticket,
-    here: Here,
+    counting: Counting<'a>,
 }
 
-impl LocalTicket {
+impl LocalTicket<'_> {
     /// The ticket alone, for a call whose outcome may be reported on another thread.
     #[inline(always)]
     pub(crate) fn ticket(self) -> Ticket {
