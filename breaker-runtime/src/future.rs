@@ -126,12 +126,23 @@ where
         let this = self.project();
         // Read at admission only when a `timeout` is set: its deadline counts from here.
         let mut admitted_at = None;
+        // Admitted on this thread in this poll: a success in the same poll (a call ready at
+        // once, the common case) counts on the stripe admission found.
+        let mut admitted_here = None;
         let host = &*this.host;
         let shared = host.shared();
         match this.stage {
             Stage::Idle => {
                 match shared.core.enter_closed() {
-                    Some(ticket) => *this.stage = Stage::Fast(ticket.ticket()),
+                    Some(ticket) => {
+                        // The stage was `Idle`: nothing to drop (a plain assignment would
+                        // check for a permit).
+                        std::mem::forget(std::mem::replace(
+                            this.stage,
+                            Stage::Fast(ticket.ticket()),
+                        ));
+                        admitted_here = Some(ticket);
+                    }
                     None => {
                         // Each refusal straight into the output: no intermediate `Result`
                         // to move the error through.
@@ -161,7 +172,14 @@ where
                     // Before the call below, where the compiler still knows there is
                     // nothing to drop.
                     *this.stage = Stage::Done;
-                    shared.core.succeed(ticket, &shared.clock);
+                    match admitted_here {
+                        Some(local) => {
+                            if shared.core.succeeded_here(local) {
+                                shared.core.end_streak_now(ticket, &shared.clock);
+                            }
+                        }
+                        None => shared.core.succeed(ticket, &shared.clock),
+                    }
                     return Poll::Ready(Ok(value));
                 }
                 _ => Ok(Ok(value)),
