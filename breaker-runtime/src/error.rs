@@ -101,7 +101,11 @@ impl BreakerError {
         matches!(self, BreakerError::Throttled { .. })
     }
 
-    /// How long until the breaker admits a call again, when it is open and knows.
+    /// How long until the breaker admits a call again, when it is open and knows: the time
+    /// left *when the call was refused*. It is computed then, from the same clock read that
+    /// decided the refusal (it costs the refusal one subtraction), so an error kept for
+    /// later still says what it said then; subtract the time since from it, or ask the
+    /// breaker ([`Handle::snapshot`](crate::Handle::snapshot)`.retry_in`) for the time left now.
     pub fn retry_in(&self) -> Option<Duration> {
         match self {
             BreakerError::Open { retry_in, .. } => *retry_in,
