@@ -291,6 +291,13 @@ impl Fleet {
     pub fn instance(&self) -> &str {
         &self.inner.instance
     }
+
+    /// Whether `handle`'s breaker is a member of this fleet (one map lookup): the
+    /// dashboard's buttons then act fleet-wide.
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn is_member(&self, handle: &crate::Handle) -> bool {
+        task::lock(&self.inner.members).contains_key(&task::identity(handle.name()))
+    }
 }
 
 #[cfg(feature = "redis")]
@@ -420,6 +427,12 @@ static INSTALLED: Mutex<Option<Fleet>> = Mutex::new(None);
 #[cfg(feature = "redis")]
 pub fn install(fleet: Fleet) {
     *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(fleet);
+}
+
+/// The installed fleet, if any (the dashboard acts through it on members).
+#[cfg(all(feature = "redis", feature = "dashboard"))]
+pub(crate) fn installed() -> Option<Fleet> {
+    INSTALLED.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Joins `breaker` to the installed fleet, or logs one `WARN` and leaves it local. What
