@@ -871,6 +871,8 @@ async fn the_documented_acl_is_all_a_fleet_needs() {
         0,
         "no refusal, no outage"
     );
+    let refused = server.acl_denials();
+    assert!(refused.is_empty(), "Redis refused: {refused:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

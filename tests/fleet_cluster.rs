@@ -151,3 +151,96 @@ async fn a_master_failover_leaves_members_local_then_the_fleet_resyncs() {
         }
     }
 }
+
+/// The ACL the README documents for a fleet on a cluster, with prefix `t` (see
+/// src/fleet/mod.rs): the names' keys and sharded channels, the fleet's commands, and what
+/// the cluster client sends itself (`CLUSTER SLOTS` for the topology, `PING` to check a new
+/// connection; `HELLO` and `AUTH` need no permission). Each item was found necessary by
+/// removing it (the cluster client cannot connect without `cluster|slots`; `ping` is refused
+/// in `ACL LOG` without it); `+sadd +srem +smembers +exists` only serve `quorum(n)`, n ≥ 2.
+const CLUSTER_ACL: &[&str] = &[
+    "~{t:*",
+    "&{t:*",
+    "-@all",
+    "+ping",
+    "+pttl",
+    "+get",
+    "+set",
+    "+del",
+    "+pexpire",
+    "+sadd",
+    "+srem",
+    "+smembers",
+    "+exists",
+    "+eval",
+    "+spublish",
+    "+ssubscribe",
+    "+multi",
+    "+exec",
+    "+cluster|slots",
+];
+
+/// What Redis refused, over every node: their `ACL LOG`s.
+fn denied(cluster: &RedisCluster) -> Vec<String> {
+    cluster.nodes.iter().flat_map(|n| n.acl_denials()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_is_all_a_fleet_on_a_cluster_needs() {
+    let cluster = RedisCluster::start();
+    // ACLs are per node on a cluster: the same user on all six.
+    for node in &cluster.nodes {
+        let mut args = vec!["ACL", "SETUSER", "fleet", "reset", "on", ">pw"];
+        args.extend_from_slice(CLUSTER_ACL);
+        assert_eq!(node.command(&args), "+OK");
+    }
+    let urls: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://fleet:pw@127.0.0.1:{}/", n.port))
+        .collect();
+    let names = ["cluster_acl::a", "cluster_acl::b"];
+    let mut fleets = Vec::new();
+    let mut members = Vec::new();
+    for i in 0..2 {
+        let f = Fleet::cluster(urls.clone())
+            .instance(format!("cluster_acl#{i}"))
+            .prefix("t")
+            .connect()
+            .await
+            .expect("connect as the fleet's user");
+        let row: Vec<Breaker> = names.iter().map(|n| member(n, 300)).collect();
+        for b in &row {
+            f.join(b);
+        }
+        fleets.push(f);
+        members.push(row);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // the joins' SSUBSCRIBEs
+    for (j, name) in names.iter().enumerate() {
+        trip(&members[j][j]);
+        wait_for(&format!("{name} open everywhere"), || {
+            members.iter().all(|row| row[j].state() == State::Open)
+        })
+        .await;
+        let mut probes = 0;
+        for row in &members {
+            probes += close_by_calls(&row[j]).await;
+        }
+        assert_eq!(probes, 1, "{name}: {probes} calls reached the dependency");
+    }
+    fleets[0].force_open("cluster_acl::a").await.unwrap();
+    wait_for("cluster_acl::a forced open everywhere", || {
+        members
+            .iter()
+            .all(|row| row[0].state() == State::ForcedOpen)
+    })
+    .await;
+    fleets[1].reset("cluster_acl::a").await.unwrap();
+    wait_for("cluster_acl::a reset everywhere", || {
+        members.iter().all(|row| row[0].state() == State::Closed)
+    })
+    .await;
+    let refused = denied(&cluster);
+    assert!(refused.is_empty(), "Redis refused: {refused:#?}");
+}

@@ -62,10 +62,20 @@
 //! ```
 //!
 //! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
-//! `quorum(n)`, n ≥ 2.) On a cluster, also `&{breaker:*` (the names' sharded channels),
-//! `+spublish +ssubscribe`, and what the cluster client reads the topology with
-//! (`+cluster|slots +hello`); the tests check the one-node list with exactly that ACL, not
-//! the cluster's. Whatever is refused leaves the names it touched local, never stuck.
+//! `quorum(n)`, n ≥ 2.) On a cluster (the user set on every node), the names' sharded
+//! channels replace the fleet's channel, and the cluster client reads the topology and
+//! checks each new connection:
+//!
+//! ```text
+//! ACL SETUSER fleet on >PASSWORD ~{breaker:* &{breaker:* -@all +ping +pttl +get +set +del
+//!     +pexpire +sadd +srem +smembers +exists +eval +spublish +ssubscribe +multi +exec
+//!     +cluster|slots
+//! ```
+//!
+//! (Without `+cluster|slots` the cluster client cannot connect: [`Fleet::connect`] fails
+//! with `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
+//! with exactly each list, on one node and on a cluster, and find `ACL LOG` empty. Whatever
+//! is refused leaves the names it touched local, never stuck.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
 //!

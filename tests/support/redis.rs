@@ -108,6 +108,42 @@ impl RedisServer {
         Some(String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// What this node refused since it started (`ACL LOG`): one line per entry, the
+    /// command (`object`), the reason and the user.
+    pub fn acl_denials(&self) -> Vec<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("a read timeout");
+        stream
+            .write_all(&request(&["ACL", "LOG"]))
+            .expect("send ACL LOG");
+        let Resp::Array(entries) = Resp::read(&mut BufReader::new(stream)) else {
+            panic!("ACL LOG: not an array");
+        };
+        entries
+            .into_iter()
+            .map(|entry| {
+                let Resp::Array(fields) = entry else {
+                    return format!("{entry:?}");
+                };
+                let field = |name: &str| {
+                    fields
+                        .chunks(2)
+                        .find(|kv| matches!(&kv[0], Resp::Text(k) if k == name))
+                        .and_then(|kv| kv.get(1))
+                        .map_or_else(String::new, |v| format!("{v:?}"))
+                };
+                format!(
+                    "{} refused ({}) for user {}",
+                    field("object"),
+                    field("reason"),
+                    field("username")
+                )
+            })
+            .collect()
+    }
+
     fn try_command(&self, args: &[&str]) -> std::io::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -115,6 +151,39 @@ impl RedisServer {
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line)?;
         Ok(line.trim_end().to_owned())
+    }
+}
+
+/// A RESP2 reply, for the few commands whose answer is nested (`ACL LOG`).
+#[derive(Debug)]
+enum Resp {
+    Text(String),
+    Int(i64),
+    Nil,
+    Array(Vec<Resp>),
+}
+
+impl Resp {
+    fn read(reader: &mut impl BufRead) -> Resp {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a RESP line");
+        let line = line.trim_end();
+        let (kind, rest) = line.split_at(1);
+        let number = || rest.parse::<i64>().expect("a RESP length");
+        match kind {
+            "+" | "-" => Resp::Text(rest.to_owned()),
+            ":" => Resp::Int(number()),
+            "$" if number() < 0 => Resp::Nil,
+            "$" => {
+                let mut body = vec![0; number() as usize + 2];
+                reader.read_exact(&mut body).expect("a bulk string");
+                body.truncate(body.len() - 2);
+                Resp::Text(String::from_utf8_lossy(&body).into_owned())
+            }
+            "*" if number() < 0 => Resp::Nil,
+            "*" => Resp::Array((0..number()).map(|_| Resp::read(reader)).collect()),
+            _ => panic!("not RESP2: {line}"),
+        }
     }
 }
 
