@@ -115,6 +115,8 @@ mod protocol;
 #[cfg(feature = "redis")]
 mod resync;
 #[cfg(feature = "redis")]
+mod shards;
+#[cfg(feature = "redis")]
 mod task;
 
 /// A fleet: one connection to Redis and the background task that shares what its members

@@ -1,6 +1,7 @@
-//! A real `redis-server` on a free loopback port, for the fleet tests: started with no
-//! persistence, ready once it answers PING, killed on drop. A missing binary fails the test
-//! with the command that installs it: never a silent skip.
+//! A real `redis-server` on a free loopback port, for the fleet tests and
+//! `examples/fleet_scale.rs` (which includes this file with `#[path]`): started with no
+//! persistence, ready once it answers PING, killed on drop. A missing binary fails with the
+//! command that installs it: never a silent skip.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -80,6 +81,31 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.kill();
         self.launch();
+    }
+
+    /// Commands executed so far (`INFO commandstats`): a reading does not count itself,
+    /// the next one does.
+    pub fn commands(&self) -> u64 {
+        self.command_bulk(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|l| {
+                l.split_once("calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    /// CPU seconds used so far, user and system (`INFO cpu`).
+    pub fn cpu(&self) -> f64 {
+        self.command_bulk(&["INFO", "cpu"])
+            .lines()
+            .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+            .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+            .sum()
     }
 
     /// One command, its reply's first line (`+OK`, `:12`, `$5` …).
