@@ -144,6 +144,7 @@ pub(crate) async fn start(
         link,
         groups: Sharded::default(),
         members: Sharded::default(),
+        active: HashSet::new(),
         timers: BinaryHeap::new(),
         fresh: Vec::new(),
         confirm: Vec::new(),
@@ -185,6 +186,9 @@ struct Task {
     groups: Sharded<Arc<str>, Group>,
     /// Member id to its name.
     members: Sharded<u64, Arc<str>>,
+    /// The names with fleet state (and some that lost it since: see `track`), so that the
+    /// resync and an outage walk only those.
+    active: HashSet<Arc<str>>,
     /// Groups' deadlines; an entry whose group's `deadline` differs is stale.
     timers: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
     /// Names that got their first member here: their keys are read in the next pipeline.
@@ -298,6 +302,16 @@ impl Task {
             if let Some(at) = at {
                 self.timers.push(Reverse((at, name.clone())));
             }
+        }
+        self.track(name);
+    }
+
+    /// Notes `name` among the names with fleet state if it has some now. Called after every
+    /// change that may give a group fleet state (each arms the group's timer, or is an
+    /// operator's action); names that lost it are dropped at the next resync.
+    fn track(&mut self, name: &Arc<str>) {
+        if self.groups.get(name).is_some_and(Group::active) && !self.active.contains(name) {
+            self.active.insert(name.clone());
         }
     }
 
@@ -587,8 +601,11 @@ impl Task {
                 return Err(why);
             }
         }
-        if let Some(group) = self.groups.get_mut(name) {
-            group.operator(set);
+        if let Some(key) = self.groups.get_key_value(name).map(|(k, _)| k.clone()) {
+            if let Some(group) = self.groups.get_mut(&key) {
+                group.operator(set);
+            }
+            self.track(&key);
         }
         Ok(())
     }
@@ -761,12 +778,11 @@ impl Task {
         }
         if now >= self.next_resync {
             self.next_resync = now + RESYNC;
-            let active: Vec<Arc<str>> = self
-                .groups
-                .iter()
-                .filter(|(_, g)| g.active())
-                .map(|(name, _)| name.clone())
-                .collect();
+            // The names with fleet state only, not a walk of every group every 2 s.
+            let groups = &self.groups;
+            self.active
+                .retain(|name| groups.get(name).is_some_and(Group::active));
+            let active: Vec<Arc<str>> = self.active.iter().cloned().collect();
             if !active.is_empty() {
                 self.next_ping = now + PING; // the resync is the link's check too
                 self.confirm.extend(active);
@@ -930,7 +946,10 @@ impl Task {
                 "fleet: Redis unreachable ({why}); breakers behave as local ones until it is back"
             );
         }
-        for group in self.groups.values_mut().filter(|g| g.active()) {
+        for name in &self.active {
+            let Some(group) = self.groups.get_mut(name).filter(|g| g.active()) else {
+                continue;
+            };
             if group.manual.is_none() {
                 group.local();
             }
