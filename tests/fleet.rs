@@ -777,28 +777,6 @@ async fn fleet_as(server: &RedisServer, user: &str, acl: &[&str], instance: &str
         .expect("connect succeeds whatever the user may do")
 }
 
-/// The ACL the README documents for a fleet with prefix `t` (see src/fleet/mod.rs).
-const FLEET_ACL: &[&str] = &[
-    "~{t:*",
-    "&t:*",
-    "-@all",
-    "+ping",
-    "+pttl",
-    "+get",
-    "+set",
-    "+del",
-    "+pexpire",
-    "+sadd",
-    "+srem",
-    "+smembers",
-    "+exists",
-    "+eval",
-    "+publish",
-    "+subscribe",
-    "+multi",
-    "+exec",
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_without_scripting_gets_local_breakers_after_their_cool_off() {
     let warnings = warn_log::install();
@@ -837,7 +815,13 @@ async fn the_documented_acl_is_all_a_fleet_needs() {
     let server = RedisServer::start();
     let mut members = Vec::new();
     for i in 0..3 {
-        let f = fleet_as(&server, "fleet", FLEET_ACL, &format!("fleet::acl#{i}")).await;
+        let f = fleet_as(
+            &server,
+            "fleet",
+            &redis_server::fleet_acl(false),
+            &format!("fleet::acl#{i}"),
+        )
+        .await;
         let (b, log) = member("fleet::acl", 300);
         f.join(&b);
         members.push((f, b, log));

@@ -180,6 +180,41 @@ impl RedisServer {
     }
 }
 
+/// The ACL a fleet with prefix `t` needs, exactly as the README and `breaker::fleet`
+/// document it for prefix `breaker`: on one node, or on a cluster, where the names' sharded
+/// channels replace the fleet's channel and the cluster client sends commands of its own
+/// (`CLUSTER SLOTS` for the topology, `PING` to check each new connection; `HELLO` and
+/// `AUTH` need no permission). Each cluster item was found necessary by taking it out: the
+/// client cannot connect without `cluster|slots`, and `ACL LOG` shows `ping` refused without
+/// it. `+sadd +srem +smembers +exists` only serve `quorum(n)`, n ≥ 2.
+pub fn fleet_acl(cluster: bool) -> Vec<&'static str> {
+    let (keys_and_channels, messages): (&[&str], &[&str]) = if cluster {
+        (
+            &["~{t:*", "&{t:*"],
+            &["+spublish", "+ssubscribe", "+cluster|slots"],
+        )
+    } else {
+        (&["~{t:*", "&t:*"], &["+publish", "+subscribe"])
+    };
+    let commands = [
+        "-@all",
+        "+ping",
+        "+pttl",
+        "+get",
+        "+set",
+        "+del",
+        "+pexpire",
+        "+sadd",
+        "+srem",
+        "+smembers",
+        "+exists",
+        "+eval",
+        "+multi",
+        "+exec",
+    ];
+    [keys_and_channels, &commands, messages].concat()
+}
+
 /// A RESP2 reply, for the few commands whose answer is nested (`ACL LOG`).
 #[derive(Debug)]
 enum Resp {
