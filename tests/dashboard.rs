@@ -651,14 +651,41 @@ impl Chromium {
 
     /// Runs `click` (a control's button), waits for the confirmation dialog, confirms.
     async fn confirm(&self, click: &str) {
-        self.eval(click).await;
-        self.wait_for(
-            "document.getElementById('confirm').open",
-            "document.body.innerText",
-        )
-        .await;
+        self.asked(click).await;
         self.eval("document.getElementById('confirm-ok').click()")
             .await;
+    }
+
+    /// Runs `click` (a control's button) and waits for the confirmation dialog; its text.
+    async fn asked(&self, click: &str) -> String {
+        assert_eq!(self.eval(click).await, true, "no such button: {click}");
+        let text = self
+            .wait_for(
+                "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
+                "document.getElementById('confirm').outerHTML",
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits for the page's toast; its text.
+    async fn toast(&self) -> String {
+        let text = self
+            .wait_for(
+                "!document.getElementById('toast').hidden && document.getElementById('toast').textContent",
+                "document.getElementById('toast').textContent",
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits until `name`'s row is in `class`.
+    async fn row_in(&self, name: &str, class: &str) {
+        self.wait_for(
+            &format!("{r} && {r}.class === '{class}'", r = row(name)),
+            &row(name),
+        )
+        .await;
     }
 
     async fn wait_for(&self, condition: &str, show: &str) -> Value {
@@ -1017,23 +1044,11 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
     let browser = Chromium::launch().await;
     browser.open(&format!("{base}/ops/breakers")).await;
     browser.eval("dashboard.refresh()").await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'closed'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "closed").await;
     assert_eq!(browser.eval("dashboard.controls").await, json!(true));
 
     // Force open, then think better of it: nothing happens.
-    assert_eq!(browser.eval(&click(NAME, "button.force_open")).await, true);
-    let asked = browser
-        .wait_for(
-            "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
-            "document.getElementById('confirm').outerHTML",
-        )
-        .await;
-    let asked = asked.as_str().unwrap();
+    let asked = browser.asked(&click(NAME, "button.force_open")).await;
     assert!(
         asked.contains(NAME) && asked.starts_with("Force open"),
         "{asked}"
@@ -1052,12 +1067,7 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
 
     // Force open, confirmed.
     browser.confirm(&click(NAME, "button.force_open")).await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "forced_open").await;
     assert_eq!(b.state(), State::ForcedOpen);
 
     // Reset, confirmed: closed, counts cleared.
@@ -1146,12 +1156,7 @@ async fn opened_at_a_url_with_credentials_the_page_shows_and_controls_its_breake
         )
         .await;
     browser.confirm(&click(NAME, "button.force_open")).await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "forced_open").await;
     assert_eq!(b.state(), State::ForcedOpen);
     browser.close().await;
     let paths = seen.lock().unwrap().clone();
@@ -1372,32 +1377,12 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
     }
 
     // Force open on the member, in the page of this instance: the twin in the other opens.
-    assert_eq!(
-        browser.eval(&click(MEMBER, "button.force_open")).await,
-        true
-    );
-    let asked = browser
-        .wait_for(
-            "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
-            "document.getElementById('confirm').outerHTML",
-        )
-        .await;
-    assert!(
-        asked
-            .as_str()
-            .unwrap()
-            .contains("fleet-wide, in every instance"),
-        "{asked}"
-    );
+    let asked = browser.asked(&click(MEMBER, "button.force_open")).await;
+    assert!(asked.contains("fleet-wide, in every instance"), "{asked}");
     browser
         .eval("document.getElementById('confirm-ok').click()")
         .await;
-    let toast = browser
-        .wait_for(
-            "!document.getElementById('toast').hidden && document.getElementById('toast').textContent",
-            "document.getElementById('toast').textContent",
-        )
-        .await;
+    let toast = browser.toast().await;
     assert_eq!(toast, format!("Force open: done fleet-wide for {MEMBER}"));
     assert_eq!(member.state(), State::ForcedOpen);
     wait_until("the other instance's member forced open", || {
@@ -1415,12 +1400,7 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
 
     // No member: this instance's breaker only, nothing kept in Redis for the fleet.
     browser.confirm(&click(LOCAL, "button.force_open")).await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'forced_open'", r = row(LOCAL)),
-            &row(LOCAL),
-        )
-        .await;
+    browser.row_in(LOCAL, "forced_open").await;
     assert_eq!(local.state(), State::ForcedOpen);
     assert_eq!(
         server.command(&["EXISTS", "{dash:dash_fleet::local_only}:manual"]),
@@ -1434,13 +1414,7 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
         .eval("document.getElementById('toast').hidden = true")
         .await;
     browser.confirm(&click(MEMBER, "button.disable")).await;
-    let toast = browser
-        .wait_for(
-            "!document.getElementById('toast').hidden && document.getElementById('toast').textContent",
-            "document.getElementById('toast').textContent",
-        )
-        .await;
-    let toast = toast.as_str().unwrap();
+    let toast = browser.toast().await;
     assert!(
         toast.starts_with(&format!("Disable: done on this instance only for {MEMBER}")),
         "{toast}"
