@@ -142,7 +142,7 @@ use axum::{
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use crate::{registry, Handle, Snapshot, Transition};
+use crate::{registry, Handle, Transition};
 
 /// The page, inline CSS and script included.
 const PAGE: &str = include_str!("page.html");
@@ -231,7 +231,7 @@ fn listed() -> Vec<Value> {
 }
 
 /// A snapshot's JSON with `fields` added.
-fn with(snapshot: Snapshot, fields: &[(&str, Value)]) -> Value {
+fn with(snapshot: crate::Snapshot, fields: &[(&str, Value)]) -> Value {
     let mut value = serde_json::to_value(snapshot).unwrap_or_default();
     if let Value::Object(map) = &mut value {
         for (k, v) in fields {
