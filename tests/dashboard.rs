@@ -668,11 +668,16 @@ impl Chromium {
         text.as_str().unwrap_or_default().to_owned()
     }
 
-    /// Waits for the page's toast; its text.
-    async fn toast(&self) -> String {
+    /// Waits for the page's toast to start with `start` (an earlier action's toast may
+    /// still show, or come after the row it changed); its text.
+    async fn toast(&self, start: &str) -> String {
+        let start = serde_json::to_string(start).unwrap();
         let text = self
             .wait_for(
-                "!document.getElementById('toast').hidden && document.getElementById('toast').textContent",
+                &format!(
+                    "(() => {{ const t = document.getElementById('toast'); \
+                       return !t.hidden && t.textContent.startsWith({start}) && t.textContent; }})()"
+                ),
                 "document.getElementById('toast').textContent",
             )
             .await;
@@ -1382,7 +1387,7 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
     browser
         .eval("document.getElementById('confirm-ok').click()")
         .await;
-    let toast = browser.toast().await;
+    let toast = browser.toast("Force open: done").await;
     assert_eq!(toast, format!("Force open: done fleet-wide for {MEMBER}"));
     assert_eq!(member.state(), State::ForcedOpen);
     wait_until("the other instance's member forced open", || {
@@ -1401,6 +1406,11 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
     // No member: this instance's breaker only, nothing kept in Redis for the fleet.
     browser.confirm(&click(LOCAL, "button.force_open")).await;
     browser.row_in(LOCAL, "forced_open").await;
+    // (The reset's toast may still show: wait for this one's own words.)
+    let toast = browser
+        .toast(&format!("Force open: done for {LOCAL}"))
+        .await;
+    assert!(!toast.contains("fleet-wide"), "{toast}");
     assert_eq!(local.state(), State::ForcedOpen);
     assert_eq!(
         server.command(&["EXISTS", "{dash:dash_fleet::local_only}:manual"]),
@@ -1410,11 +1420,8 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
 
     // Redis gone: the member's button still acts here, and the page says how far it went.
     server.kill();
-    browser
-        .eval("document.getElementById('toast').hidden = true")
-        .await;
     browser.confirm(&click(MEMBER, "button.disable")).await;
-    let toast = browser.toast().await;
+    let toast = browser.toast("Disable: done").await;
     assert!(
         toast.starts_with(&format!("Disable: done on this instance only for {MEMBER}")),
         "{toast}"
