@@ -37,6 +37,11 @@ use tokio::{
 };
 use tokio_tungstenite::tungstenite::Message;
 
+#[cfg(feature = "redis")]
+#[path = "support/redis.rs"]
+#[allow(dead_code)] // the cluster's helpers are tests/fleet_cluster.rs's
+mod redis_server;
+
 /// The registry is the process's, and a test that reads every breaker (`publish`,
 /// `/snapshot.json`) reads the others' with its own paused clock, which may have moved past
 /// their cool-offs. So these tests run one at a time.
@@ -646,14 +651,46 @@ impl Chromium {
 
     /// Runs `click` (a control's button), waits for the confirmation dialog, confirms.
     async fn confirm(&self, click: &str) {
-        self.eval(click).await;
-        self.wait_for(
-            "document.getElementById('confirm').open",
-            "document.body.innerText",
-        )
-        .await;
+        self.asked(click).await;
         self.eval("document.getElementById('confirm-ok').click()")
             .await;
+    }
+
+    /// Runs `click` (a control's button) and waits for the confirmation dialog; its text.
+    async fn asked(&self, click: &str) -> String {
+        assert_eq!(self.eval(click).await, true, "no such button: {click}");
+        let text = self
+            .wait_for(
+                "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
+                "document.getElementById('confirm').outerHTML",
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits for the page's toast to start with `start` (an earlier action's toast may
+    /// still show, or come after the row it changed); its text.
+    async fn toast(&self, start: &str) -> String {
+        let start = serde_json::to_string(start).unwrap();
+        let text = self
+            .wait_for(
+                &format!(
+                    "(() => {{ const t = document.getElementById('toast'); \
+                       return !t.hidden && t.textContent.startsWith({start}) && t.textContent; }})()"
+                ),
+                "document.getElementById('toast').textContent",
+            )
+            .await;
+        text.as_str().unwrap_or_default().to_owned()
+    }
+
+    /// Waits until `name`'s row is in `class`.
+    async fn row_in(&self, name: &str, class: &str) {
+        self.wait_for(
+            &format!("{r} && {r}.class === '{class}'", r = row(name)),
+            &row(name),
+        )
+        .await;
     }
 
     async fn wait_for(&self, condition: &str, show: &str) -> Value {
@@ -1012,23 +1049,11 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
     let browser = Chromium::launch().await;
     browser.open(&format!("{base}/ops/breakers")).await;
     browser.eval("dashboard.refresh()").await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'closed'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "closed").await;
     assert_eq!(browser.eval("dashboard.controls").await, json!(true));
 
     // Force open, then think better of it: nothing happens.
-    assert_eq!(browser.eval(&click(NAME, "button.force_open")).await, true);
-    let asked = browser
-        .wait_for(
-            "document.getElementById('confirm').open && document.getElementById('confirm-text').textContent",
-            "document.getElementById('confirm').outerHTML",
-        )
-        .await;
-    let asked = asked.as_str().unwrap();
+    let asked = browser.asked(&click(NAME, "button.force_open")).await;
     assert!(
         asked.contains(NAME) && asked.starts_with("Force open"),
         "{asked}"
@@ -1047,12 +1072,7 @@ async fn the_control_buttons_ask_for_confirmation_then_act() {
 
     // Force open, confirmed.
     browser.confirm(&click(NAME, "button.force_open")).await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "forced_open").await;
     assert_eq!(b.state(), State::ForcedOpen);
 
     // Reset, confirmed: closed, counts cleared.
@@ -1141,12 +1161,7 @@ async fn opened_at_a_url_with_credentials_the_page_shows_and_controls_its_breake
         )
         .await;
     browser.confirm(&click(NAME, "button.force_open")).await;
-    browser
-        .wait_for(
-            &format!("{r} && {r}.class === 'forced_open'", r = row(NAME)),
-            &row(NAME),
-        )
-        .await;
+    browser.row_in(NAME, "forced_open").await;
     assert_eq!(b.state(), State::ForcedOpen);
     browser.close().await;
     let paths = seen.lock().unwrap().clone();
@@ -1273,4 +1288,156 @@ async fn the_page_shows_dry_runs_shedding_and_concurrency_limits() {
     assert!(text.contains("shedding 90.0%"), "{text}");
     assert!(text.contains("limit 20"), "{text}");
     browser.close().await;
+}
+
+// ---- with a fleet installed (feature `redis`) -----------------------------------------------
+
+/// Whether `name`'s row shows the "fleet-wide" label, and its buttons' tooltips.
+#[cfg(feature = "redis")]
+fn scope(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "(() => {{ for (const tr of document.querySelectorAll('#rows tr')) \
+           if (tr.querySelector('td.name').textContent === {name}) {{ \
+             const label = tr.querySelector('td.actions .scope'); \
+             return {{ label: label.hidden ? null : label.textContent, \
+               titles: [...tr.querySelectorAll('td.actions button')].map((b) => b.title) }}; }} \
+           return null; }})()"
+    )
+}
+
+/// Two instances in one process, each its own `Fleet` on one real `redis-server`: the
+/// dashboard of the one whose fleet is installed acts fleet-wide on its members (the twin in
+/// the other instance follows), says so on the row, in the tooltips and in the
+/// confirmation, acts locally on a breaker that is no member, and, with Redis gone, still
+/// acts on its own breaker and says it went no further. Real time: the fleet talks to a real
+/// Redis.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_so() {
+    use breaker::fleet::Fleet;
+
+    let _one = ONE_AT_A_TIME.lock().await;
+    const MEMBER: &str = "dash_fleet::payments";
+    const LOCAL: &str = "dash_fleet::local_only";
+    let mut server = redis_server::RedisServer::start();
+    let connect = |instance: &str| {
+        Fleet::builder(server.url())
+            .instance(instance)
+            .prefix("dash")
+            .connect()
+    };
+    let here = connect("dash#here").await.expect("connect");
+    let there = connect("dash#there").await.expect("connect");
+    // The other instance's breakers first: in one process the registry's lookup by name (and
+    // the page, one row per name) finds the most recent breaker of a name, this instance's.
+    let twin = Breaker::new(MEMBER, slow_to_open(5));
+    let twin_local = Breaker::new(LOCAL, slow_to_open(5));
+    there.join(&twin);
+    there.join(&twin_local);
+    let member = Breaker::new(MEMBER, slow_to_open(5));
+    let local = Breaker::new(LOCAL, slow_to_open(5));
+    here.join(&member);
+    breaker::fleet::install(here);
+
+    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    // The JSON says which breakers are members (a field added to the snapshot's shape).
+    let (status, _, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    assert_eq!(status, 200);
+    let listed: Value = serde_json::from_str(&body).unwrap();
+    let fleet_of = |name: &str| -> Vec<Value> {
+        listed["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["name"] == name)
+            .map(|b| b["fleet"].clone())
+            .collect()
+    };
+    // (The twins are members of the other instance's fleet, not of the installed one.)
+    assert_eq!(fleet_of(MEMBER), [json!(false), json!(true)]);
+    assert_eq!(fleet_of(LOCAL), [json!(false), json!(false)]);
+
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    browser.eval("dashboard.refresh()").await;
+    let shown = browser
+        .wait_for(
+            &format!("{s} && {s}.label && {s}", s = scope(MEMBER)),
+            "document.body.innerText",
+        )
+        .await;
+    assert_eq!(shown["label"], "fleet-wide");
+    for title in shown["titles"].as_array().unwrap() {
+        assert!(title.as_str().unwrap().starts_with("Fleet-wide"), "{title}");
+    }
+    let shown = browser.eval(&scope(LOCAL)).await;
+    assert_eq!(
+        shown["label"],
+        Value::Null,
+        "no member: no fleet-wide label"
+    );
+    for title in shown["titles"].as_array().unwrap() {
+        assert!(title.as_str().unwrap().contains("this instance"), "{title}");
+    }
+
+    // Force open on the member, in the page of this instance: the twin in the other opens.
+    let asked = browser.asked(&click(MEMBER, "button.force_open")).await;
+    assert!(asked.contains("fleet-wide, in every instance"), "{asked}");
+    browser
+        .eval("document.getElementById('confirm-ok').click()")
+        .await;
+    let toast = browser.toast("Force open: done").await;
+    assert_eq!(toast, format!("Force open: done fleet-wide for {MEMBER}"));
+    assert_eq!(member.state(), State::ForcedOpen);
+    wait_until("the other instance's member forced open", || {
+        twin.state() == State::ForcedOpen
+    })
+    .await;
+
+    // Reset, fleet-wide too.
+    browser.confirm(&click(MEMBER, "button.reset")).await;
+    wait_until("the other instance's member reset", || {
+        twin.state() == State::Closed
+    })
+    .await;
+    assert_eq!(member.state(), State::Closed);
+
+    // No member: this instance's breaker only, nothing kept in Redis for the fleet.
+    browser.confirm(&click(LOCAL, "button.force_open")).await;
+    browser.row_in(LOCAL, "forced_open").await;
+    // (The reset's toast may still show: wait for this one's own words.)
+    let toast = browser
+        .toast(&format!("Force open: done for {LOCAL}"))
+        .await;
+    assert!(!toast.contains("fleet-wide"), "{toast}");
+    assert_eq!(local.state(), State::ForcedOpen);
+    assert_eq!(
+        server.command(&["EXISTS", "{dash:dash_fleet::local_only}:manual"]),
+        ":0"
+    );
+    assert_eq!(twin_local.state(), State::Closed);
+
+    // Redis gone: the member's button still acts here, and the page says how far it went.
+    server.kill();
+    browser.confirm(&click(MEMBER, "button.disable")).await;
+    let toast = browser.toast("Disable: done").await;
+    assert!(
+        toast.starts_with(&format!("Disable: done on this instance only for {MEMBER}")),
+        "{toast}"
+    );
+    assert_eq!(member.state(), State::Disabled);
+    browser.close().await;
+}
+
+/// Polls `cond` every 5 ms for at most 20 s of real time (the fleet's Redis round trips).
+#[cfg(feature = "redis")]
+async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..4_000 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("timed out after 20 s waiting for {what}");
 }

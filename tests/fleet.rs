@@ -777,28 +777,6 @@ async fn fleet_as(server: &RedisServer, user: &str, acl: &[&str], instance: &str
         .expect("connect succeeds whatever the user may do")
 }
 
-/// The ACL the README documents for a fleet with prefix `t` (see src/fleet/mod.rs).
-const FLEET_ACL: &[&str] = &[
-    "~{t:*",
-    "&t:*",
-    "-@all",
-    "+ping",
-    "+pttl",
-    "+get",
-    "+set",
-    "+del",
-    "+pexpire",
-    "+sadd",
-    "+srem",
-    "+smembers",
-    "+exists",
-    "+eval",
-    "+publish",
-    "+subscribe",
-    "+multi",
-    "+exec",
-];
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_user_without_scripting_gets_local_breakers_after_their_cool_off() {
     let warnings = warn_log::install();
@@ -837,7 +815,13 @@ async fn the_documented_acl_is_all_a_fleet_needs() {
     let server = RedisServer::start();
     let mut members = Vec::new();
     for i in 0..3 {
-        let f = fleet_as(&server, "fleet", FLEET_ACL, &format!("fleet::acl#{i}")).await;
+        let f = fleet_as(
+            &server,
+            "fleet",
+            &redis_server::fleet_acl(false),
+            &format!("fleet::acl#{i}"),
+        )
+        .await;
         let (b, log) = member("fleet::acl", 300);
         f.join(&b);
         members.push((f, b, log));
@@ -871,6 +855,8 @@ async fn the_documented_acl_is_all_a_fleet_needs() {
         0,
         "no refusal, no outage"
     );
+    let refused = server.acl_denials();
+    assert!(refused.is_empty(), "Redis refused: {refused:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -972,22 +958,6 @@ fn many(f: &Fleet, prefix: &str, n: usize) -> Vec<Breaker> {
         .collect()
 }
 
-/// Total commands Redis has executed (INFO commandstats), this query excluded.
-fn commands(server: &RedisServer) -> u64 {
-    server
-        .command_bulk(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|l| {
-            l.split_once("calls=")?
-                .1
-                .split(',')
-                .next()?
-                .parse::<u64>()
-                .ok()
-        })
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_joins_are_absorbed_in_well_under_a_second() {
     let server = RedisServer::start();
@@ -1019,9 +989,9 @@ async fn an_idle_fleet_of_ten_thousand_sends_about_one_command_a_second() {
     let _members = many(&f, "scale::idle", 10_000);
     // Joins done (the task read every name's keys): then two seconds of idleness.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let before = commands(&server);
+    let before = server.commands();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let sent = commands(&server) - before - 1;
+    let sent = server.commands() - before - 1; // less the first reading
     println!("{sent} commands in 2 s from an idle instance with 10 000 members");
     assert!(sent <= 4, "{sent} commands in 2 s");
 }
@@ -1073,4 +1043,104 @@ fn killing_redis_stalls_a_current_thread_runtime_hosting_ten_thousand_members_ve
         println!("worst stall with Redis killed: {worst:?}");
         assert!(worst < Duration::from_millis(500), "stalled {worst:?}");
     });
+}
+
+/// The fleet of `a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones`: its
+/// keyed breaker joins each new key's breaker to it through a plain `fn`.
+static EVICTION_FLEET: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
+
+fn join_eviction_fleet(b: &Breaker) {
+    if let Some(f) = EVICTION_FLEET.get() {
+        f.join(b);
+    }
+}
+
+/// Issue 19's finding: a keyed breaker whose keys are fleet members, at `max_keys` under
+/// churn, evicted every breaker with a failure streak (100 of 100 in 1.5 s; 0 without the
+/// fleet), because the fleet's walks held every member and eviction took "held" for "in
+/// flight". Members are held weakly now and eviction reads the breaker's own state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones() {
+    const STATEFUL: u64 = 100;
+    const MAX_KEYS: u64 = 1_000;
+    const CHURN: u64 = 20_000;
+    let server = RedisServer::start();
+    assert!(
+        EVICTION_FLEET
+            .set(fleet(&server, "evict#0", 1).await)
+            .is_ok(),
+        "one test uses it"
+    );
+    let keyed = breaker::KeyedBreaker::<u64>::new(
+        "fleet::evict",
+        Config::default()
+            .threshold(5)
+            .max_keys(MAX_KEYS as usize)
+            .cool_off(Duration::from_secs(60)),
+    );
+    keyed.on_new(join_eviction_fleet);
+    // 100 keys with a failure streak (closed, 3 of 5 failures), the rest fresh.
+    for k in 0..STATEFUL {
+        for _ in 0..3 {
+            let _ = keyed.call_sync(&k, || Err::<(), _>("down"));
+        }
+    }
+    for k in STATEFUL..MAX_KEYS {
+        keyed.call_sync(&k, || Ok::<_, ()>(())).unwrap();
+    }
+    assert_eq!(keyed.len(), MAX_KEYS as usize);
+    // Whoever holds breakers for a moment meanwhile (a dashboard's snapshot) changes nothing.
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            while !stop.load(SeqCst) {
+                let _ = breaker::registry().snapshot();
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    // Churn: 20 000 new keys at the bound, each a success, while the fleet takes in every
+    // join and every leave (an evicted breaker leaves the fleet).
+    for k in MAX_KEYS..MAX_KEYS + CHURN {
+        keyed.call_sync(&k, || Ok::<_, ()>(())).unwrap();
+        if k % 64 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    stop.store(true, SeqCst);
+    reader.await.unwrap();
+    let evicted: Vec<u64> = (0..STATEFUL).filter(|k| !keyed.contains(k)).collect();
+    assert!(
+        evicted.is_empty(),
+        "{} of {STATEFUL} breakers with a failure streak evicted: {evicted:?}",
+        evicted.len()
+    );
+    assert_eq!(keyed.len(), MAX_KEYS as usize);
+    // The churn did evict: the fresh keys of before are (nearly all) gone.
+    let kept = (STATEFUL..MAX_KEYS).filter(|k| keyed.contains(k)).count();
+    println!(
+        "{kept} of {} fresh keys kept after the churn",
+        MAX_KEYS - STATEFUL
+    );
+    assert!(
+        kept < 90,
+        "{kept} fresh keys kept: the churn evicted little"
+    );
+    // They are fleet members all along: another instance's opening reaches key 7's breaker.
+    let other = fleet(&server, "evict#1", 1).await;
+    let (twin, _) = member("fleet::evict[7]", 60_000);
+    other.join(&twin);
+    settle().await;
+    trip(&twin);
+    let seven = keyed.breaker(&7);
+    wait_for("key 7 opened by the fleet", WITHIN, || {
+        seven.state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        seven.stats().failures,
+        3,
+        "the same breaker, its streak kept"
+    );
 }

@@ -16,12 +16,76 @@ use redis_server::RedisCluster;
 const WITHIN: Duration = Duration::from_secs(30);
 
 async fn fleet(cluster: &RedisCluster, instance: &str) -> Fleet {
-    Fleet::cluster(cluster.urls())
+    fleet_at(cluster.urls(), instance).await
+}
+
+async fn fleet_at(urls: Vec<String>, instance: &str) -> Fleet {
+    Fleet::cluster(urls)
         .instance(instance)
         .prefix("t")
         .connect()
         .await
         .expect("connect to the test's cluster")
+}
+
+/// `n` instances (`{tag}#{i}`), each its own fleet on `urls` with a member of each name.
+async fn instances(
+    urls: &[String],
+    tag: &str,
+    n: usize,
+    names: &[&str],
+) -> (Vec<Fleet>, Vec<Vec<Breaker>>) {
+    let mut fleets = Vec::new();
+    let mut members = Vec::new();
+    for i in 0..n {
+        let f = fleet_at(urls.to_vec(), &format!("{tag}#{i}")).await;
+        let row: Vec<Breaker> = names.iter().map(|n| member(n, 300)).collect();
+        for b in &row {
+            f.join(b);
+        }
+        fleets.push(f);
+        members.push(row);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await; // the joins' SSUBSCRIBEs
+    (fleets, members)
+}
+
+/// Each name trips in one instance and opens everywhere, and one probe closes it again;
+/// then name `manual` is forced open fleet-wide by the first instance and reset by the last.
+async fn spread_probe_and_control(
+    fleets: &[Fleet],
+    members: &[Vec<Breaker>],
+    names: &[&str],
+    manual: usize,
+) {
+    for (j, name) in names.iter().enumerate() {
+        trip(&members[j % members.len()][j]);
+        wait_for(&format!("{name} open everywhere"), || {
+            members.iter().all(|row| row[j].state() == State::Open)
+        })
+        .await;
+        // One probe for the fleet: every instance calls until its member is closed.
+        let mut probes = 0;
+        for row in members {
+            probes += close_by_calls(&row[j]).await;
+        }
+        assert_eq!(probes, 1, "{name}: {probes} calls reached the dependency");
+    }
+    let name = names[manual];
+    fleets[0].force_open(name).await.unwrap();
+    wait_for(&format!("{name} forced open everywhere"), || {
+        members
+            .iter()
+            .all(|row| row[manual].state() == State::ForcedOpen)
+    })
+    .await;
+    fleets[fleets.len() - 1].reset(name).await.unwrap();
+    wait_for(&format!("{name} reset everywhere"), || {
+        members
+            .iter()
+            .all(|row| row[manual].state() == State::Closed)
+    })
+    .await;
 }
 
 fn member(name: &str, cool_off_ms: u64) -> Breaker {
@@ -65,43 +129,8 @@ async fn openings_spread_and_one_probe_closes_the_fleet_on_a_cluster() {
     let cluster = RedisCluster::start();
     // Names on different shards (their hash tags differ): each on its own channel.
     let names = ["cluster::a", "cluster::b", "cluster::c"];
-    let mut fleets = Vec::new();
-    let mut members = Vec::new();
-    for i in 0..3 {
-        let f = fleet(&cluster, &format!("cluster#{i}")).await;
-        let row: Vec<Breaker> = names.iter().map(|n| member(n, 300)).collect();
-        for b in &row {
-            f.join(b);
-        }
-        fleets.push(f);
-        members.push(row);
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await; // the joins' SSUBSCRIBEs
-    for (j, name) in names.iter().enumerate() {
-        trip(&members[j % 3][j]);
-        wait_for(&format!("{name} open everywhere"), || {
-            members.iter().all(|row| row[j].state() == State::Open)
-        })
-        .await;
-        // One probe for the fleet: every instance calls until its member is closed.
-        let mut probes = 0;
-        for row in &members {
-            probes += close_by_calls(&row[j]).await;
-        }
-        assert_eq!(probes, 1, "{name}: {probes} calls reached the dependency");
-    }
-    fleets[0].force_open("cluster::b").await.unwrap();
-    wait_for("cluster::b forced open everywhere", || {
-        members
-            .iter()
-            .all(|row| row[1].state() == State::ForcedOpen)
-    })
-    .await;
-    fleets[2].reset("cluster::b").await.unwrap();
-    wait_for("cluster::b reset everywhere", || {
-        members.iter().all(|row| row[1].state() == State::Closed)
-    })
-    .await;
+    let (fleets, members) = instances(&cluster.urls(), "cluster", 3, &names).await;
+    spread_probe_and_control(&fleets, &members, &names, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -150,4 +179,30 @@ async fn a_master_failover_leaves_members_local_then_the_fleet_resyncs() {
             close_by_calls(b).await;
         }
     }
+}
+
+/// What Redis refused, over every node: their `ACL LOG`s.
+fn denied(cluster: &RedisCluster) -> Vec<String> {
+    cluster.nodes.iter().flat_map(|n| n.acl_denials()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_acl_is_all_a_fleet_on_a_cluster_needs() {
+    let cluster = RedisCluster::start();
+    // ACLs are per node on a cluster: the same user on all six.
+    for node in &cluster.nodes {
+        let mut args = vec!["ACL", "SETUSER", "fleet", "reset", "on", ">pw"];
+        args.extend(redis_server::fleet_acl(true));
+        assert_eq!(node.command(&args), "+OK");
+    }
+    let urls: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("redis://fleet:pw@127.0.0.1:{}/", n.port))
+        .collect();
+    let names = ["cluster_acl::a", "cluster_acl::b"];
+    let (fleets, members) = instances(&urls, "cluster_acl", 2, &names).await;
+    spread_probe_and_control(&fleets, &members, &names, 0).await;
+    let refused = denied(&cluster);
+    assert!(refused.is_empty(), "Redis refused: {refused:#?}");
 }

@@ -20,7 +20,7 @@
 //! # JSON shapes
 //!
 //! `/snapshot.json` (the `serde` shape of [`Snapshot`](crate::Snapshot), [`Stats`](crate::Stats)
-//! and [`State`](crate::State)):
+//! and [`State`](crate::State), plus `fleet`, see below):
 //!
 //! ```json
 //! {"breakers": [{
@@ -29,9 +29,25 @@
 //!   "stats": {"calls": 12, "successes": 5, "failures": 4, "timeouts": 1, "slow_calls": 0,
 //!             "rejected": 3, "neutral": 0, "cancelled": 0},
 //!   "failure_rate": 44.4,
-//!   "retry_in_ms": 4200
+//!   "retry_in_ms": 4200,
+//!   "fleet": false
 //! }]}
 //! ```
+//!
+//! # Fleets
+//!
+//! With a fleet installed ([`breaker::fleet::install`](crate::fleet), feature `redis`), a
+//! breaker that is a member of it has `"fleet": true`, and its buttons act fleet-wide: they
+//! call [`Fleet::force_open`](crate::fleet::Fleet::force_open), `disable` or `reset` with its
+//! name, so the breaker of that name in every instance follows, and instances that start
+//! later too (until a reset). The page says so: a "fleet-wide" label under the row's
+//! buttons, in their tooltips and in the confirmation. Any other breaker (no fleet, or not a
+//! member of the installed one) is acted on in this instance only. A control's answer is the
+//! breaker's snapshot with `fleet`, `scope` (`"fleet"` or `"instance"`: how far the action
+//! went) and, when the fleet-wide action failed (Redis away or refusing), `fleet_error`:
+//! the action is then done on this instance's breaker anyway (its members behave as local
+//! breakers while Redis is away, and an operator in an incident needs the button), and the
+//! page says "done on this instance only".
 //!
 //! `/events`, one per transition (`id` grows by one per transition, from the server's start
 //! time in milliseconds, so it keeps growing across restarts; `at_ms` is the wall clock,
@@ -123,6 +139,7 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::{registry, Handle, Transition};
@@ -147,8 +164,9 @@ pub fn router() -> Router {
 
 /// The dashboard with manual controls: [`router()`] plus `POST /breakers/{name}/force_open`,
 /// `POST /breakers/{name}/disable` and `POST /breakers/{name}/reset` (the name
-/// percent-encoded), each answering the breaker's snapshot as JSON, or 404 when no live
-/// breaker has that name. Anyone who reaches these routes can open your breakers: mount it
+/// percent-encoded), each answering the breaker's snapshot as JSON (with `fleet`, `scope` and
+/// maybe `fleet_error`), or 404 when no live breaker has that name. On a member of the
+/// installed fleet they act fleet-wide (see [Fleets](self#fleets)). Anyone who reaches these routes can open your breakers: mount it
 /// behind your authentication (see the [module docs](self)).
 pub fn router_with_controls() -> Router {
     pages(true)
@@ -187,8 +205,40 @@ async fn page_response(page: Arc<str>) -> Response {
 }
 
 async fn snapshot() -> Response {
-    let body = serde_json::json!({ "breakers": registry().snapshot() });
+    let body = serde_json::json!({ "breakers": listed() });
     ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
+}
+
+/// Every live breaker's snapshot, with `"fleet"`: whether it is a member of the installed
+/// fleet (its buttons act fleet-wide).
+fn listed() -> Vec<Value> {
+    #[cfg(feature = "redis")]
+    if let Some(fleet) = crate::fleet::installed() {
+        return registry()
+            .handles()
+            .into_iter()
+            .map(|h| {
+                let member = fleet.is_member(&h);
+                with(h.snapshot(), &[("fleet", Value::Bool(member))])
+            })
+            .collect();
+    }
+    registry()
+        .snapshot()
+        .into_iter()
+        .map(|s| with(s, &[("fleet", Value::Bool(false))]))
+        .collect()
+}
+
+/// A snapshot's JSON with `fields` added.
+fn with(snapshot: crate::Snapshot, fields: &[(&str, Value)]) -> Value {
+    let mut value = serde_json::to_value(snapshot).unwrap_or_default();
+    if let Value::Object(map) = &mut value {
+        for (k, v) in fields {
+            map.insert((*k).to_owned(), v.clone());
+        }
+    }
+    value
 }
 
 async fn events(headers: HeaderMap) -> Response {
@@ -238,18 +288,36 @@ async fn events(headers: HeaderMap) -> Response {
 }
 
 async fn force_open(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Handle::force_open)
+    control(&headers, &name, Action::ForceOpen).await
 }
 
 async fn disable(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Handle::disable)
+    control(&headers, &name, Action::Disable).await
 }
 
 async fn reset(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Handle::reset)
+    control(&headers, &name, Action::Reset).await
 }
 
-fn control(headers: &HeaderMap, name: &str, act: fn(&Handle)) -> Response {
+#[derive(Clone, Copy)]
+enum Action {
+    ForceOpen,
+    Disable,
+    Reset,
+}
+
+impl Action {
+    /// On this instance's breaker only.
+    fn local(self, handle: &Handle) {
+        match self {
+            Action::ForceOpen => handle.force_open(),
+            Action::Disable => handle.disable(),
+            Action::Reset => handle.reset(),
+        }
+    }
+}
+
+async fn control(headers: &HeaderMap, name: &str, action: Action) -> Response {
     if cross_site(headers) {
         return (
             StatusCode::FORBIDDEN,
@@ -257,17 +325,46 @@ fn control(headers: &HeaderMap, name: &str, act: fn(&Handle)) -> Response {
         )
             .into_response();
     }
-    match registry().get(name) {
-        Some(handle) => {
-            act(&handle);
-            Json(handle.snapshot()).into_response()
-        }
-        None => (
+    let Some(handle) = registry().get(name) else {
+        return (
             StatusCode::NOT_FOUND,
             format!("no live breaker is named `{name}`\n"),
         )
-            .into_response(),
+            .into_response();
+    };
+    #[cfg(feature = "redis")]
+    if let Some(fleet) = crate::fleet::installed().filter(|f| f.is_member(&handle)) {
+        return fleet_wide(&fleet, &handle, action).await;
     }
+    action.local(&handle);
+    let fields = [
+        ("fleet", Value::Bool(false)),
+        ("scope", Value::from("instance")),
+    ];
+    Json(with(handle.snapshot(), &fields)).into_response()
+}
+
+/// `action` on every member of `handle`'s name in every instance. Redis away or refusing:
+/// the operator still gets this instance's breaker (members behave as local breakers
+/// meanwhile), and the answer says it went no further.
+#[cfg(feature = "redis")]
+async fn fleet_wide(fleet: &crate::fleet::Fleet, handle: &Handle, action: Action) -> Response {
+    let name = handle.name();
+    let done = match action {
+        Action::ForceOpen => fleet.force_open(name).await,
+        Action::Disable => fleet.disable(name).await,
+        Action::Reset => fleet.reset(name).await,
+    };
+    let mut fields = vec![("fleet", Value::Bool(true))];
+    match done {
+        Ok(()) => fields.push(("scope", Value::from("fleet"))),
+        Err(e) => {
+            action.local(handle);
+            fields.push(("scope", Value::from("instance")));
+            fields.push(("fleet_error", Value::from(e.to_string())));
+        }
+    }
+    Json(with(handle.snapshot(), &fields)).into_response()
 }
 
 /// Whether a browser sent this request from another site: `Sec-Fetch-Site` when the browser

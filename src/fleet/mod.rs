@@ -62,10 +62,20 @@
 //! ```
 //!
 //! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
-//! `quorum(n)`, n ≥ 2.) On a cluster, also `&{breaker:*` (the names' sharded channels),
-//! `+spublish +ssubscribe`, and what the cluster client reads the topology with
-//! (`+cluster|slots +hello`); the tests check the one-node list with exactly that ACL, not
-//! the cluster's. Whatever is refused leaves the names it touched local, never stuck.
+//! `quorum(n)`, n ≥ 2.) On a cluster (the user set on every node), the names' sharded
+//! channels replace the fleet's channel, and the cluster client reads the topology and
+//! checks each new connection:
+//!
+//! ```text
+//! ACL SETUSER fleet on >PASSWORD ~{breaker:* &{breaker:* -@all +ping +pttl +get +set +del
+//!     +pexpire +sadd +srem +smembers +exists +eval +spublish +ssubscribe +multi +exec
+//!     +cluster|slots
+//! ```
+//!
+//! (Without `+cluster|slots` the cluster client cannot connect: [`Fleet::connect`] fails
+//! with `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
+//! with exactly each list, on one node and on a cluster, and find `ACL LOG` empty. Whatever
+//! is refused leaves the names it touched local, never stuck.
 //!
 //! Messages on the channel that are malformed or come from another program are ignored.
 //!
@@ -104,6 +114,8 @@ mod link;
 mod protocol;
 #[cfg(feature = "redis")]
 mod resync;
+#[cfg(feature = "redis")]
+mod shards;
 #[cfg(feature = "redis")]
 mod task;
 
@@ -291,6 +303,13 @@ impl Fleet {
     pub fn instance(&self) -> &str {
         &self.inner.instance
     }
+
+    /// Whether `handle`'s breaker is a member of this fleet (one map lookup): the
+    /// dashboard's buttons then act fleet-wide.
+    #[cfg(feature = "dashboard")]
+    pub(crate) fn is_member(&self, handle: &crate::Handle) -> bool {
+        task::lock(&self.inner.members).contains_key(&task::identity(handle.name()))
+    }
 }
 
 #[cfg(feature = "redis")]
@@ -420,6 +439,12 @@ static INSTALLED: Mutex<Option<Fleet>> = Mutex::new(None);
 #[cfg(feature = "redis")]
 pub fn install(fleet: Fleet) {
     *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(fleet);
+}
+
+/// The installed fleet, if any (the dashboard acts through it on members).
+#[cfg(all(feature = "redis", feature = "dashboard"))]
+pub(crate) fn installed() -> Option<Fleet> {
+    INSTALLED.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Joins `breaker` to the installed fleet, or logs one `WARN` and leaves it local. What

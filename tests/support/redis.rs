@@ -1,6 +1,7 @@
-//! A real `redis-server` on a free loopback port, for the fleet tests: started with no
-//! persistence, ready once it answers PING, killed on drop. A missing binary fails the test
-//! with the command that installs it: never a silent skip.
+//! A real `redis-server` on a free loopback port, for the fleet tests and
+//! `examples/fleet_scale.rs` (which includes this file with `#[path]`): started with no
+//! persistence, ready once it answers PING, killed on drop. A missing binary fails with the
+//! command that installs it: never a silent skip.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -82,6 +83,31 @@ impl RedisServer {
         self.launch();
     }
 
+    /// Commands executed so far (`INFO commandstats`): a reading does not count itself,
+    /// the next one does.
+    pub fn commands(&self) -> u64 {
+        self.command_bulk(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|l| {
+                l.split_once("calls=")?
+                    .1
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .sum()
+    }
+
+    /// CPU seconds used so far, user and system (`INFO cpu`).
+    pub fn cpu(&self) -> f64 {
+        self.command_bulk(&["INFO", "cpu"])
+            .lines()
+            .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+            .filter_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+            .sum()
+    }
+
     /// One command, its reply's first line (`+OK`, `:12`, `$5` …).
     pub fn command(&self, args: &[&str]) -> String {
         self.try_command(args)
@@ -108,6 +134,42 @@ impl RedisServer {
         Some(String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// What this node refused since it started (`ACL LOG`): one line per entry, the
+    /// command (`object`), the reason and the user.
+    pub fn acl_denials(&self) -> Vec<String> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("a read timeout");
+        stream
+            .write_all(&request(&["ACL", "LOG"]))
+            .expect("send ACL LOG");
+        let Resp::Array(entries) = Resp::read(&mut BufReader::new(stream)) else {
+            panic!("ACL LOG: not an array");
+        };
+        entries
+            .into_iter()
+            .map(|entry| {
+                let Resp::Array(fields) = entry else {
+                    return format!("{entry:?}");
+                };
+                let field = |name: &str| {
+                    fields
+                        .chunks(2)
+                        .find(|kv| matches!(&kv[0], Resp::Text(k) if k == name))
+                        .and_then(|kv| kv.get(1))
+                        .map_or_else(String::new, |v| format!("{v:?}"))
+                };
+                format!(
+                    "{} refused ({}) for user {}",
+                    field("object"),
+                    field("reason"),
+                    field("username")
+                )
+            })
+            .collect()
+    }
+
     fn try_command(&self, args: &[&str]) -> std::io::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -115,6 +177,74 @@ impl RedisServer {
         let mut line = String::new();
         BufReader::new(stream).read_line(&mut line)?;
         Ok(line.trim_end().to_owned())
+    }
+}
+
+/// The ACL a fleet with prefix `t` needs, exactly as the README and `breaker::fleet`
+/// document it for prefix `breaker`: on one node, or on a cluster, where the names' sharded
+/// channels replace the fleet's channel and the cluster client sends commands of its own
+/// (`CLUSTER SLOTS` for the topology, `PING` to check each new connection; `HELLO` and
+/// `AUTH` need no permission). Each cluster item was found necessary by taking it out: the
+/// client cannot connect without `cluster|slots`, and `ACL LOG` shows `ping` refused without
+/// it. `+sadd +srem +smembers +exists` only serve `quorum(n)`, n ≥ 2.
+pub fn fleet_acl(cluster: bool) -> Vec<&'static str> {
+    let (keys_and_channels, messages): (&[&str], &[&str]) = if cluster {
+        (
+            &["~{t:*", "&{t:*"],
+            &["+spublish", "+ssubscribe", "+cluster|slots"],
+        )
+    } else {
+        (&["~{t:*", "&t:*"], &["+publish", "+subscribe"])
+    };
+    let commands = [
+        "-@all",
+        "+ping",
+        "+pttl",
+        "+get",
+        "+set",
+        "+del",
+        "+pexpire",
+        "+sadd",
+        "+srem",
+        "+smembers",
+        "+exists",
+        "+eval",
+        "+multi",
+        "+exec",
+    ];
+    [keys_and_channels, &commands, messages].concat()
+}
+
+/// A RESP2 reply, for the few commands whose answer is nested (`ACL LOG`).
+#[derive(Debug)]
+enum Resp {
+    Text(String),
+    Int(i64),
+    Nil,
+    Array(Vec<Resp>),
+}
+
+impl Resp {
+    fn read(reader: &mut impl BufRead) -> Resp {
+        let mut line = String::new();
+        reader.read_line(&mut line).expect("a RESP line");
+        let line = line.trim_end();
+        let (kind, rest) = line.split_at(1);
+        let number = || rest.parse::<i64>().expect("a RESP length");
+        match kind {
+            "+" | "-" => Resp::Text(rest.to_owned()),
+            ":" => Resp::Int(number()),
+            "$" if number() < 0 => Resp::Nil,
+            "$" => {
+                let mut body = vec![0; number() as usize + 2];
+                reader.read_exact(&mut body).expect("a bulk string");
+                body.truncate(body.len() - 2);
+                Resp::Text(String::from_utf8_lossy(&body).into_owned())
+            }
+            "*" if number() < 0 => Resp::Nil,
+            "*" => Resp::Array((0..number()).map(|_| Resp::read(reader)).collect()),
+            _ => panic!("not RESP2: {line}"),
+        }
     }
 }
 
