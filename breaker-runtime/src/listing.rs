@@ -173,13 +173,15 @@ impl Index {
         drop(entry); // its name and weak reference, after the lock
     }
 
-    /// The entries of `name` (all entries with `None`), oldest first.
+    /// The entries of `name` (all entries with `None`), oldest first. Holds the lock only to
+    /// copy the entries (a weak count each); sorts them after, so a walk of 100 000
+    /// breakers keeps registrations on other threads waiting for the copy alone.
     pub(crate) fn find(&self, name: Option<&str>) -> Vec<Found> {
         let slab = self.lock();
-        match name {
+        let mut found: Vec<Found> = match name {
             Some(name) => {
                 let hash = slab.hasher.hash_one(name);
-                let mut same: Vec<Found> = slab.by_name[table(hash)]
+                slab.by_name[table(hash)]
                     .iter_hash(hash)
                     .filter_map(|&s| slab.entries[s as usize].as_ref())
                     .filter(|e| *e.name == *name)
@@ -187,24 +189,21 @@ impl Index {
                         seq: e.seq,
                         listed: e.listed.clone(),
                     })
-                    .collect();
-                same.sort_unstable_by_key(|f| f.seq);
-                same
+                    .collect()
             }
-            None => {
-                let mut all: Vec<Found> = slab
-                    .entries
-                    .iter()
-                    .flatten()
-                    .map(|e| Found {
-                        seq: e.seq,
-                        listed: e.listed.clone(),
-                    })
-                    .collect();
-                all.sort_unstable_by_key(|f| f.seq);
-                all
-            }
-        }
+            None => slab
+                .entries
+                .iter()
+                .flatten()
+                .map(|e| Found {
+                    seq: e.seq,
+                    listed: e.listed.clone(),
+                })
+                .collect(),
+        };
+        drop(slab);
+        found.sort_unstable_by_key(|f| f.seq);
+        found
     }
 
     /// How many entries are listed.
