@@ -13,15 +13,22 @@
 //! (its future outlives the guard). An entry removed from the set (evicted, or swept as
 //! idle) is freed once no thread that could have seen it is still inside a guard: a
 //! blocking call that found it finishes on it, detached, and delays that moment by as long
-//! as it runs. Removals flush the remover's batch at once, so an evicted breaker that no one
-//! holds leaves the registry then, or at the latest when the last call that was inside a
+//! as it runs. Removals flush the remover's batch at once (a `membarrier`, about 1 µs here),
+//! so an evicted breaker that no one holds leaves the registry then, or at the latest when the last call that was inside a
 //! guard meanwhile ends (seize frees a batch only when it holds as many entries as threads
 //! are active: up to that many evicted breakers may wait for a later removal).
 //!
 //! Insertions, removals and sweeps take the lock of the key's shard (one of [`SHARDS`], by
 //! hash): every change to the set for the keys of a shard happens under its lock, so under
-//! it a lookup in the set is exact. A shard keeps its breakers in a dense `Vec` with their
-//! hashes, the sampler's O(1) draw by position; the `Vec` is touched by no call.
+//! it a lookup in the set is exact. A shard keeps a dense `Vec` of its keys' hashes and
+//! breakers' identities, which finds each one's entry in the set: the sampler's O(1) draw by
+//! position. No call touches it.
+//!
+//! What this costs, measured (`benches/RESULTS.md`, *Keyed at churn*): about 30 bytes more
+//! per key than the `RwLock`ed tables before (the set's entry is an allocation of its own,
+//! and its table is kept at most half full), a new key a few hundred nanoseconds more (that
+//! allocation, the set's incremental growth), and a sweep about twice the time (two probes
+//! of the set per key, and each removed entry freed by the collector).
 //!
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
 //! (closed, no failure streak, no failure in its window, no call in flight), read from the
@@ -75,12 +82,6 @@ const SAMPLE: usize = 8;
 /// The flag in an entry's `seen`: called since the last sweep (nanos fit in the other 63
 /// bits for 292 years).
 const TOUCHED: u64 = 1 << 63;
-
-/// Entries removed from the set that a thread retires together (seize's default is 32):
-/// retiring a batch costs a process-wide barrier (`membarrier`), and every sweep and
-/// eviction flushes its batch when it ends, so a larger batch costs no memory for longer; it
-/// makes a sweep of 20 000 keys one barrier instead of 625.
-const RETIRE_BATCH: usize = 4096;
 
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
@@ -246,10 +247,7 @@ impl<K: BreakerKey> Map<K> {
             policy: Arc::new(policy.clone()),
             max_keys: policy.max_keys,
             idle: policy.idle,
-            index: HashSet::builder()
-                .hasher(Prehashed)
-                .collector(seize::Collector::new().batch_size(RETIRE_BATCH))
-                .build(),
+            index: HashSet::builder().hasher(Prehashed).build(),
             shards: std::array::from_fn(|_| Shard(Mutex::new(Vec::new()))),
             len: len.clone(),
             budget: policy
