@@ -306,7 +306,7 @@ fn a_call_whose_key_is_evicted_under_it_finishes_on_its_detached_breaker() {
         });
         wait_started.recv().unwrap();
         // At the bound; "a" has a call in flight (not evictable) and is the only key: it goes.
-        succeed(&k, "b");
+        succeed(k, "b");
         assert!(!k.contains("a") && k.contains("b"));
         go.send(()).unwrap();
         assert_eq!(running.join().unwrap().unwrap(), 7);

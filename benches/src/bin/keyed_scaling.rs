@@ -67,7 +67,11 @@ fn run(k: &KeyedBreaker<String>, keys: &[&str]) -> Option<f64> {
     let held = times
         .iter()
         .all(|(wall, cpu)| *cpu as f64 >= 0.9 * wall.as_nanos() as f64);
-    let max = times.into_iter().map(|(wall, _)| wall).max().unwrap_or_default();
+    let max = times
+        .into_iter()
+        .map(|(wall, _)| wall)
+        .max()
+        .unwrap_or_default();
     held.then(|| max.as_secs_f64() * 1e9 / CALLS as f64)
 }
 
@@ -85,7 +89,10 @@ fn main() {
     let key = hosts[17].as_str();
     let rows: [(&str, Vec<&str>); 3] = [
         ("one_thread", vec![key]),
-        ("two_threads_distinct", vec![hosts[1].as_str(), hosts[2].as_str()]),
+        (
+            "two_threads_distinct",
+            vec![hosts[1].as_str(), hosts[2].as_str()],
+        ),
         ("two_threads_shared", vec![key, key]),
     ];
     // Warm-up: the stripes of the shared key are made on a second thread's first count.
