@@ -1,7 +1,7 @@
 //! The map under a [`KeyedBreaker`](super::KeyedBreaker): a lock-free hash set of entries
-//! for lookups (papaya's, with epoch-based reclamation), and beside it sharded dense `Vec`s of
-//! the same breakers, so that an insertion, a removal and a draw of a random entry are each
-//! O(1).
+//! for lookups (papaya's, with epoch-based reclamation), and beside it sharded dense `Vec`s
+//! that name the same entries, so that an insertion, a removal and a draw of a random entry
+//! are each O(1).
 //!
 //! A call for a key that has a breaker writes nothing shared: it enters the set's epoch
 //! guard (a store to this thread's own slot of the collector), finds the entry by the
@@ -10,13 +10,16 @@
 //! read. So two threads calling one key share no written cache line in the map (issue 20:
 //! the shard's read lock and the `Arc` clone were four contended read-modify-writes per
 //! call). An async call and [`breaker`](super::KeyedBreaker::breaker) clone the breaker
-//! (its future outlives the guard). An entry removed from the set (evicted, or swept as
-//! idle) is freed once no thread that could have seen it is still inside a guard: a
-//! blocking call that found it finishes on it, detached, and delays that moment by as long
-//! as it runs. Removals flush the remover's batch at once (a `membarrier`, about 1 µs here),
-//! so an evicted breaker that no one holds leaves the registry then, or at the latest when the last call that was inside a
-//! guard meanwhile ends (seize frees a batch only when it holds as many entries as threads
-//! are active: up to that many evicted breakers may wait for a later removal).
+//! (its future outlives the guard).
+//!
+//! An entry removed from the set (evicted, or swept as idle) is freed once no thread that
+//! could have seen it is still inside a guard, by the thread that leaves its guard last
+//! (which may be a caller's): a blocking call that found it finishes on it, detached, and
+//! delays that moment by as long as it runs. Removals flush the remover's batch at once (a
+//! `membarrier`, about 1 µs here), so an evicted breaker that no one holds leaves the
+//! registry then, or at the latest when the last call that was inside a guard meanwhile
+//! ends (seize retires a batch only when it holds as many entries as threads are active: up
+//! to that many evicted breakers may wait for a later removal).
 //!
 //! Insertions, removals and sweeps take the lock of the key's shard (one of [`SHARDS`], by
 //! hash): every change to the set for the keys of a shard happens under its lock, so under
@@ -27,8 +30,9 @@
 //! What this costs, measured (`benches/RESULTS.md`, *Keyed at churn*): about 30 bytes more
 //! per key than the `RwLock`ed tables before (the set's entry is an allocation of its own,
 //! and its table is kept at most half full), a new key a few hundred nanoseconds more (that
-//! allocation, the set's incremental growth), and a sweep about twice the time (two probes
-//! of the set per key, and each removed entry freed by the collector).
+//! allocation, the set's incremental growth), and sweeps and evictions at the bound 1.6×
+//! to 3× the time (each slot looked at is found in the set: two more cache misses; each
+//! removed entry freed by the collector).
 //!
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
 //! (closed, no failure streak, no failure in its window, no call in flight), read from the
