@@ -51,10 +51,13 @@ fn churn(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let k = KeyedBreaker::<u64>::new("bench::sweep", Config::default().idle(idle));
+                // `max_keys` above the default 10 000: all 20 000 are in the map to sweep.
+                let config = Config::default().idle(idle).max_keys(SWEPT);
+                let k = KeyedBreaker::<u64>::new("bench::sweep", config);
                 for i in 0..SWEPT as u64 {
                     let _ = k.call_sync(&i, || Ok::<_, ()>(()));
                 }
+                assert_eq!(k.len(), SWEPT);
                 std::thread::sleep(idle + Duration::from_millis(10));
                 let t = Instant::now();
                 k.retain_active();

@@ -285,3 +285,120 @@ fn max_open_percent_is_validated() {
         assert_eq!(err.field(), "max_open_percent");
     }
 }
+
+/// A blocking call borrows its key's breaker from the map (no reference count): a key
+/// evicted while such a call runs is detached under it, and the call finishes and counts on
+/// that breaker; the key's next call makes a fresh one.
+#[test]
+fn a_call_whose_key_is_evicted_under_it_finishes_on_its_detached_breaker() {
+    let k = KeyedBreaker::<String>::new("churn::evicted_under", Config::default().max_keys(1));
+    let before = k.breaker("a"); // to read its counts afterwards
+    let (started, wait_started) = std::sync::mpsc::channel();
+    let (go, wait_go) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let k = &k;
+        let running = s.spawn(move || {
+            k.call_sync("a", || {
+                started.send(()).unwrap();
+                wait_go.recv().unwrap();
+                Ok::<_, ()>(7)
+            })
+        });
+        wait_started.recv().unwrap();
+        // At the bound; "a" has a call in flight (not evictable) and is the only key: it goes.
+        succeed(k, "b");
+        assert!(!k.contains("a") && k.contains("b"));
+        go.send(()).unwrap();
+        assert_eq!(running.join().unwrap().unwrap(), 7);
+    });
+    let stats = before.stats();
+    assert_eq!(
+        (stats.calls, stats.successes),
+        (1, 1),
+        "counted where it ran"
+    );
+    let again = k.breaker("a");
+    assert!(
+        !again.handle().same_breaker(&before.handle()),
+        "a fresh breaker"
+    );
+    assert_eq!(again.stats().calls, 0);
+}
+
+/// User code inside a keyed call may call the same keyed breaker: new keys, evictions and a
+/// sweep from inside a call that borrows its breaker, with no lock held across it.
+#[test]
+fn a_call_may_use_its_own_keyed_breaker_inside() {
+    let config = Config::default().max_keys(2).idle(Duration::from_millis(1));
+    let k = KeyedBreaker::<String>::new("churn::reentrant", config);
+    let r = k.call_sync("outer", || {
+        for i in 0..10 {
+            succeed(&k, &format!("inner-{i}"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        k.retain_active();
+        Ok::<_, ()>(k.len())
+    });
+    assert!(r.unwrap() <= 2);
+    assert!(k.len() <= 2);
+}
+
+/// Two threads calling one key while another streams new keys through the bound
+/// (evictions, sweeps, the lookup set growing and shrinking): every call reaches the one
+/// breaker the key keeps (a call held in flight on it makes it not evictable), and no count
+/// is lost.
+#[test]
+fn a_shared_key_counts_every_call_while_other_keys_churn() {
+    const CALLS: u64 = 20_000;
+    let config = Config::default()
+        .max_keys(64)
+        .idle(Duration::from_millis(1));
+    let k = KeyedBreaker::<u64>::new("churn::shared_hot", config);
+    let hot = k.breaker(&0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (started, wait_started) = std::sync::mpsc::channel();
+    let (release, wait_release) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let k = &k;
+        let held = s.spawn(move || {
+            k.call_sync(&0, || {
+                started.send(()).unwrap();
+                wait_release.recv().unwrap();
+                Ok::<_, ()>(())
+            })
+        });
+        wait_started.recv().unwrap();
+        let callers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(move || {
+                    for i in 0..CALLS {
+                        assert_eq!(k.call_sync(&0, || Ok::<_, ()>(i)), Ok(i));
+                    }
+                })
+            })
+            .collect();
+        let stop = &stop;
+        let churn = s.spawn(move || {
+            let mut next = 1u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = k.call_sync(&next, || Ok::<_, ()>(()));
+                assert!(k.len() <= 64);
+                next += 1;
+            }
+            next
+        });
+        for c in callers {
+            c.join().unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(churn.join().unwrap() > 64, "the churn reached the bound");
+        release.send(()).unwrap();
+        held.join().unwrap().unwrap();
+    });
+    assert!(k.breaker(&0).handle().same_breaker(&hot.handle()));
+    let stats = hot.stats();
+    assert_eq!(
+        (stats.calls, stats.successes),
+        (1 + 2 * CALLS, 1 + 2 * CALLS)
+    );
+}

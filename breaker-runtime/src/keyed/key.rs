@@ -8,6 +8,8 @@ use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
 };
 
+use crate::Name;
+
 /// A type that can key a [`KeyedBreaker`](crate::KeyedBreaker): `String`, the integers, `IpAddr`, `SocketAddr`,
 /// `http::uri::Authority` (with feature `http`), a pair of those, or your own type.
 ///
@@ -145,6 +147,39 @@ where
 
 /// A key's breaker name: `{name}[{key}]`.
 pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
+
+impl<K: BreakerKey> KeyName<'_, K> {
+    /// The name, in one allocation: written on the stack first when it fits (a new key's
+    /// name used to cost a growing `String` and then its copy into the `Name`).
+    pub(super) fn to_name(&self) -> Name {
+        let mut buf = StackStr {
+            bytes: [0; 128],
+            len: 0,
+        };
+        if fmt::write(&mut buf, format_args!("{self}")).is_ok() {
+            if let Ok(s) = std::str::from_utf8(&buf.bytes[..buf.len]) {
+                return Name::from(s);
+            }
+        }
+        Name::from(self.to_string())
+    }
+}
+
+/// A string on the stack; writing past its end fails.
+struct StackStr {
+    bytes: [u8; 128],
+    len: usize,
+}
+
+impl fmt::Write for StackStr {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        let to = self.bytes.get_mut(self.len..end).ok_or(fmt::Error)?;
+        to.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
 
 impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,11 +1,38 @@
-//! The map under a [`KeyedBreaker`](super::KeyedBreaker): sharded, each shard a dense `Vec` of
-//! entries with a hash index of positions, so a lookup, an insertion, a removal and a draw of
-//! a random entry are each O(1).
+//! The map under a [`KeyedBreaker`](super::KeyedBreaker): a lock-free hash set of entries
+//! for lookups (papaya's, with epoch-based reclamation), and beside it sharded dense `Vec`s
+//! that name the same entries, so that an insertion, a removal and a draw of a random entry
+//! are each O(1).
 //!
-//! A call for a key that has a breaker takes its shard's read lock, finds the position by the
-//! borrowed key (`K: Borrow<Q>`, as `HashMap::get`), clones the breaker's `Arc` and releases
-//! the lock: no allocation, no clock read. Only a new key takes a write lock, one shard at a
-//! time.
+//! A call for a key that has a breaker writes nothing shared: it enters the set's epoch
+//! guard (a store to this thread's own slot of the collector), finds the entry by the
+//! borrowed key (`K: Borrow<Q>`, as `HashMap::get`), and a blocking call runs on the entry's
+//! breaker borrowed under the guard; no lock, no reference count, no allocation, no clock
+//! read. So two threads calling one key share no written cache line in the map (issue 20:
+//! the shard's read lock and the `Arc` clone were four contended read-modify-writes per
+//! call). An async call and [`breaker`](super::KeyedBreaker::breaker) clone the breaker
+//! (its future outlives the guard).
+//!
+//! An entry removed from the set (evicted, or swept as idle) is freed once no thread that
+//! could have seen it is still inside a guard, by the thread that leaves its guard last
+//! (which may be a caller's): a blocking call that found it finishes on it, detached, and
+//! delays that moment by as long as it runs. Removals flush the remover's batch at once (a
+//! `membarrier`, about 1 µs here), so an evicted breaker that no one holds leaves the
+//! registry then, or at the latest when the last call that was inside a guard meanwhile
+//! ends (seize retires a batch only when it holds as many entries as threads are active: up
+//! to that many evicted breakers may wait for a later removal).
+//!
+//! Insertions, removals and sweeps take the lock of the key's shard (one of [`SHARDS`], by
+//! hash): every change to the set for the keys of a shard happens under its lock, so under
+//! it a lookup in the set is exact. A shard keeps a dense `Vec` of its keys' hashes and
+//! breakers' identities, which finds each one's entry in the set: the sampler's O(1) draw by
+//! position. No call touches it.
+//!
+//! What this costs, measured (`benches/RESULTS.md`, *Keyed at churn*): about 30 bytes more
+//! per key than the `RwLock`ed tables before (the set's entry is an allocation of its own,
+//! and its table is kept at most half full), a new key a few hundred nanoseconds more (that
+//! allocation, the set's incremental growth), and sweeps and evictions at the bound 1.6×
+//! to 3× the time (each slot looked at is found in the set: two more cache misses; each
+//! removed entry freed by the collector).
 //!
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
 //! (closed, no failure streak, no failure in its window, no call in flight), read from the
@@ -13,44 +40,44 @@
 //! there is no background task.
 //!
 //! At `max_keys` a new key evicts one breaker, chosen by sampling as Redis does: from each
-//! shard in turn (under its read lock), [`SAMPLE`] entries drawn at random (all of them in a
+//! shard in turn (under its lock), [`SAMPLE`] entries drawn at random (all of them in a
 //! smaller shard); of all those, the least recently used evictable one goes, else the least
 //! recently used closed one, else the least recently used of any state (with one WARN a
-//! minute); then only its shard is write-locked to remove it. So a new key at the bound
-//! looks at no more than `SHARDS × SAMPLE` = 128 entries, whatever the size, and never
-//! locks two shards at once. Accuracy: with up to 8 breakers per shard every breaker is in
-//! the sample, and the choice is exact. Beyond, with a fraction `f` of the breakers
-//! evictable, the 128 draws hold one with probability `1 − (1 − f)^128` (99.9 % from
-//! `f` = 5 %): a breaker with state goes before a fresh one only when no draw found a
-//! fresh one. The one evicted is the least recently used of the draws, not of the map: it
-//! is among the least recently used 2 % of the evictable ones with probability
-//! `1 − 0.98^(128 f)` (92 % at `f` = 100 %, 23 % at `f` = 10 %).
+//! minute). So a new key at the bound looks at no more than `SHARDS × SAMPLE` = 128
+//! entries, whatever the size, and never locks two shards at once. Accuracy: with up to 8
+//! breakers per shard every breaker is in the sample, and the choice is exact. Beyond, with
+//! a fraction `f` of the breakers evictable, the 128 draws hold one with probability
+//! `1 − (1 − f)^128` (99.9 % from `f` = 5 %): a breaker with state goes before a fresh one
+//! only when no draw found a fresh one. The one evicted is the least recently used of the
+//! draws, not of the map: it is among the least recently used 2 % of the evictable ones
+//! with probability `1 − 0.98^(128 f)` (92 % at `f` = 100 %, 23 % at `f` = 10 %).
 //!
 //! Recency is kept without a clock read per call: a call sets its entry's `touched` flag
-//! (a load, and a store only if it was clear); a sweep, run when a new key arrives, stamps
-//! touched entries with the time of the sweep and clears the flag. So "idle" is measured
-//! between sweeps: an entry untouched since its last stamp for longer than `idle` goes; one
-//! touched since the previous sweep counts as used at this one (kept up to one sweep
-//! interval longer than `idle`, never dropped earlier). A sweep walks every entry, one shard
-//! at a time, at most four times per `idle`.
+//! (a load, and a store only if it was clear, once per sweep interval: the line is shared
+//! read-only between sweeps); a sweep, run when a new key arrives, stamps touched entries
+//! with the time of the sweep and clears the flag. So "idle" is measured between sweeps: an
+//! entry untouched since its last stamp for longer than `idle` goes; one touched since the
+//! previous sweep counts as used at this one (kept up to one sweep interval longer than
+//! `idle`, never dropped earlier). A sweep walks every entry, one shard at a time, at most
+//! four times per `idle`.
 
 use std::{
     borrow::Borrow,
-    hash::{BuildHasher, Hash},
+    hash::{BuildHasher, Hash, Hasher},
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed},
-        Arc, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+        Arc, Mutex, MutexGuard, OnceLock, PoisonError,
     },
     time::Duration,
 };
 
-use hashbrown::HashTable;
+use papaya::{Equivalent, Guard, HashSet, LocalGuard};
 use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
 use crate::{call::Family, clock::to_nanos, config::Policy, core::OpenBudget, Breaker, Config};
 
-/// Shards of a keyed breaker's map: callers of different keys rarely share a lock.
+/// Shards of a keyed breaker's writers and of its sampler.
 const SHARDS: usize = 16;
 
 /// Entries a new key at the bound draws from a shard.
@@ -69,8 +96,9 @@ pub(super) struct Map<K> {
     policy: Arc<Policy>,
     max_keys: usize,
     idle: u64,
-    hasher: std::hash::RandomState,
-    shards: [Shard<K>; SHARDS],
+    /// Every key's entry, for lookups: written only under the lock of the key's shard.
+    index: HashSet<Node<K>, Prehashed>,
+    shards: [Shard; SHARDS],
     /// Keys in the map (shared with the `max_open` budget, which caps by it).
     pub(super) len: Arc<AtomicUsize>,
     /// The cap on open keys (`max_open_percent`), shared by every key's breaker.
@@ -89,80 +117,129 @@ pub(super) struct Map<K> {
     draws: AtomicU64,
 }
 
-/// One shard, on cache lines of its own: a read lock is a write to the lock's word, and two
-/// threads reading two shards must not share a line (128 bytes: adjacent-line prefetchers
-/// pair lines).
+/// One shard: its breakers, dense (a victim is drawn by position), on cache lines of its
+/// own (writers of two shards do not share a line).
 #[repr(align(128))]
-struct Shard<K>(RwLock<Table<K>>);
+struct Shard(Mutex<Vec<Slot>>);
 
-/// A shard's entries, dense (a victim is drawn by position), and where each key's entry is.
-struct Table<K> {
-    index: HashTable<u32>,
-    entries: Vec<Entry<K>>,
+/// A breaker as its shard keeps it: its key's hash and the breaker's identity find its
+/// entry in the set (the entry holds the breaker).
+#[derive(Clone, Copy)]
+struct Slot {
+    hash: u64,
+    id: usize,
 }
 
-struct Entry<K> {
-    hash: u64,
+impl Slot {
+    fn by(self) -> ByBreaker {
+        ByBreaker {
+            hash: self.hash,
+            id: self.id,
+        }
+    }
+}
+
+/// A key's entry in the set: what a call finds.
+struct Node<K> {
     key: K,
     breaker: Breaker,
     /// When last known used (nanos since the map's origin), set at creation and by sweeps,
-    /// with [`TOUCHED`] set by a call since the last sweep. Written by calls only under the
-    /// shard's read lock and by sweeps only under its write lock, so a plain load and store
-    /// of the flag loses nothing.
+    /// with [`TOUCHED`] set by a call since the last sweep. Written by calls (the flag only)
+    /// and by sweeps under the shard's lock; a call that sets the flag while a sweep stamps
+    /// the entry loses nothing that matters: the entry was used at that sweep either way.
     seen: AtomicU64,
 }
 
-impl<K> Table<K> {
-    fn new() -> Self {
-        Table {
-            index: HashTable::new(),
-            entries: Vec::new(),
+/// The hasher of every keyed breaker's keys: SipHash with keys random per process (std's
+/// `RandomState`), computed once per lookup and handed to the set through [`Prehashed`].
+fn key_hasher() -> &'static std::hash::RandomState {
+    static HASHER: OnceLock<std::hash::RandomState> = OnceLock::new();
+    HASHER.get_or_init(std::hash::RandomState::new)
+}
+
+/// An entry hashes as its key does (the set hashes stored entries again only when it
+/// grows), so a lookup by any borrowed form, or by breaker, finds it.
+impl<K: Hash> Hash for Node<K> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(key_hasher().hash_one(&self.key));
+    }
+}
+
+impl<K: Eq> PartialEq for Node<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl<K: Eq> Eq for Node<K> {}
+
+/// A lookup by a borrowed key and its hash.
+struct ByKey<'a, Q: ?Sized> {
+    hash: u64,
+    key: &'a Q,
+}
+
+impl<Q: ?Sized> Hash for ByKey<'_, Q> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl<K: Borrow<Q>, Q: Eq + ?Sized> Equivalent<Node<K>> for ByKey<'_, Q> {
+    fn equivalent(&self, node: &Node<K>) -> bool {
+        node.key.borrow() == self.key
+    }
+}
+
+/// A lookup of one breaker (a slot's) by its key's hash.
+struct ByBreaker {
+    hash: u64,
+    id: usize,
+}
+
+impl Hash for ByBreaker {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl<K> Equivalent<Node<K>> for ByBreaker {
+    fn equivalent(&self, node: &Node<K>) -> bool {
+        id(&node.breaker) == self.id
+    }
+}
+
+/// The set's hasher: takes the hash its keys write (each writes one `u64`, already SipHash).
+#[derive(Clone, Copy, Default)]
+struct Prehashed;
+
+impl BuildHasher for Prehashed {
+    type Hasher = PrehashedHasher;
+    fn build_hasher(&self) -> PrehashedHasher {
+        PrehashedHasher(0)
+    }
+}
+
+struct PrehashedHasher(u64);
+
+impl Hasher for PrehashedHasher {
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+    /// Not reached (the set's keys write one `u64`); a fold of the bytes, to stay a hash.
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
         }
     }
-
-    fn find<Q>(&self, hash: u64, key: &Q) -> Option<&Entry<K>>
-    where
-        K: Borrow<Q>,
-        Q: Eq + ?Sized,
-    {
-        let entries = &self.entries;
-        self.index
-            .find(hash, |&i| entries[i as usize].key.borrow() == key)
-            .map(|&i| &entries[i as usize])
+    fn finish(&self) -> u64 {
+        self.0
     }
+}
 
-    /// Where the entry of this breaker is, if still here.
-    fn position(&self, hash: u64, id: usize) -> Option<usize> {
-        let entries = &self.entries;
-        self.index
-            .find(hash, |&i| entries[i as usize].id() == id)
-            .map(|&i| i as usize)
-    }
-
-    fn push(&mut self, entry: Entry<K>) {
-        let Table { index, entries } = self;
-        // A shard holds at most `max_keys` entries; positions past u32 are not reachable
-        // with memory to hold them.
-        let at = u32::try_from(entries.len()).unwrap_or(u32::MAX);
-        let hash = entry.hash;
-        entries.push(entry);
-        index.insert_unique(hash, at, |&i| entries[i as usize].hash);
-    }
-
-    /// Removes the entry at `at`; the last one takes its place (and its index follows).
-    fn remove(&mut self, at: usize) -> Entry<K> {
-        let Table { index, entries } = self;
-        if let Ok(found) = index.find_entry(entries[at].hash, |&i| i as usize == at) {
-            found.remove();
-        }
-        let last = entries.len() - 1;
-        if at != last {
-            if let Some(moved) = index.find_mut(entries[last].hash, |&i| i as usize == last) {
-                *moved = at as u32;
-            }
-        }
-        entries.swap_remove(at)
-    }
+/// Which breaker this is, for finding it again.
+fn id(breaker: &Breaker) -> usize {
+    Arc::as_ptr(&breaker.shared) as usize
 }
 
 impl<K: BreakerKey> Map<K> {
@@ -174,8 +251,8 @@ impl<K: BreakerKey> Map<K> {
             policy: Arc::new(policy.clone()),
             max_keys: policy.max_keys,
             idle: policy.idle,
-            hasher: std::hash::RandomState::new(),
-            shards: std::array::from_fn(|_| Shard(RwLock::new(Table::new()))),
+            index: HashSet::builder().hasher(Prehashed).build(),
+            shards: std::array::from_fn(|_| Shard(Mutex::new(Vec::new()))),
             len: len.clone(),
             budget: policy
                 .max_open_percent
@@ -190,16 +267,43 @@ impl<K: BreakerKey> Map<K> {
     }
 
     /// The key's hash; a borrowed form hashes as its owned form (`Borrow`'s contract).
-    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
-        self.hasher.hash_one(key)
+    #[inline]
+    pub(super) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        key_hasher().hash_one(key)
     }
 
-    fn shard(&self, hash: u64) -> &RwLock<Table<K>> {
+    fn shard(&self, hash: u64) -> &Mutex<Vec<Slot>> {
         &self.shards[(hash >> 59) as usize % SHARDS].0
     }
 
     pub(super) fn now(&self) -> u64 {
         to_nanos(Instant::now().saturating_duration_since(self.origin))
+    }
+
+    /// A guard of the set: what a found breaker may be borrowed under.
+    #[inline]
+    pub(super) fn guard(&self) -> LocalGuard<'_> {
+        self.index.guard()
+    }
+
+    /// An existing key's breaker, borrowed under `guard`, marked as used.
+    #[inline]
+    pub(super) fn find<'g, Q>(
+        &self,
+        hash: u64,
+        key: &Q,
+        guard: &'g LocalGuard<'_>,
+    ) -> Option<&'g Breaker>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let node = self.index.get(&ByKey { hash, key }, guard)?;
+        let seen = node.seen.load(Relaxed);
+        if seen & TOUCHED == 0 {
+            node.seen.store(seen | TOUCHED, Relaxed);
+        }
+        Some(&node.breaker)
     }
 
     /// An existing key's breaker, or the key's hash to insert it with.
@@ -210,17 +314,8 @@ impl<K: BreakerKey> Map<K> {
         Q: Hash + Eq + ?Sized,
     {
         let hash = self.hash(key);
-        let table = read(self.shard(hash));
-        match table.find(hash, key) {
-            Some(e) => {
-                let seen = e.seen.load(Relaxed);
-                if seen & TOUCHED == 0 {
-                    e.seen.store(seen | TOUCHED, Relaxed);
-                }
-                Ok(e.breaker.clone())
-            }
-            None => Err(hash),
-        }
+        let guard = self.guard();
+        self.find(hash, key, &guard).cloned().ok_or(hash)
     }
 
     /// Creates `key`'s breaker (unless a racing caller just did), sweeping idle breakers
@@ -245,22 +340,25 @@ impl<K: BreakerKey> Map<K> {
             // Every place is taken by a key being inserted right now: let them finish.
             std::thread::yield_now();
         }
-        let mut table = write(self.shard(hash));
-        let breaker = match table.find(hash, key) {
-            Some(e) => {
+        let guard = self.guard();
+        let mut slots = lock(self.shard(hash));
+        let breaker = match self.index.get(&ByKey { hash, key }, &guard) {
+            Some(node) => {
                 self.len.fetch_sub(1, Relaxed); // a racing caller made it: give the place back
-                e.breaker.clone()
+                node.breaker.clone()
             }
-            None => self.put(&mut table, key, hash, now),
+            None => self.put(&mut slots, key, hash, now, &guard),
         };
-        drop(table);
-        // Dropped here, outside the shards' locks: the last clone unlists the breaker.
-        if let Some((entry, stateful)) = evicted {
-            drop(entry);
+        drop(slots);
+        // The evicted entry is freed when this guard (and any other that could see it) is
+        // dropped, outside the shards' locks: the last clone unlists the breaker.
+        if let Some(stateful) = evicted {
+            guard.flush();
             if stateful {
                 self.warn_busy_eviction(now);
             }
         }
+        drop(guard);
         if let Some(on_new) = self.on_new.get() {
             on_new(&breaker);
         }
@@ -274,26 +372,39 @@ impl<K: BreakerKey> Map<K> {
             .is_ok()
     }
 
-    /// Creates `key`'s breaker in `table` (its place already counted in `len`).
-    fn put<Q>(&self, table: &mut Table<K>, key: &Q, hash: u64, now: u64) -> Breaker
+    /// Creates `key`'s breaker in the set and in its shard's `slots` (under the shard's
+    /// lock; its place already counted in `len`).
+    fn put<Q>(
+        &self,
+        slots: &mut Vec<Slot>,
+        key: &Q,
+        hash: u64,
+        now: u64,
+        guard: &LocalGuard<'_>,
+    ) -> Breaker
     where
         Q: ToOwned<Owned = K> + ?Sized,
     {
         let key = key.to_owned();
-        let name = KeyName(&self.name, &key).to_string();
         let breaker = Breaker::keyed(
-            name.into(),
+            KeyName(&self.name, &key).to_name(),
             &self.config,
             &self.policy,
             &self.family,
             self.budget.as_ref(),
         );
-        table.push(Entry {
+        slots.push(Slot {
             hash,
-            key,
-            breaker: breaker.clone(),
-            seen: AtomicU64::new(now & !TOUCHED),
+            id: id(&breaker),
         });
+        self.index.insert(
+            Node {
+                key,
+                breaker: breaker.clone(),
+                seen: AtomicU64::new(now & !TOUCHED),
+            },
+            guard,
+        );
         breaker
     }
 
@@ -315,42 +426,49 @@ impl<K: BreakerKey> Map<K> {
     /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. One shard
     /// locked at a time.
     pub(super) fn sweep(&self, now: u64) {
-        let mut dropped = Vec::new();
+        let guard = self.guard();
         for shard in &self.shards {
-            let mut table = write(&shard.0);
+            let mut slots = lock(&shard.0);
             let mut i = 0;
-            while i < table.entries.len() {
-                let e = &table.entries[i];
-                if e.seen.load(Relaxed) & TOUCHED != 0 {
-                    e.seen.store(now & !TOUCHED, Relaxed);
-                    i += 1;
-                    continue;
-                }
-                let idle = now.saturating_sub(e.seen.load(Relaxed) & !TOUCHED) >= self.idle;
-                if idle && e.evictable() {
+            while i < slots.len() {
+                let by = slots[i].by();
+                let go = match self.index.get(&by, &guard) {
+                    Some(node) => {
+                        let seen = node.seen.load(Relaxed);
+                        if seen & TOUCHED != 0 {
+                            node.seen.store(now & !TOUCHED, Relaxed);
+                            false
+                        } else {
+                            now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
+                        }
+                    }
+                    None => true, // not reached: a slot and its entry go together
+                };
+                if go {
+                    self.index.remove(&by, &guard);
                     self.len.fetch_sub(1, Relaxed);
-                    dropped.push(table.remove(i)); // the last entry moved to `i`: look again
+                    slots.swap_remove(i); // the last slot moved to `i`: look again
                 } else {
                     i += 1;
                 }
             }
         }
-        // Dropped here, outside the shards' locks: the last clone unlists the breaker.
-        drop(dropped);
+        // The removed entries are freed when this guard (and any other that could see them)
+        // is dropped, outside the shards' locks: the last clone unlists each breaker.
+        guard.flush();
     }
 
     /// At `max_keys`, removes one breaker to make room for a new one, by sampling (see the
-    /// module's docs): the evicted entry (to drop outside the locks) and whether it held
-    /// state. `None` when every shard is empty (every place is held by a key being
-    /// inserted) or the chosen breaker went meanwhile.
-    fn evict_one(&self) -> Option<(Entry<K>, bool)> {
-        let mut rng = self.hasher.hash_one(self.draws.fetch_add(1, Relaxed)) | 1;
-        // The best candidate: (class, recency, shard, hash, id), the least first.
-        let mut best: Option<(u8, u64, usize, u64, usize)> = None;
+    /// module's docs): whether it held state. `None` when every shard is empty (every place
+    /// is held by a key being inserted) or the chosen breaker went or moved meanwhile.
+    fn evict_one(&self) -> Option<bool> {
+        let guard = self.guard();
+        let mut rng = key_hasher().hash_one(self.draws.fetch_add(1, Relaxed)) | 1;
+        // The best candidate: (class, recency, shard, position, id), the least first.
+        let mut best: Option<(u8, u64, usize, usize, usize)> = None;
         for (s, shard) in self.shards.iter().enumerate() {
-            // A read lock: the fields looked at are atomics, and lookups go on meanwhile.
-            let table = read(&shard.0);
-            let n = table.entries.len();
+            let slots = lock(&shard.0);
+            let n = slots.len();
             for j in 0..n.min(SAMPLE) {
                 let i = if n <= SAMPLE {
                     j
@@ -358,21 +476,27 @@ impl<K: BreakerKey> Map<K> {
                     rng = xorshift(rng);
                     (rng % n as u64) as usize
                 };
-                let e = &table.entries[i];
-                let rank = (e.class(), e.recency());
+                let by = slots[i].by();
+                let Some(node) = self.index.get(&by, &guard) else {
+                    continue; // not reached: a slot and its entry go together
+                };
+                let rank = (class(&node.breaker), node.recency());
                 if best.is_none_or(|(c, r, ..)| rank < (c, r)) {
-                    best = Some((rank.0, rank.1, s, e.hash, e.id()));
+                    best = Some((rank.0, rank.1, s, i, by.id));
                 }
             }
         }
-        let (class, _, s, hash, id) = best?;
-        let mut table = write(&self.shards[s].0);
-        let at = table.position(hash, id)?;
-        // Looked at again under the write lock: a call may have come meanwhile.
-        if class == 0 && !table.entries[at].evictable() {
+        let (class, _, s, at, id_) = best?;
+        let mut slots = lock(&self.shards[s].0);
+        // Looked at again under the lock: the slot may have moved, a call may have come.
+        let by = slots.get(at).filter(|slot| slot.id == id_)?.by();
+        let node = self.index.get(&by, &guard)?;
+        if class == 0 && !evictable(&node.breaker) {
             return None;
         }
-        Some((table.remove(at), class > 0))
+        self.index.remove(&by, &guard);
+        slots.swap_remove(at);
+        Some(class > 0)
     }
 
     fn warn_busy_eviction(&self, now: u64) {
@@ -404,31 +528,26 @@ fn xorshift(mut x: u64) -> u64 {
     x
 }
 
-impl<K> Entry<K> {
-    /// Which breaker this is, for finding it again among entries of one hash.
-    fn id(&self) -> usize {
-        Arc::as_ptr(&self.breaker.shared) as usize
-    }
+/// Indistinguishable from a fresh breaker, with no call in flight: read from the breaker
+/// itself, never from who holds it (a snapshot, the fleet, metrics or a user's clone holding
+/// it for a moment says nothing about its state).
+fn evictable(breaker: &Breaker) -> bool {
+    let shared = &breaker.shared;
+    shared.core.is_fresh(&shared.clock) && shared.core.counters.in_flight() == 0
+}
 
-    /// Indistinguishable from a fresh breaker, with no call in flight: read from the
-    /// breaker itself, never from who holds it (a snapshot, the fleet, metrics or a user's
-    /// clone holding it for a moment says nothing about its state).
-    fn evictable(&self) -> bool {
-        let shared = &self.breaker.shared;
-        shared.core.is_fresh(&shared.clock) && shared.core.counters.in_flight() == 0
+/// Eviction order: 0 evictable, 1 closed, 2 any other state.
+fn class(breaker: &Breaker) -> u8 {
+    if evictable(breaker) {
+        0
+    } else if breaker.shared.core.peek() == crate::State::Closed {
+        1
+    } else {
+        2
     }
+}
 
-    /// Eviction order: 0 evictable, 1 closed, 2 any other state.
-    fn class(&self) -> u8 {
-        if self.evictable() {
-            0
-        } else if self.breaker.shared.core.peek() == crate::State::Closed {
-            1
-        } else {
-            2
-        }
-    }
-
+impl<K> Node<K> {
     /// When last used; one called since the last sweep is the most recent of all.
     fn recency(&self) -> u64 {
         let seen = self.seen.load(Relaxed);
@@ -440,10 +559,6 @@ impl<K> Entry<K> {
     }
 }
 
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(PoisonError::into_inner)
+fn lock<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
+    lock.lock().unwrap_or_else(PoisonError::into_inner)
 }

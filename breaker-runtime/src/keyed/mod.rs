@@ -4,7 +4,7 @@
 //! | --- | --- |
 //! | this one | [`KeyedBreaker`]: creation, lookups and the call wrappers |
 //! | `key` | [`BreakerKey`], the borrowed forms of a lookup ([`KeyArg`]), a key's breaker name |
-//! | `map` | the sharded map: O(1) lookup, insertion, removal and draw; sweeps of idle keys; eviction by sampling at the bound (its accuracy is stated there) |
+//! | `map` | the map: lock-free lookups that borrow the breaker under an epoch guard (papaya), sharded dense `Vec`s for O(1) insertion, removal and draw; sweeps of idle keys; eviction by sampling at the bound (its accuracy is stated there) |
 
 mod key;
 mod map;
@@ -122,9 +122,24 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.inner
-            .get(key)
-            .unwrap_or_else(|hash| self.inner.insert(key, hash))
+        self.with(key, Breaker::clone)
+    }
+
+    /// Runs `f` on `key`'s breaker (created if there is none): an existing key's breaker
+    /// borrowed under the map's epoch guard, with no shared write (see the `map` module).
+    #[inline]
+    fn with<Q, R>(&self, key: &Q, f: impl FnOnce(&Breaker) -> R) -> R
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let hash = self.inner.hash(key);
+        let guard = self.inner.guard();
+        if let Some(found) = self.inner.find(hash, key, &guard) {
+            return f(found);
+        }
+        drop(guard);
+        f(&self.inner.insert(key, hash))
     }
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
@@ -154,7 +169,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         self.breaker(key).call_owned_classified(classify, call)
     }
 
-    /// Runs one blocking call through `key`'s breaker (see [`Breaker::call_sync`]).
+    /// Runs one blocking call through `key`'s breaker (see [`Breaker::call_sync`]). An
+    /// existing key's call writes nothing the map shares: two threads calling one key scale
+    /// as two threads calling one [`Breaker`] do.
     pub fn call_sync<Q, T, E>(
         &self,
         key: &Q,
@@ -164,7 +181,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.breaker(key).call_sync(call)
+        self.with(key, |b| b.call_sync(call))
     }
 
     /// Like [`call_sync`](Self::call_sync), judged by `classify`.
@@ -178,7 +195,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
-        self.breaker(key).call_sync_classified(classify, call)
+        self.with(key, |b| b.call_sync_classified(classify, call))
     }
 
     /// Whether `key` has a breaker in the map now (a breaker of an evicted key that someone
