@@ -321,9 +321,9 @@ impl Breaker {
         };
         let differs = if !existed {
             None
-        } else if !shared.config.same_policy(&config) {
+        } else if !shared.core.config.same_policy(&config) {
             Some("configuration")
-        } else if !shared.config.same_hooks(&config) {
+        } else if !shared.core.config.same_hooks(&config) {
             Some("`on_state_change` hook")
         } else {
             None

@@ -23,8 +23,6 @@ use crate::{
 pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
-    /// Shared by every key of a keyed breaker.
-    pub(crate) config: Arc<Config>,
     /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
     /// never listed). Held only to be dropped with the breaker.
     _listed: Option<Listing>,
@@ -67,9 +65,8 @@ impl Shared {
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
-            core: Core::new(name, policy, config.on_state_change.clone()).with_cap(cap),
+            core: Core::new(name, policy, config).with_cap(cap),
             clock: TokioClock::new(),
-            config,
             _listed: listed,
             id: crate::departures::next_id(),
             family,

@@ -36,11 +36,7 @@ fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
     });
     let policy = config.validate().unwrap();
     (
-        Arc::new(Core::new(
-            "loom".into(),
-            policy,
-            config.on_state_change.clone(),
-        )),
+        Arc::new(Core::new("loom".into(), policy, Arc::new(config))),
         entered,
     )
 }

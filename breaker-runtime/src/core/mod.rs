@@ -34,7 +34,7 @@ use std::{collections::VecDeque, sync::OnceLock};
 
 use crate::{
     clock::{Clock, Nanos},
-    config::{Hook, Policy},
+    config::{Config, Policy},
     events::Transition,
     stats::{Counters, Counting, Here},
     sync::{AtomicU32, AtomicU64, Mutex, Ordering::*},
@@ -202,7 +202,9 @@ pub struct Core {
     refusal_names: OnceLock<Box<[Name; NAME_COPIES]>>,
     /// Shared by every key of a keyed breaker.
     pub(crate) policy: std::sync::Arc<Policy>,
-    hook: Option<Hook>,
+    /// The configuration it was made from, shared by a keyed breaker's keys: its
+    /// `on_state_change` hook (read at each transition), and what `get_or_create` compares.
+    pub(crate) config: std::sync::Arc<Config>,
     word: AtomicU64,
     /// When the cool-off ends; meaningful while the word says `Open`.
     open_until: AtomicU64,
@@ -277,14 +279,14 @@ impl Core {
     pub(crate) fn new(
         name: Name,
         policy: impl Into<std::sync::Arc<Policy>>,
-        hook: Option<Hook>,
+        config: std::sync::Arc<Config>,
     ) -> Core {
         let policy = policy.into();
         let ring = policy.window.map(|w| Box::new(Ring::new(w)));
         Core {
             name,
             refusal_names: OnceLock::new(),
-            hook,
+            config,
             word: AtomicU64::new(Word::INITIAL.0),
             open_until: AtomicU64::new(0),
             streak: AtomicU64::new(streak_tag(0)),

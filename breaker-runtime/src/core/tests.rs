@@ -8,7 +8,11 @@ use crate::{clock::FakeClock, sync::lock, Config};
 const MS: u64 = 1_000_000;
 
 fn core(config: Config) -> Core {
-    Core::new("core::tests".into(), config.validate().unwrap(), None)
+    Core::new(
+        "core::tests".into(),
+        config.validate().unwrap(),
+        std::sync::Arc::new(config.clone()),
+    )
 }
 
 /// Review M3: tokio fires a timeout at the next millisecond or later, after the probe's
@@ -99,7 +103,7 @@ fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
     });
     let c = core(config.clone());
     let c = Core {
-        hook: config.on_state_change.clone(),
+        config: std::sync::Arc::new(config.clone()),
         ..c
     };
     let clock = FakeClock::default();
