@@ -36,7 +36,11 @@ fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
     });
     let policy = config.validate().unwrap();
     (
-        Arc::new(Core::new("loom".into(), policy, Arc::new(config))),
+        Arc::new(Core::new(
+            "loom".into(),
+            policy,
+            std::sync::Arc::new(config),
+        )),
         entered,
     )
 }
