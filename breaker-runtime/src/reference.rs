@@ -421,7 +421,7 @@ proptest! {
                 }
             }
             prop_assert_eq!(core.peek(), model.state, "step {}", step);
-            prop_assert_eq!(core.counters.read(), model.stats, "step {}", step);
+            prop_assert_eq!(core.stats(), model.stats, "step {}", step);
             prop_assert_eq!(core.probes_held(), model.leases.iter().flatten().count());
             prop_assert_eq!(core.in_flight(), model.in_flight);
         }

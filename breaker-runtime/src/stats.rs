@@ -24,7 +24,7 @@ use std::marker::PhantomData;
 
 use std::sync::{atomic::AtomicUsize, OnceLock};
 
-use crate::sync::{lock, AtomicU64, Mutex, Ordering::Relaxed};
+use crate::sync::{AtomicU64, Ordering::Relaxed};
 
 /// What a breaker has counted since its creation or its last `reset()`. Transitions do not
 /// clear these; outcomes that arrive from an older generation are counted here though they
@@ -194,8 +194,6 @@ pub(crate) struct Counters {
     /// Every slot's stripe, made when a second slot first counts here: a breaker that
     /// several threads call pays its 4 KiB then, and keeps their scaling.
     others: OnceLock<Box<[Padded; STRIPES]>>,
-    /// The counts at the last reset (`None`: never reset).
-    base: Mutex<Option<Box<Stats>>>,
 }
 
 /// A stripe made on contention: its own pair of cache lines (128 bytes, as adjacent-line
@@ -259,7 +257,6 @@ impl Counters {
             route: AtomicUsize::new(NO_OWNER),
             home: Stripe::default(),
             others: OnceLock::new(),
-            base: Mutex::new(None),
         }
     }
 
@@ -360,10 +357,19 @@ impl Counters {
         }
     }
 
-    /// The totals since creation or the last [`clear`](Self::clear).
+    /// The totals since creation (a reset is a base kept by the engine: [`since`]
+    /// (Self::since)).
     pub(crate) fn read(&self) -> Stats {
-        let base = lock(&self.base).as_deref().copied().unwrap_or_default();
+        self.raw()
+    }
+
+    /// The totals since `base` (the totals at the last reset; `None`: never reset). The
+    /// stripes only ever grow, so a read never falls below a base taken earlier.
+    pub(crate) fn since(&self, base: Option<&Stats>) -> Stats {
         let raw = self.raw();
+        let Some(base) = base else {
+            return raw;
+        };
         Stats {
             calls: raw.calls.wrapping_sub(base.calls),
             successes: raw.successes.wrapping_sub(base.successes),
@@ -429,13 +435,6 @@ impl Counters {
                 s + st.successes.load(Relaxed),
             )
         })
-    }
-
-    /// Starts every count again from zero (a call racing the reset may land on either side
-    /// of it). The stripes only ever grow, so a later read never falls below this base.
-    pub(crate) fn clear(&self) {
-        let mut base = lock(&self.base);
-        *base = Some(Box::new(self.raw()));
     }
 }
 
@@ -664,12 +663,12 @@ mod tests {
             c.add_here(me, Count::Success);
         }
         c.add_to(Slot(OWNED), false, Count::Rejected); // a shared stripe
-        c.clear();
-        assert_eq!(c.read(), Stats::default());
+        let base = c.read();
+        assert_eq!(c.since(Some(&base)), Stats::default());
         c.add_here(me, Count::Admitted);
         c.add_here(me, Count::Timeout);
         c.add_to(Slot(OWNED + 1), false, Count::Rejected);
-        let s = c.read();
+        let s = c.since(Some(&base));
         assert_eq!((s.calls, s.failures, s.timeouts, s.rejected), (2, 1, 1, 1));
         assert_eq!(s.successes, 0);
     }

@@ -123,7 +123,7 @@ impl Core {
     /// reference count on a line other threads rarely touch), else the name itself.
     #[inline(always)]
     fn refusal_name(&self, at: Here) -> &Name {
-        match self.refusal_names.get() {
+        match self.inner.made().and_then(|cold| cold.refusal_names.get()) {
             Some(copies) => &copies[at.index() % NAME_COPIES],
             None => &self.name,
         }
@@ -132,7 +132,9 @@ impl Core {
     /// Makes the refusals' copies of the name, once (on the first opening: under the lock,
     /// off the call path).
     pub(super) fn make_refusal_names(&self) {
-        self.refusal_names
+        self.inner
+            .cold()
+            .refusal_names
             .get_or_init(|| Box::new(std::array::from_fn(|_| Name::from(self.name.as_str()))));
     }
 

@@ -154,26 +154,54 @@ impl Inner {
     }
 }
 
-/// [`Inner`] behind its lock, made at its first use: a transition, a probe, a manual or a
-/// fleet command. A breaker that only ever stays closed (most keys of a keyed breaker) never
-/// makes it, which keeps about 130 bytes off each such breaker. `lock(&self.inner)` reaches
-/// it through `Deref`.
-struct LazyInner(OnceLock<Box<Mutex<Inner>>>);
+/// What a breaker needs only once something happened to it, made at its first use (a
+/// transition, a probe, a manual or a fleet command): [`Inner`] behind its lock, the
+/// refusals' copies of the name, the counts' base at the last reset. A breaker that only
+/// ever stays closed (most keys of a keyed breaker) never makes it, which keeps about 160
+/// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`.
+struct LazyInner(OnceLock<Box<Cold>>);
+
+struct Cold {
+    inner: Mutex<Inner>,
+    /// Copies of the name for refusals to carry, made when the breaker first opens: each
+    /// thread takes the one its stripe picks, so threads refused at once do not all count
+    /// references on the one cache line of `name`.
+    refusal_names: OnceLock<Box<[Name; NAME_COPIES]>>,
+    /// The counts at the last `reset()` (`None`: never reset); [`Core::stats`] counts from
+    /// there.
+    base: Mutex<Option<crate::Stats>>,
+}
 
 impl std::ops::Deref for LazyInner {
     type Target = Mutex<Inner>;
     fn deref(&self) -> &Mutex<Inner> {
-        self.0.get_or_init(|| Box::new(Mutex::new(Inner::new())))
+        &self.cold().inner
     }
 }
 
 impl LazyInner {
+    fn cold(&self) -> &Cold {
+        self.0.get_or_init(|| {
+            Box::new(Cold {
+                inner: Mutex::new(Inner::new()),
+                refusal_names: OnceLock::new(),
+                base: Mutex::new(None),
+            })
+        })
+    }
+
+    /// The cold part, if made.
+    #[inline(always)]
+    fn made(&self) -> Option<&Cold> {
+        self.0.get().map(|c| &**c)
+    }
+
     /// `Stats` (successes, failures) when the breaker last closed, without making `Inner`
     /// (a breaker that never transitioned closed at zero).
     pub(super) fn closed_at(&self) -> (u64, u64) {
         self.0
             .get()
-            .map_or((0, 0), |inner| crate::sync::lock(inner).closed_at)
+            .map_or((0, 0), |cold| crate::sync::lock(&cold.inner).closed_at)
     }
 }
 
@@ -186,7 +214,7 @@ const STREAK_COUNT: u64 = u32::MAX as u64;
 /// said so in the log); the state itself is always right.
 const MAX_QUEUED: usize = 1024;
 
-/// Copies of the name an open breaker hands out (see [`Core::refusal_names`]): threads on
+/// Copies of the name an open breaker hands out (see `Core::refusal_name`): threads on
 /// stripes `i` and `j` share one only when `i ≡ j (mod 8)`.
 const NAME_COPIES: usize = 8;
 
@@ -196,10 +224,6 @@ fn streak_tag(generation: u64) -> u64 {
 
 pub struct Core {
     pub(crate) name: Name,
-    /// Copies of the name for refusals to carry, made when the breaker first opens: each
-    /// thread takes the one its stripe picks, so threads refused at once do not all count
-    /// references on the one cache line of `name`.
-    refusal_names: OnceLock<Box<[Name; NAME_COPIES]>>,
     /// Shared by every key of a keyed breaker.
     pub(crate) policy: std::sync::Arc<Policy>,
     /// The configuration it was made from, shared by a keyed breaker's keys: its
@@ -285,7 +309,6 @@ impl Core {
         let ring = policy.window.map(|w| Box::new(Ring::new(w)));
         Core {
             name,
-            refusal_names: OnceLock::new(),
             config,
             word: AtomicU64::new(Word::INITIAL.0),
             open_until: AtomicU64::new(0),
@@ -329,7 +352,11 @@ impl Core {
 
     /// Its counts: the stripes', with what overload counts on its own.
     pub(crate) fn stats(&self) -> crate::Stats {
-        let mut stats = self.counters.read();
+        let base = self
+            .inner
+            .made()
+            .and_then(|cold| *crate::sync::lock(&cold.base));
+        let mut stats = self.counters.since(base.as_ref());
         if let Some(o) = self.overload.as_deref() {
             (stats.throttled, stats.shadow_rejected) = o.counts();
         }

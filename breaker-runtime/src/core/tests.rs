@@ -132,7 +132,11 @@ fn threads_refused_at_once_count_on_different_copies_of_the_name() {
         .unwrap()
         .finish(Outcome::Failure); // opens it, which makes the copies
     assert_eq!(c.peek(), State::Open);
-    let copies = c.refusal_names.get().expect("made at the opening");
+    let copies = c
+        .inner
+        .made()
+        .and_then(|cold| cold.refusal_names.get())
+        .expect("made at the opening");
     let both_alive = std::sync::Barrier::new(2);
     let on_thread = || {
         let at = crate::stats::here();

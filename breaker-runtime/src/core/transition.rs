@@ -168,7 +168,7 @@ impl Core {
         let mut inner = lock(&self.inner);
         let w = self.word();
         if to == State::Closed {
-            self.counters.clear();
+            *lock(&self.inner.cold().base) = Some(self.counters.read());
             if let Some(o) = self.overload.as_deref() {
                 o.clear();
             }
