@@ -5,7 +5,13 @@
 //! clock is `tokio::time::Instant`, so `tokio::time::pause()` and `advance()` drive every
 //! transition in tests; the model-checking tests use a fake one.
 
-use std::hash::{Hash, Hasher};
+use std::{
+    hash::{Hash, Hasher},
+    sync::{
+        atomic::{AtomicU8, Ordering::*},
+        OnceLock,
+    },
+};
 
 use tokio::time::Instant;
 
@@ -19,30 +25,18 @@ pub trait Clock {
     fn now(&self) -> Nanos;
 }
 
-/// `tokio::time::Instant`, measured from the breaker's creation.
+/// `tokio::time::Instant`, measured from the breaker's creation: 8 bytes, the creation as
+/// [`read`] measures time.
 #[derive(Debug, Clone, Copy)]
 pub struct TokioClock {
-    origin: Origin,
-}
-
-/// The breaker's creation, as the clock reads time: 16 bytes either way (the `Instant`'s
-/// nanoseconds leave room for the tag).
-#[derive(Debug, Clone, Copy)]
-enum Origin {
-    /// As [`raw_nanos`] reads it, which was checked against `Instant`'s own arithmetic.
-    Raw(u64),
-    /// Where that check failed: time is `Instant`'s subtraction.
-    Std(Instant),
+    base: Nanos,
 }
 
 impl TokioClock {
     pub(crate) fn new() -> Self {
-        let base = Instant::now();
-        let origin = match raw_nanos(base) {
-            Some(raw) if raw_reading_agrees(base) => Origin::Raw(raw),
-            _ => Origin::Std(base),
-        };
-        Self { origin }
+        Self {
+            base: read(Instant::now()),
+        }
     }
 }
 
@@ -51,11 +45,51 @@ impl Clock for TokioClock {
     fn now(&self) -> Nanos {
         // Saturating: a breaker created under one paused runtime may be read under another
         // whose clock stands earlier; time then reads as zero rather than panicking.
-        match self.origin {
-            // `raw_nanos` of an `Instant` is `Some` whenever it was for the origin (the
-            // shape is the type's); zero is the saturated reading, never reached.
-            Origin::Raw(base) => raw_nanos(Instant::now()).map_or(0, |n| n.saturating_sub(base)),
-            Origin::Std(base) => to_nanos(Instant::now().saturating_duration_since(base)),
+        read(Instant::now()).saturating_sub(self.base)
+    }
+}
+
+/// How this process turns an `Instant` into nanoseconds, decided at its first reading:
+/// [`RAW`] ([`raw_nanos`], checked against `Instant`'s own arithmetic) or [`SINCE`]
+/// (`Instant`'s subtraction from [`ORIGIN`]). One byte, so the common case costs a load and
+/// a compare.
+static READING: AtomicU8 = AtomicU8::new(UNDECIDED);
+const UNDECIDED: u8 = 0;
+const RAW: u8 = 1;
+const SINCE: u8 = 2;
+/// Where the raw reading is refused: ten years before the first reading, so the clock of
+/// any runtime paused later still reads after it.
+static ORIGIN: OnceLock<Instant> = OnceLock::new();
+
+/// `t` in nanoseconds from this process's fixed origin.
+#[inline(always)]
+fn read(t: Instant) -> Nanos {
+    if READING.load(Relaxed) == RAW {
+        // `Some` whenever it was at the check: the shape is the type's.
+        if let Some(n) = raw_nanos(t) {
+            return n;
+        }
+    }
+    read_slow(t)
+}
+
+#[cold]
+#[inline(never)]
+fn read_slow(t: Instant) -> Nanos {
+    if READING.load(Acquire) == UNDECIDED {
+        let raw = raw_nanos(t).is_some() && raw_reading_agrees(t);
+        if !raw {
+            let ten_years = std::time::Duration::from_secs(10 * 365 * 86_400);
+            ORIGIN.get_or_init(|| t.checked_sub(ten_years).unwrap_or(t));
+        }
+        // Every thread decides the same; `Release` publishes `ORIGIN` with it.
+        READING.store(if raw { RAW } else { SINCE }, Release);
+    }
+    match (READING.load(Acquire), raw_nanos(t)) {
+        (RAW, Some(n)) => n,
+        _ => {
+            let origin = *ORIGIN.get_or_init(|| t);
+            to_nanos(t.saturating_duration_since(origin))
         }
     }
 }
@@ -68,8 +102,8 @@ impl Clock for TokioClock {
 /// read, and std's subtraction (`sub_timespec`, its `Option` and `Duration::new`'s carry)
 /// costs about 50 instructions, more than the rest of the refusal's bookkeeping; this is a
 /// multiply and an add. Whether std hashes an `Instant` this way is not a documented
-/// promise, so [`TokioClock::new`] checks it against `Instant`'s own arithmetic and keeps
-/// the subtraction where it disagrees. Everything here inlines to two loads: the shape
+/// promise, so [`read`] checks it once against `Instant`'s own arithmetic and keeps the
+/// subtraction where it disagrees. Everything here inlines to two loads: the shape
 /// checks fold away at compile time.
 #[inline(always)]
 fn raw_nanos(t: impl Hash) -> Option<u64> {
@@ -160,20 +194,20 @@ mod tests {
     /// The fast reading is what this platform uses (else the benchmarks measure the other).
     #[test]
     fn this_platforms_instant_is_read_without_a_subtraction() {
-        assert!(matches!(TokioClock::new().origin, Origin::Raw(_)));
-        assert_eq!(std::mem::size_of::<TokioClock>(), 16);
+        let _ = TokioClock::new();
+        assert_eq!(READING.load(Relaxed), RAW);
+        assert_eq!(std::mem::size_of::<TokioClock>(), 8);
     }
 
     /// Both readings agree to the nanosecond, carries into the seconds included.
     #[tokio::test(start_paused = true)]
     async fn the_fast_reading_agrees_with_instant_arithmetic() {
         let clock = TokioClock::new();
-        let slow = TokioClock {
-            origin: Origin::Std(Instant::now()),
-        };
+        let origin = Instant::now();
         for step in [1, 999_999_999, 1_000_000_001, 3_600_000_000_000, 7] {
             tokio::time::advance(Duration::from_nanos(step)).await;
-            assert_eq!(clock.now(), slow.now());
+            let slow = to_nanos(Instant::now().saturating_duration_since(origin));
+            assert_eq!(clock.now(), slow);
         }
         assert!(clock.now() >= 3_600_000_000_000);
     }
