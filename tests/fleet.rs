@@ -6,6 +6,8 @@
 #[path = "support/redis.rs"]
 #[allow(dead_code)] // the cluster's helpers are tests/fleet_cluster.rs's
 mod redis_server;
+#[path = "support/stall.rs"]
+mod stall;
 
 use std::{
     sync::{
@@ -17,6 +19,7 @@ use std::{
 
 use breaker::{fleet::Fleet, Breaker, Cause, Config, State};
 use redis_server::RedisServer;
+use stall::StallMeter;
 
 /// How long a real-time condition may take before the test fails. Passing runs take
 /// milliseconds; the bound is generous because a CI machine may be busy (at 5 s, one run in
@@ -1018,28 +1021,12 @@ fn killing_redis_stalls_a_current_thread_runtime_hosting_ten_thousand_members_ve
             members[9_999].state() == State::Open
         })
         .await;
-        let worst = Arc::new(Mutex::new(Duration::ZERO));
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
-            let (worst, stop) = (worst.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut last = Instant::now();
-                while !stop.load(SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    let gap = last.elapsed();
-                    let mut w = worst.lock().unwrap();
-                    *w = (*w).max(gap);
-                    last = Instant::now();
-                }
-            })
-        };
+        let meter = StallMeter::start();
         server.kill();
         // The task learns the outage (the subscription ends) and ungates every member; the
         // ticker measures how long the runtime's one thread was kept meanwhile.
         tokio::time::sleep(Duration::from_millis(1_500)).await;
-        stop.store(true, SeqCst);
-        ticker.await.unwrap();
-        let worst = *worst.lock().unwrap();
+        let worst = meter.stop().await;
         println!("worst stall with Redis killed: {worst:?}");
         assert!(worst < Duration::from_millis(500), "stalled {worst:?}");
     });

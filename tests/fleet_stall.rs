@@ -8,17 +8,14 @@
 #[path = "support/redis.rs"]
 #[allow(dead_code)] // the cluster's helpers are tests/fleet_cluster.rs's
 mod redis_server;
+#[path = "support/stall.rs"]
+mod stall;
 
-use std::{
-    sync::{
-        atomic::{AtomicBool, Ordering::SeqCst},
-        Arc, Mutex,
-    },
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use breaker::{fleet::Fleet, Breaker, Config, State};
 use redis_server::RedisServer;
+use stall::StallMeter;
 
 /// DESIGN: a current-thread runtime hosting a fleet never stalls, through joins too. 60 000
 /// members join (past the 57 344 entries at which a map of 65 536 places doubles: the
@@ -41,21 +38,7 @@ fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
             .connect()
             .await
             .expect("connect to the test's redis-server");
-        let worst = Arc::new(Mutex::new(Duration::ZERO));
-        let stop = Arc::new(AtomicBool::new(false));
-        let ticker = {
-            let (worst, stop) = (worst.clone(), stop.clone());
-            tokio::spawn(async move {
-                let mut last = Instant::now();
-                while !stop.load(SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(1)).await;
-                    let gap = last.elapsed();
-                    let mut w = worst.lock().unwrap();
-                    *w = (*w).max(gap);
-                    last = Instant::now();
-                }
-            })
-        };
+        let meter = StallMeter::start();
         const N: usize = 60_000;
         let mut members = Vec::with_capacity(N);
         for i in 0..N {
@@ -79,9 +62,7 @@ fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
             assert!(Instant::now() < deadline, "the last member never opened");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        stop.store(true, SeqCst);
-        ticker.await.unwrap();
-        let worst = *worst.lock().unwrap();
+        let worst = meter.stop().await;
         println!("worst stall while {N} members joined: {worst:?}");
         assert!(worst < Duration::from_millis(60), "stalled {worst:?}");
     });
