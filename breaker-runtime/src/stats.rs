@@ -357,16 +357,10 @@ impl Counters {
         }
     }
 
-    /// The totals since creation (a reset is a base kept by the engine: [`since`]
-    /// (Self::since)).
-    pub(crate) fn read(&self) -> Stats {
-        self.raw()
-    }
-
     /// The totals since `base` (the totals at the last reset; `None`: never reset). The
     /// stripes only ever grow, so a read never falls below a base taken earlier.
     pub(crate) fn since(&self, base: Option<&Stats>) -> Stats {
-        let raw = self.raw();
+        let raw = self.read();
         let Some(base) = base else {
             return raw;
         };
@@ -385,7 +379,9 @@ impl Counters {
         }
     }
 
-    fn raw(&self) -> Stats {
+    /// The totals since creation (a reset is a base kept by the engine: [`since`]
+    /// (Self::since)).
+    pub(crate) fn read(&self) -> Stats {
         let mut t = Stats::default();
         for s in self.stripes() {
             let rejected = s.rejected.load(Relaxed);

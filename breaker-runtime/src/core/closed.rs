@@ -85,6 +85,12 @@ impl Core {
     #[inline(always)]
     pub(crate) fn succeeded_here(&self, admitted: LocalTicket<'_>) -> bool {
         admitted.counting.add(Count::Success);
+        self.streak_running()
+    }
+
+    /// Whether a failure was counted in any generation since the streak was last reset.
+    #[inline(always)]
+    fn streak_running(&self) -> bool {
         self.streak.load(Relaxed) & STREAK_COUNT != 0
     }
 
@@ -107,8 +113,8 @@ impl Core {
     #[inline(always)]
     pub(super) fn end_streak(&self, ticket: Ticket, clock: &impl Clock) {
         // No failure counted in any generation: nothing to reset.
-        if self.streak.load(Relaxed) & STREAK_COUNT != 0 {
-            self.finish_closed(ticket.generation, Outcome::Success, clock);
+        if self.streak_running() {
+            self.end_streak_now(ticket, clock);
         }
     }
 
