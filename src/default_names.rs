@@ -17,7 +17,7 @@ use std::{
     sync::{Mutex, OnceLock},
 };
 
-use breaker_runtime::Breaker;
+use breaker_runtime::{Breaker, Name};
 
 /// The static breaker of a method with a `self` receiver: made on the first call, named
 /// after the `Self` that call gives ([`of`](Self::of)).
@@ -25,12 +25,12 @@ pub struct InImpl<T> {
     cell: OnceLock<T>,
     module: &'static str,
     method: &'static str,
-    init: fn(&str) -> T,
+    init: fn(Name) -> T,
 }
 
 impl<T> InImpl<T> {
     /// The static of `method` in `module`; `init` makes it from its default name.
-    pub const fn new(module: &'static str, method: &'static str, init: fn(&str) -> T) -> Self {
+    pub const fn new(module: &'static str, method: &'static str, init: fn(Name) -> T) -> Self {
         InImpl {
             cell: OnceLock::new(),
             module,
@@ -44,11 +44,11 @@ impl<T> InImpl<T> {
     #[inline]
     pub fn of<S: ?Sized>(&self) -> &T {
         self.cell.get_or_init(|| {
-            (self.init)(&method_name(
+            (self.init)(Name::from(method_name(
                 self.module,
                 std::any::type_name::<S>(),
                 self.method,
-            ))
+            )))
         })
     }
 }
@@ -108,9 +108,9 @@ pub(crate) fn note_default_name(name: &str) {
 }
 
 /// An unkeyed breaker under a default name, noted.
-pub(crate) fn default_breaker(name: &str, config: breaker_runtime::Config) -> Breaker {
-    let breaker = Breaker::new(name, config);
-    note_default_name(name);
+pub(crate) fn default_breaker(name: Name, config: breaker_runtime::Config) -> Breaker {
+    let breaker = Breaker::new_named(name.clone(), config);
+    note_default_name(&name);
     breaker
 }
 

@@ -128,7 +128,8 @@ pub mod __private {
     use breaker_runtime::{__internals::KeyArg, Classify};
 
     use crate::{
-        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Verdict,
+        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Name,
+        Verdict,
     };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
@@ -137,7 +138,7 @@ pub mod __private {
     ///
     /// Panics with the `ConfigError` message if `config` (from `config = …`) is invalid, as
     /// `Breaker::new` does.
-    pub fn breaker(name: &str, shared: bool, config: Config) -> Breaker {
+    pub fn breaker(name: Name, shared: bool, config: Config) -> Breaker {
         if shared {
             Breaker::get_or_create(name, config)
         } else {

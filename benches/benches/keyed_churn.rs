@@ -9,6 +9,8 @@
 //!   (target < 5 ms).
 //! - `sweep_20000_idle_keys`: `KeyedBreaker::retain_active` dropping 20 000 idle keys
 //!   (target < 5 ms).
+//! - `new_key_sweeping_20000_idle_keys`: the new key that finds that sweep due: the caller's
+//!   share of it (at most 1 024 entries looked at).
 //! - `new_key_at_bound_fresh_100000`: a new key at `max_keys = 100 000` when fresh ones can
 //!   go (the steady state of a stream of new keys).
 //! - `new_key_at_bound_nothing_evictable_100000`: a new key at `max_keys = 100 000` when
@@ -63,6 +65,26 @@ fn churn(c: &mut Criterion) {
                 k.retain_active();
                 total += t.elapsed();
                 assert_eq!(k.len(), 0, "every key was idle");
+            }
+            total
+        })
+    });
+
+    g.bench_function("new_key_sweeping_20000_idle_keys", |b| {
+        let idle = Duration::from_millis(300);
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let config = Config::default().idle(idle).max_keys(SWEPT + 1);
+                let k = KeyedBreaker::<u64>::new("bench::sweep_share", config);
+                for i in 0..SWEPT as u64 {
+                    let _ = k.call_sync(&i, || Ok::<_, ()>(()));
+                }
+                std::thread::sleep(idle + Duration::from_millis(10));
+                let t = Instant::now();
+                let _ = black_box(k.call_sync(&u64::MAX, || Ok::<_, ()>(())));
+                total += t.elapsed();
+                assert!(k.len() < SWEPT, "the new key swept its share");
             }
             total
         })

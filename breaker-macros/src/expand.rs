@@ -685,6 +685,9 @@ fn breaker_binding(
                 };
             };
         }
+        // The name is a literal (or `concat!` of literals): static text, copied into a
+        // refusal without a reference count.
+        let name = quote!(#krate::Name::from_static(&#name));
         let init = join(quote!(#krate::__private::breaker(#name, #shared, #config)));
         return quote! {
             let #breaker: &'static #krate::Breaker = {

@@ -46,7 +46,10 @@ use proc_macro::TokenStream;
 ///         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> =
 ///             ::breaker::__private::Lazy::new(|| {
 ///                 ::breaker::__private::breaker(
-///                     ::breaker::__private::concat!(::breaker::__private::module_path!(), "::", "charge"),
+///                     // Static text: a refusal copies it without a reference count.
+///                     ::breaker::Name::from_static(
+///                         &::breaker::__private::concat!(::breaker::__private::module_path!(), "::", "charge"),
+///                     ),
 ///                     false, // a default name is never shared; `name = "…"` gives `true`
 ///                     ::breaker::Config::default()
 ///                         .threshold(2)

@@ -7,7 +7,7 @@ use crate::{
     call::Host,
     call::Shared,
     clock::TokioClock,
-    config::Policy,
+    config::Settings,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
@@ -77,20 +77,25 @@ impl Breaker {
     /// It stays listed while it lives: when its last clone and [`Handle`] are dropped it
     /// leaves the registry and its memory, name included, is freed.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
-        let name = Name::from(name.as_ref());
+        Breaker::try_named(Name::from(name.as_ref()), config)
+    }
+
+    /// [`Breaker::new`] with a [`Name`] already made (the attribute's are static text).
+    #[doc(hidden)]
+    #[track_caller]
+    pub fn new_named(name: Name, config: Config) -> Breaker {
+        match Breaker::try_named(name, config) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let (shared, _) = listing::index().list(
             &name,
             false,
-            || config.validate().map(|policy| (policy, config)),
-            |(policy, config), listing| {
-                Shared::new(
-                    name.clone(),
-                    policy.into(),
-                    config.into(),
-                    Some(listing),
-                    None,
-                )
-            },
+            || config.settle(),
+            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         )?;
         Ok(Breaker { shared })
     }
@@ -99,8 +104,7 @@ impl Breaker {
     /// breaker's, shared (validated when it was made).
     pub(crate) fn keyed(
         name: Name,
-        config: &Arc<Config>,
-        policy: &Arc<Policy>,
+        settings: &Arc<Settings>,
         family: &Arc<crate::call::Family>,
         budget: Option<&Arc<crate::core::OpenBudget>>,
     ) -> Breaker {
@@ -110,15 +114,7 @@ impl Breaker {
             &name,
             false,
             || Ok::<_, std::convert::Infallible>(()),
-            |(), listing| {
-                Shared::new(
-                    name.clone(),
-                    policy.clone(),
-                    config.clone(),
-                    Some(listing),
-                    keyed,
-                )
-            },
+            |(), listing| Shared::new(name.clone(), settings.clone(), Some(listing), keyed),
         );
         let (shared, _) = match made {
             Ok(made) => made,
@@ -130,9 +126,9 @@ impl Breaker {
     /// A breaker that is not in the registry (tests of the call future).
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
-        let policy = config.validate()?;
+        let settings = config.settle()?;
         Ok(Breaker {
-            shared: Arc::new(Shared::new(name, policy.into(), config.into(), None, None)),
+            shared: Arc::new(Shared::new(name, settings.into(), None, None)),
         })
     }
 
@@ -299,21 +295,13 @@ impl Breaker {
     /// If it has to create the breaker and `config` is invalid, as [`Breaker::new`] does.
     #[doc(hidden)]
     #[track_caller]
-    pub fn get_or_create(name: &str, config: Config) -> Breaker {
-        let name = Name::from(name);
+    pub fn get_or_create(name: impl Into<Name>, config: Config) -> Breaker {
+        let name = name.into();
         let found = listing::index().list(
             &name,
             true,
-            || config.validate(),
-            |policy, listing| {
-                Shared::new(
-                    name.clone(),
-                    policy.into(),
-                    config.clone().into(),
-                    Some(listing),
-                    None,
-                )
-            },
+            || config.clone().settle(),
+            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         );
         let (shared, existed) = match found {
             Ok(found) => found,
@@ -321,9 +309,9 @@ impl Breaker {
         };
         let differs = if !existed {
             None
-        } else if !shared.core.config.same_policy(&config) {
+        } else if !shared.core.settings.config.same_policy(&config) {
             Some("configuration")
-        } else if !shared.core.config.same_hooks(&config) {
+        } else if !shared.core.settings.config.same_hooks(&config) {
             Some("`on_state_change` hook")
         } else {
             None

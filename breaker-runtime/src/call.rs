@@ -15,7 +15,7 @@ use crate::{
     core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
     listing::Listing,
     verdict::Judge,
-    BreakerError, CallError, Config,
+    BreakerError, CallError,
 };
 
 /// A breaker's parts, shared by its clones and handles. Nominally public (its module is
@@ -58,14 +58,13 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(
         name: crate::Name,
-        policy: Arc<crate::config::Policy>,
-        config: Arc<Config>,
+        settings: Arc<crate::config::Settings>,
         listed: Option<Listing>,
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
-            core: Core::new(name, policy, config).with_cap(cap),
+            core: Core::new(name, settings).with_cap(cap),
             clock: TokioClock::new(),
             _listed: listed,
             id: crate::departures::next_id(),

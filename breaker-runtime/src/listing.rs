@@ -6,11 +6,11 @@
 
 use std::{
     any::Any,
-    hash::{BuildHasher, RandomState},
+    hash::BuildHasher,
     sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak},
 };
 
-use hashbrown::HashTable;
+use hashbrown::{DefaultHashBuilder, HashTable};
 
 use crate::Name;
 
@@ -55,7 +55,11 @@ struct Slab {
     /// Slots by their entry's name, through the name's hash, in [`TABLES`] tables: 5 bytes a
     /// slot, where a map from name to slots would keep one more copy of each name's pointer.
     by_name: Box<[HashTable<u32>]>,
-    hasher: RandomState,
+    /// foldhash, seeded per process (hashbrown's default): a name is hashed at each listing,
+    /// unlisting and lookup, and SipHash was a sixth of dropping a breaker. Names carry keys
+    /// from users' data, but not the hashes: with a random seed no one outside can aim
+    /// names at one bucket.
+    hasher: DefaultHashBuilder,
     /// The next entry's order of creation.
     next: u64,
     live: usize,
@@ -68,7 +72,7 @@ impl Default for Slab {
             free: Vec::new(),
             // Empty tables allocate nothing until their first slot.
             by_name: (0..TABLES).map(|_| HashTable::new()).collect(),
-            hasher: RandomState::default(),
+            hasher: DefaultHashBuilder::default(),
             next: 0,
             live: 0,
         }

@@ -34,13 +34,8 @@ fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
     let config = config.on_state_change(move |t| {
         seen[t.to as usize].fetch_add(1, SeqCst);
     });
-    let policy = config.validate().unwrap();
     (
-        Arc::new(Core::new(
-            "loom".into(),
-            policy,
-            std::sync::Arc::new(config),
-        )),
+        Arc::new(Core::new("loom".into(), config.settle().unwrap().into())),
         entered,
     )
 }

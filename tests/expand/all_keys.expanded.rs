@@ -2,7 +2,7 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            "fraud::score",
+            ::breaker::Name::from_static(&"fraud::score"),
             true,
             ::breaker::Config::default()
                 .threshold(3)

@@ -6,8 +6,10 @@ async fn lookup(
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "lookup"
+            ::breaker::Name::from_static(
+                &::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "lookup"
+                ),
             ),
             false,
             ::breaker::Config::default(),

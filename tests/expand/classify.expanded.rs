@@ -3,8 +3,10 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::join_fleet(
             ::breaker::__private::breaker(
-                ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "get"
+                ::breaker::Name::from_static(
+                    &::breaker::__private::concat!(
+                        ::breaker::__private::module_path!(), "::", "get"
+                    ),
                 ),
                 false,
                 ::breaker::Config::default().threshold(3),
@@ -41,8 +43,10 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "read"
+            ::breaker::Name::from_static(
+                &::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "read"
+                ),
             ),
             false,
             ::breaker::Config::default(),

@@ -2,7 +2,7 @@ async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            "shop::tax",
+            ::breaker::Name::from_static(&"shop::tax"),
             true,
             ::breaker::__private::config(config_from_env("TAX"))
                 .on_state_change(log_transition),

@@ -5,8 +5,10 @@ where
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "count"
+            ::breaker::Name::from_static(
+                &::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "count"
+                ),
             ),
             false,
             ::breaker::Config::default().threshold(2),

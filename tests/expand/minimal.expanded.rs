@@ -2,8 +2,10 @@ async fn get_rate(region: &str) -> Result<f64, TaxError> {
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "get_rate"
+            ::breaker::Name::from_static(
+                &::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "get_rate"
+                ),
             ),
             false,
             ::breaker::Config::default(),

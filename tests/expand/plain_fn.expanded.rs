@@ -2,8 +2,10 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
     let __breaker: &'static ::breaker::Breaker = {
         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
         ::breaker::__private::breaker(
-            ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "load_profile"
+            ::breaker::Name::from_static(
+                &::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "load_profile"
+                ),
             ),
             false,
             ::breaker::Config::default()

@@ -143,6 +143,25 @@ impl Config {
     }
 }
 
+/// A breaker's configuration as given (its `on_state_change` hook, what `get_or_create`
+/// compares) and as validated, in one allocation: a plain breaker makes one, a keyed
+/// breaker's keys share theirs.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) policy: Policy,
+    pub(crate) config: Config,
+}
+
+impl Config {
+    /// Validates this configuration and keeps it beside its [`Policy`].
+    pub(crate) fn settle(self) -> Result<Settings, ConfigError> {
+        Ok(Settings {
+            policy: self.validate()?,
+            config: self,
+        })
+    }
+}
+
 /// A validated [`Config`], with the defaults that depend on other fields resolved and
 /// durations in nanoseconds.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -138,6 +138,9 @@ impl Core {
     /// Makes the refusals' copies of the name, once (on the first opening: under the lock,
     /// off the call path).
     pub(super) fn make_refusal_names(&self) {
+        if self.name.is_static() {
+            return; // copied without a count: nothing to spread
+        }
         self.inner
             .cold()
             .refusal_names
@@ -158,7 +161,7 @@ impl Core {
             return;
         }
         let tag = streak_tag(generation);
-        if let Some(threshold) = self.policy.threshold {
+        if let Some(threshold) = self.settings.policy.threshold {
             if failed {
                 // Saturating: while disabled, failures keep counting and nothing trips; a
                 // carry out of the count would land in the generation tag.
@@ -181,7 +184,7 @@ impl Core {
                 });
             }
         }
-        if let (Some(ring), Some(percent)) = (&self.ring, self.policy.failure_rate) {
+        if let (Some(ring), Some(percent)) = (&self.ring, self.settings.policy.failure_rate) {
             if self.word().generation() != generation {
                 return; // a late outcome from an older state changes nothing
             }
@@ -191,7 +194,7 @@ impl Core {
             let Some(tally) = ring.record_in(generation, failed, now) else {
                 return;
             };
-            if tally.trips(self.policy.min_calls, percent) {
+            if tally.trips(self.settings.policy.min_calls, percent) {
                 let cause = Cause::FailureRate {
                     rate: tally.rate(),
                     calls: tally.calls,

@@ -89,6 +89,7 @@ impl Core {
         }
         // A disabled breaker admits every call, past the bulkhead too.
         let bulkhead = self
+            .settings
             .policy
             .max_concurrent
             .filter(|_| !w.is(State::Disabled));
@@ -104,6 +105,7 @@ impl Core {
         }
         self.counters.add(Count::Admitted);
         let started = self
+            .settings
             .policy
             .slow_call
             .map(|_| now.unwrap_or_else(|| clock.now()));
@@ -209,7 +211,9 @@ impl Core {
     /// earliest lease ends.
     pub(super) fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
         if inner.leases.is_empty() {
-            inner.leases.resize(self.policy.probes as usize, None);
+            inner
+                .leases
+                .resize(self.settings.policy.probes as usize, None);
         }
         let free = inner
             .leases
@@ -221,7 +225,7 @@ impl Core {
         };
         let lease = inner.next_lease;
         inner.next_lease += 1;
-        let until = now.saturating_add(self.policy.lease());
+        let until = now.saturating_add(self.settings.policy.lease());
         inner.leases[slot] = Some(Lease { id: lease, until });
         Ok(Probe { slot, lease, until })
     }
@@ -231,7 +235,7 @@ impl Core {
         if admission.shed.is_shadow() {
             return; // a dry run's would-be refusal: its outcome counts for nothing
         }
-        let outcome = match (admission.started, self.policy.slow_call) {
+        let outcome = match (admission.started, self.settings.policy.slow_call) {
             (Some(started), Some(slow))
                 if outcome != Outcome::Cancelled
                     && outcome != Outcome::Timeout
@@ -298,7 +302,7 @@ impl Core {
             Outcome::Success => {
                 inner.probe_successes += 1;
                 let successes = inner.probe_successes;
-                if successes >= self.policy.success_threshold {
+                if successes >= self.settings.policy.success_threshold {
                     let cause = Cause::ProbesSucceeded { successes };
                     // The time only to start a recovery ramp.
                     let ramps = self.overload.as_deref().is_some_and(Overload::ramps);

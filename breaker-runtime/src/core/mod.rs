@@ -34,7 +34,7 @@ use std::{collections::VecDeque, sync::OnceLock};
 
 use crate::{
     clock::{Clock, Nanos},
-    config::{Config, Policy},
+    config::Settings,
     events::Transition,
     stats::{Counters, Counting, Here},
     sync::{AtomicU32, AtomicU64, Mutex, Ordering::*},
@@ -224,11 +224,9 @@ fn streak_tag(generation: u64) -> u64 {
 
 pub struct Core {
     pub(crate) name: Name,
-    /// Shared by every key of a keyed breaker.
-    pub(crate) policy: std::sync::Arc<Policy>,
-    /// The configuration it was made from, shared by a keyed breaker's keys: its
-    /// `on_state_change` hook (read at each transition), and what `get_or_create` compares.
-    pub(crate) config: std::sync::Arc<Config>,
+    /// Its policy and the configuration it was made from (the `on_state_change` hook, read
+    /// at each transition; what `get_or_create` compares), shared by a keyed breaker's keys.
+    pub(crate) settings: std::sync::Arc<Settings>,
     word: AtomicU64,
     /// When the cool-off ends; meaningful while the word says `Open`.
     open_until: AtomicU64,
@@ -300,16 +298,11 @@ impl LocalTicket<'_> {
 }
 
 impl Core {
-    pub(crate) fn new(
-        name: Name,
-        policy: impl Into<std::sync::Arc<Policy>>,
-        config: std::sync::Arc<Config>,
-    ) -> Core {
-        let policy = policy.into();
+    pub(crate) fn new(name: Name, settings: std::sync::Arc<Settings>) -> Core {
+        let policy = &settings.policy;
         let ring = policy.window.map(|w| Box::new(Ring::new(w)));
         Core {
             name,
-            config,
             word: AtomicU64::new(Word::INITIAL.0),
             open_until: AtomicU64::new(0),
             streak: AtomicU64::new(streak_tag(0)),
@@ -323,7 +316,7 @@ impl Core {
                 && policy.window.is_none()
                 && policy.max_concurrent.is_none()
                 && !policy.overload.any(),
-            policy,
+            settings,
         }
     }
 
@@ -374,14 +367,15 @@ impl Core {
 
     /// The bulkhead's limit now: the fixed one, or the adaptive one; `None` without either.
     pub(crate) fn concurrency_limit(&self) -> Option<u32> {
-        self.policy
+        self.settings
+            .policy
             .max_concurrent
             .or_else(|| self.overload.as_deref().and_then(Overload::limit))
     }
 
     /// Whether this breaker only pretends to refuse (`dry_run`).
     pub(crate) fn dry_run(&self) -> bool {
-        self.policy.overload.dry_run
+        self.settings.policy.overload.dry_run
     }
 
     /// The state as stored, without moving an open breaker to half-open.

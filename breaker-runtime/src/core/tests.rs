@@ -8,11 +8,7 @@ use crate::{clock::FakeClock, sync::lock, Config};
 const MS: u64 = 1_000_000;
 
 fn core(config: Config) -> Core {
-    Core::new(
-        "core::tests".into(),
-        config.validate().unwrap(),
-        std::sync::Arc::new(config.clone()),
-    )
+    Core::new("core::tests".into(), config.settle().unwrap().into())
 }
 
 /// Review M3: tokio fires a timeout at the next millisecond or later, after the probe's
@@ -101,11 +97,7 @@ fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
     let config = Config::default().on_state_change(move |_| {
         seen.fetch_add(1, SeqCst);
     });
-    let c = core(config.clone());
-    let c = Core {
-        config: std::sync::Arc::new(config.clone()),
-        ..c
-    };
+    let c = core(config);
     let clock = FakeClock::default();
     // Simulate a dispatcher that unwound: the guard must clear the flag.
     {
@@ -159,4 +151,29 @@ fn threads_refused_at_once_count_on_different_copies_of_the_name() {
         name_a.same_allocation(&name_b),
         a % NAME_COPIES == b % NAME_COPIES
     );
+}
+
+/// The attribute's names are static text: a refusal copies the pointer, so there is no
+/// count to spread over copies, and none are made.
+#[test]
+fn a_static_name_is_handed_out_as_itself() {
+    let config = Config::default().threshold(1);
+    let c = Core::new(
+        Name::from_static(&"core::tests::static"),
+        config.settle().unwrap().into(),
+    );
+    let clock = FakeClock::default();
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure);
+    assert_eq!(c.peek(), State::Open);
+    assert!(c.inner.made().is_some(), "the opening made the cold part");
+    assert!(c.inner.made().unwrap().refusal_names.get().is_none());
+    match c.refuse(&clock) {
+        Some(crate::BreakerError::Open { name, .. }) => {
+            assert_eq!(name, "core::tests::static");
+            assert!(name.same_allocation(&c.name));
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
 }

@@ -46,8 +46,8 @@ impl Core {
                 let total = match open_for {
                     Some(asked) if asked > 0 => self.cap_open_for(asked),
                     _ => {
-                        let base = self.policy.cool_off_after(inner.reopenings);
-                        let jitter = match self.policy.jitter {
+                        let base = self.settings.policy.cool_off_after(inner.reopenings);
+                        let jitter = match self.settings.policy.jitter {
                             0 => 0,
                             j => jitter::next_random(&mut inner.rng) % j.saturating_add(1),
                         };
@@ -186,6 +186,6 @@ impl Core {
     /// is back in 2 s, and waiting the default 10 s would keep a recovered server idle.
     pub(super) fn cap_open_for(&self, asked: Nanos) -> Nanos {
         const HOUR: Nanos = 3_600_000_000_000;
-        asked.min(self.policy.max_cool_off.unwrap_or(HOUR))
+        asked.min(self.settings.policy.max_cool_off.unwrap_or(HOUR))
     }
 }

@@ -59,14 +59,16 @@
 //! entry untouched since its last stamp for longer than `idle` goes; one touched since the
 //! previous sweep counts as used at this one (kept up to one sweep interval longer than
 //! `idle`, never dropped earlier). A sweep walks every entry, one shard at a time, at most
-//! four times per `idle`.
+//! four times per `idle`, spread over new keys: each looks at no more than [`SWEEP_STEP`]
+//! entries (1 024), so a map of 100 000 keys is swept by 100 new keys, never by one caller
+//! (`retain_active` sweeps everything at once).
 
 use std::{
     borrow::Borrow,
     hash::{BuildHasher, Hash, Hasher},
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed},
-        Arc, Mutex, MutexGuard, OnceLock, PoisonError,
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
+        Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError,
     },
     time::Duration,
 };
@@ -75,7 +77,7 @@ use papaya::{Equivalent, Guard, HashSet, LocalGuard};
 use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
-use crate::{call::Family, clock::to_nanos, config::Policy, core::OpenBudget, Breaker, Config};
+use crate::{call::Family, clock::to_nanos, config::Settings, core::OpenBudget, Breaker};
 
 /// Shards of a keyed breaker's writers and of its sampler.
 const SHARDS: usize = 16;
@@ -87,13 +89,17 @@ const SAMPLE: usize = 8;
 /// bits for 292 years).
 const TOUCHED: u64 = 1 << 63;
 
+/// Entries a new key's share of a due sweep looks at, at most: a sweep of 100 000 keys is
+/// spread over 100 new keys (a sweep that drops 20 000 idle breakers took about 18 ms on one
+/// caller here, `benches/RESULTS.md`); a map smaller than this is swept whole by one.
+const SWEEP_STEP: usize = 1024;
+
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
 pub(super) struct Map<K> {
     pub(super) name: String,
-    config: Arc<Config>,
-    policy: Arc<Policy>,
+    settings: Arc<Settings>,
     max_keys: usize,
     idle: u64,
     /// Every key's entry, for lookups: written only under the lock of the key's shard.
@@ -107,8 +113,14 @@ pub(super) struct Map<K> {
     family: Arc<Family>,
     /// Time origin of the stamps below.
     origin: Instant,
-    /// When the last sweep ran (nanos since `origin`).
+    /// When the last sweep started (nanos since `origin`).
     swept: AtomicU64,
+    /// A sweep is under way: where it goes on (taken with `try_lock`: a new key that finds
+    /// another sweeping goes on without).
+    sweeping: Mutex<Option<Cursor>>,
+    /// Whether `sweeping` holds a cursor: read first, so a new key with no sweep due and
+    /// none under way takes no lock.
+    under_way: AtomicBool,
     /// When the last WARN about evicting non-fresh breakers was logged (0: never).
     warned: AtomicU64,
     /// Called with each new key's breaker, outside the map's locks (`fleet = true`).
@@ -121,6 +133,15 @@ pub(super) struct Map<K> {
 /// own (writers of two shards do not share a line).
 #[repr(align(128))]
 struct Shard(Mutex<Vec<Slot>>);
+
+/// Where a sweep under way goes on: a shard, and a position in its slots (which may have
+/// moved meanwhile: a slot moved by a removal may be looked at twice or wait for the next
+/// sweep, never wrongly dropped, since each is judged when looked at).
+#[derive(Clone, Copy)]
+struct Cursor {
+    shard: usize,
+    at: usize,
+}
 
 /// A breaker as its shard keeps it: its key's hash and the breaker's identity find its
 /// entry in the set (the entry holds the breaker).
@@ -243,12 +264,11 @@ fn id(breaker: &Breaker) -> usize {
 }
 
 impl<K: BreakerKey> Map<K> {
-    pub(super) fn new(name: &str, config: Config, policy: &Policy) -> Self {
+    pub(super) fn new(name: &str, settings: Settings) -> Self {
         let len = Arc::new(AtomicUsize::new(0));
+        let policy = &settings.policy;
         Map {
             name: name.to_owned(),
-            config: Arc::new(config),
-            policy: Arc::new(policy.clone()),
             max_keys: policy.max_keys,
             idle: policy.idle,
             index: HashSet::builder().hasher(Prehashed).build(),
@@ -259,10 +279,13 @@ impl<K: BreakerKey> Map<K> {
                 .map(|p| Arc::new(OpenBudget::new(name, p, len))),
             origin: Instant::now(),
             swept: AtomicU64::new(0),
+            sweeping: Mutex::new(None),
+            under_way: AtomicBool::new(false),
             warned: AtomicU64::new(0),
             on_new: OnceLock::new(),
             draws: AtomicU64::new(0),
             family: Arc::new(Family { name: name.into() }),
+            settings: Arc::new(settings),
         }
     }
 
@@ -388,8 +411,7 @@ impl<K: BreakerKey> Map<K> {
         let key = key.to_owned();
         let breaker = Breaker::keyed(
             KeyName(&self.name, &key).to_name(),
-            &self.config,
-            &self.policy,
+            &self.settings,
             &self.family,
             self.budget.as_ref(),
         );
@@ -408,54 +430,106 @@ impl<K: BreakerKey> Map<K> {
         breaker
     }
 
-    /// Sweeps when `idle / 4` has passed since the last sweep: idle breakers go at most
-    /// that much later than `idle`, and a stream of new keys sweeps at most 4 times per
-    /// `idle`.
+    /// Goes on with the sweep under way, or starts one when `idle / 4` has passed since the
+    /// last started: idle breakers go at most that much later than `idle` (plus the new
+    /// keys it takes to finish a sweep, one per [`SWEEP_STEP`] entries), and a stream of new
+    /// keys sweeps at most 4 times per `idle`. Each new key looks at no more than
+    /// [`SWEEP_STEP`] entries, so no caller pays for a whole large map.
     fn sweep_if_due(&self, now: u64) {
-        let last = self.swept.load(Relaxed);
-        if now.saturating_sub(last) >= self.idle / 4
-            && self
-                .swept
-                .compare_exchange(last, now, Relaxed, Relaxed)
-                .is_ok()
+        if !self.under_way.load(Relaxed)
+            && now.saturating_sub(self.swept.load(Relaxed)) < self.idle / 4
         {
-            self.sweep(now);
+            return;
         }
-    }
-
-    /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. One shard
-    /// locked at a time.
-    pub(super) fn sweep(&self, now: u64) {
+        let mut sweeping = match self.sweeping.try_lock() {
+            Ok(sweeping) => sweeping,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return, // another new key is sweeping
+        };
+        let mut cursor = match *sweeping {
+            Some(cursor) => cursor,
+            None if now.saturating_sub(self.swept.load(Relaxed)) >= self.idle / 4 => {
+                self.swept.store(now, Relaxed);
+                Cursor { shard: 0, at: 0 }
+            }
+            None => return, // a sweep just ended
+        };
         let guard = self.guard();
-        for shard in &self.shards {
-            let mut slots = lock(&shard.0);
-            let mut i = 0;
-            while i < slots.len() {
-                let by = slots[i].by();
-                let go = match self.index.get(&by, &guard) {
-                    Some(node) => {
-                        let seen = node.seen.load(Relaxed);
-                        if seen & TOUCHED != 0 {
-                            node.seen.store(now & !TOUCHED, Relaxed);
-                            false
-                        } else {
-                            now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
-                        }
+        let mut budget = SWEEP_STEP;
+        while cursor.shard < SHARDS {
+            match self.sweep_shard(cursor.shard, cursor.at, &mut budget, now, &guard) {
+                Some(at) => {
+                    cursor.at = at;
+                    break;
+                }
+                None => {
+                    cursor = Cursor {
+                        shard: cursor.shard + 1,
+                        at: 0,
                     }
-                    None => true, // not reached: a slot and its entry go together
-                };
-                if go {
-                    self.index.remove(&by, &guard);
-                    self.len.fetch_sub(1, Relaxed);
-                    slots.swap_remove(i); // the last slot moved to `i`: look again
-                } else {
-                    i += 1;
                 }
             }
         }
+        let going_on = cursor.shard < SHARDS;
+        *sweeping = going_on.then_some(cursor);
+        self.under_way.store(going_on, Relaxed);
+        drop(sweeping);
         // The removed entries are freed when this guard (and any other that could see them)
-        // is dropped, outside the shards' locks: the last clone unlists each breaker.
+        // is dropped, outside the locks: the last clone unlists each breaker.
         guard.flush();
+    }
+
+    /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. Every
+    /// shard, one locked at a time ([`KeyedBreaker::retain_active`](super::KeyedBreaker::retain_active)).
+    pub(super) fn sweep(&self, now: u64) {
+        let guard = self.guard();
+        let mut unbounded = usize::MAX;
+        for shard in 0..SHARDS {
+            self.sweep_shard(shard, 0, &mut unbounded, now, &guard);
+        }
+        guard.flush();
+    }
+
+    /// [`sweep`](Self::sweep) of one shard from position `from`, looking at no more than
+    /// `budget` entries (less what it looked at): where to go on when the budget ran out,
+    /// `None` when it reached the shard's end.
+    fn sweep_shard(
+        &self,
+        shard: usize,
+        from: usize,
+        budget: &mut usize,
+        now: u64,
+        guard: &LocalGuard<'_>,
+    ) -> Option<usize> {
+        let mut slots = lock(&self.shards[shard].0);
+        let mut i = from;
+        while i < slots.len() {
+            if *budget == 0 {
+                return Some(i);
+            }
+            *budget -= 1;
+            let by = slots[i].by();
+            let go = match self.index.get(&by, guard) {
+                Some(node) => {
+                    let seen = node.seen.load(Relaxed);
+                    if seen & TOUCHED != 0 {
+                        node.seen.store(now & !TOUCHED, Relaxed);
+                        false
+                    } else {
+                        now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
+                    }
+                }
+                None => true, // not reached: a slot and its entry go together
+            };
+            if go {
+                self.index.remove(&by, guard);
+                self.len.fetch_sub(1, Relaxed);
+                slots.swap_remove(i); // the last slot moved to `i`: look again
+            } else {
+                i += 1;
+            }
+        }
+        None
     }
 
     /// At `max_keys`, removes one breaker to make room for a new one, by sampling (see the

@@ -94,9 +94,8 @@ impl<K: BreakerKey> KeyedBreaker<K> {
 
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
-        let policy = config.validate()?;
         Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config, &policy)),
+            inner: Arc::new(Map::new(name.as_ref(), config.settle()?)),
         })
     }
 
