@@ -94,6 +94,9 @@ fn open_sync(c: &mut Criterion) {
         g.bench_function("breaker_attr", |b| {
             b.iter(|| black_box(attr.open_sync(black_box(1)).is_ok()))
         });
+        g.bench_function("breaker_attr_typed", |b| {
+            b.iter(|| black_box(attr.open_sync_typed(black_box(1)).is_ok()))
+        });
     }
     g.bench_function("failsafe", |b| {
         b.iter(|| black_box(failsafe.open_sync(black_box(1)).is_ok()))
@@ -173,6 +176,9 @@ fn open_async(c: &mut Criterion) {
     if let Some(attr) = &attr {
         g.bench_function("breaker_attr", |b| {
             b.iter_custom(|n| async_loop(&rt, n, |x| attr.open_async(x)))
+        });
+        g.bench_function("breaker_attr_typed", |b| {
+            b.iter_custom(|n| async_loop(&rt, n, |x| attr.open_async_typed(x)))
         });
     }
     g.bench_function("failsafe", |b| {

@@ -237,6 +237,33 @@ async fn attr_open_async(x: u64) -> Result<u64, io::Error> {
     op(x)
 }
 
+/// What a service with its own error type returns: its failure, or the breaker's refusal,
+/// with no box (the `io::Error` the functions above convert a refusal into allocates, 400+
+/// Ir, which hides what the attribute's breaker itself costs).
+#[derive(Debug)]
+pub enum OpError {
+    /// The dependency failed.
+    Failed(io::ErrorKind),
+    /// The breaker refused the call.
+    Refused(breaker::BreakerError),
+}
+
+impl From<breaker::BreakerError> for OpError {
+    fn from(e: breaker::BreakerError) -> Self {
+        OpError::Refused(e)
+    }
+}
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+fn attr_typed_open_sync(x: u64) -> Result<u64, OpError> {
+    op(x).map_err(|e| OpError::Failed(e.kind()))
+}
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h")]
+async fn attr_typed_open_async(x: u64) -> Result<u64, OpError> {
+    op(x).map_err(|e| OpError::Failed(e.kind()))
+}
+
 /// Functions under `#[breaker::circuit_breaker]`: one static breaker per function.
 pub struct Attr(());
 
@@ -247,6 +274,8 @@ impl Attr {
         for _ in 0..5 {
             let _ = attr_open_sync(FAIL);
             let _ = poll_once(attr_open_async(FAIL));
+            let _ = attr_typed_open_sync(FAIL);
+            let _ = poll_once(attr_typed_open_async(FAIL));
         }
         let live = attr_open_sync(1).is_err();
         if !live {
@@ -275,6 +304,18 @@ impl Attr {
 
     pub async fn open_async(&self, x: u64) -> Result<u64, io::Error> {
         attr_open_async(x).await
+    }
+
+    /// A refusal into the function's own error type ([`OpError`]), which does not allocate:
+    /// the attribute's breaker (a static name) at its own cost.
+    #[inline(never)]
+    pub fn open_sync_typed(&self, x: u64) -> Result<u64, OpError> {
+        attr_typed_open_sync(x)
+    }
+
+    /// [`open_sync_typed`](Self::open_sync_typed), async.
+    pub async fn open_async_typed(&self, x: u64) -> Result<u64, OpError> {
+        attr_typed_open_async(x).await
     }
 }
 

@@ -7,7 +7,8 @@
 //! member of a fleet on a `redis-server` it starts; `closed_sync` and `open_sync` only).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
-//! `forced_sync` and `owned_async`.
+//! `forced_sync` and `owned_async`, `attr` `open_sync_typed` and `open_async_typed` (a
+//! refusal into the function's own error type, which does not allocate).
 
 use std::{hint::black_box, process::ExitCode};
 
@@ -87,7 +88,17 @@ fn main() -> ExitCode {
         }
         "attr" => match Attr::new() {
             None => false,
-            Some(b) => workloads!(b, n, imp, workload),
+            Some(b) => match workload.as_str() {
+                "open_sync_typed" => {
+                    sync_loop(n, |x| b.open_sync_typed(x));
+                    true
+                }
+                "open_async_typed" => {
+                    async_loop!(n, |x| b.open_async_typed(x));
+                    true
+                }
+                _ => workloads!(b, n, imp, workload),
+            },
         },
         "failsafe" => {
             let b = Failsafe::new();
