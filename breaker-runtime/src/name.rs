@@ -101,6 +101,12 @@ impl From<&str> for Name {
     }
 }
 
+impl From<&String> for Name {
+    fn from(s: &String) -> Self {
+        Name::from(s.as_str())
+    }
+}
+
 impl From<String> for Name {
     fn from(s: String) -> Self {
         Name(Repr::Counted(Arc::from(s)))
