@@ -436,9 +436,7 @@ impl<K: BreakerKey> Map<K> {
     /// keys sweeps at most 4 times per `idle`. Each new key looks at no more than
     /// [`SWEEP_STEP`] entries, so no caller pays for a whole large map.
     fn sweep_if_due(&self, now: u64) {
-        if !self.under_way.load(Relaxed)
-            && now.saturating_sub(self.swept.load(Relaxed)) < self.idle / 4
-        {
+        if !self.under_way.load(Relaxed) && !self.sweep_due(now) {
             return;
         }
         let mut sweeping = match self.sweeping.try_lock() {
@@ -448,7 +446,7 @@ impl<K: BreakerKey> Map<K> {
         };
         let mut cursor = match *sweeping {
             Some(cursor) => cursor,
-            None if now.saturating_sub(self.swept.load(Relaxed)) >= self.idle / 4 => {
+            None if self.sweep_due(now) => {
                 self.swept.store(now, Relaxed);
                 Cursor { shard: 0, at: 0 }
             }
@@ -477,6 +475,11 @@ impl<K: BreakerKey> Map<K> {
         // The removed entries are freed when this guard (and any other that could see them)
         // is dropped, outside the locks: the last clone unlists each breaker.
         guard.flush();
+    }
+
+    /// A quarter of `idle` has passed since the last sweep started.
+    fn sweep_due(&self, now: u64) -> bool {
+        now.saturating_sub(self.swept.load(Relaxed)) >= self.idle / 4
     }
 
     /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. Every
