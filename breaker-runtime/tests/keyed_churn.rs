@@ -199,6 +199,35 @@ async fn a_large_sweep_is_spread_over_new_keys() {
     assert!(!k.contains(&7), "a swept key is gone from the map");
 }
 
+/// `retain_active` drops exactly the idle fresh keys of a map far larger than the batches
+/// it judges and removes at a time (32 slots, 256 under one guard): not one with a failure
+/// streak, not one called since the last sweep, and every idle fresh one, wherever the
+/// removals moved the slots.
+#[tokio::test(start_paused = true)]
+async fn retain_active_drops_exactly_the_idle_fresh_keys_of_a_large_map() {
+    let idle = Duration::from_secs(60);
+    let config = Config::default()
+        .idle(idle)
+        .threshold(1000)
+        .max_keys(20_000);
+    let k = KeyedBreaker::<u32>::new("churn::retain_mixed", config);
+    let streak = |i: u32| i.is_multiple_of(3);
+    let used = |i: u32| i.is_multiple_of(7);
+    for i in 0..10_000u32 {
+        let _ = k.call_sync(&i, || if streak(i) { Err(()) } else { Ok(()) });
+    }
+    tokio::time::advance(idle + Duration::from_secs(1)).await;
+    for i in (0..10_000u32).filter(|&i| used(i)) {
+        let _ = k.call_sync(&i, || if streak(i) { Err(()) } else { Ok(()) });
+    }
+    k.retain_active();
+    let kept: Vec<u32> = (0..10_000u32).filter(|i| k.contains(i)).collect();
+    let expected: Vec<u32> = (0..10_000u32).filter(|&i| streak(i) || used(i)).collect();
+    assert_eq!(kept.len(), expected.len(), "kept {} keys", kept.len());
+    assert_eq!(kept, expected);
+    assert_eq!(k.len(), expected.len());
+}
+
 /// Beyond the size where the sample covers every key, the sample still finds the fresh
 /// breakers among many with state: with 1 in 11 fresh, 128 draws miss them all with
 /// probability 6e-6.

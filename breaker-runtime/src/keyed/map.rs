@@ -94,6 +94,13 @@ const TOUCHED: u64 = 1 << 63;
 /// caller here, `benches/RESULTS.md`); a map smaller than this is swept whole by one.
 const SWEEP_STEP: usize = 1024;
 
+/// How many entries a sweep looks at under one guard: what it removes is freed when the
+/// guard goes, while their breakers are still in cache.
+const FREE_STEP: usize = 256;
+
+/// How many slots a sweep judges before it removes the idle ones among them.
+const BATCH: usize = 32;
+
 /// How often a WARN says non-fresh breakers are being evicted at `max_keys`.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
@@ -134,13 +141,22 @@ pub(super) struct Map<K> {
 #[repr(align(128))]
 struct Shard(Mutex<Vec<Slot>>);
 
-/// Where a sweep under way goes on: a shard, and a position in its slots (which may have
-/// moved meanwhile: a slot moved by a removal may be looked at twice or wait for the next
-/// sweep, never wrongly dropped, since each is judged when looked at).
+/// Where a sweep under way goes on: a shard, and the position in its slots below which it
+/// has not looked yet (slots may have moved meanwhile: one moved by a removal may be looked
+/// at twice or wait for the next sweep, never wrongly dropped, since each is judged when
+/// looked at).
 #[derive(Clone, Copy)]
 struct Cursor {
     shard: usize,
-    at: usize,
+    below: usize,
+}
+
+impl Cursor {
+    /// A sweep's start: the first shard, from its end.
+    const START: Cursor = Cursor {
+        shard: 0,
+        below: usize::MAX,
+    };
 }
 
 /// A breaker as its shard keeps it: its key's hash and the breaker's identity find its
@@ -444,37 +460,17 @@ impl<K: BreakerKey> Map<K> {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => return, // another new key is sweeping
         };
-        let mut cursor = match *sweeping {
+        let cursor = match *sweeping {
             Some(cursor) => cursor,
             None if self.sweep_due(now) => {
                 self.swept.store(now, Relaxed);
-                Cursor { shard: 0, at: 0 }
+                Cursor::START
             }
             None => return, // a sweep just ended
         };
-        let guard = self.guard();
-        let mut budget = SWEEP_STEP;
-        while cursor.shard < SHARDS {
-            match self.sweep_shard(cursor.shard, cursor.at, &mut budget, now, &guard) {
-                Some(at) => {
-                    cursor.at = at;
-                    break;
-                }
-                None => {
-                    cursor = Cursor {
-                        shard: cursor.shard + 1,
-                        at: 0,
-                    }
-                }
-            }
-        }
-        let going_on = cursor.shard < SHARDS;
-        *sweeping = going_on.then_some(cursor);
-        self.under_way.store(going_on, Relaxed);
-        drop(sweeping);
-        // The removed entries are freed when this guard (and any other that could see them)
-        // is dropped, outside the locks: the last clone unlists each breaker.
-        guard.flush();
+        let next = self.sweep_from(cursor, SWEEP_STEP, now);
+        *sweeping = next;
+        self.under_way.store(next.is_some(), Relaxed);
     }
 
     /// A quarter of `idle` has passed since the last sweep started.
@@ -485,54 +481,98 @@ impl<K: BreakerKey> Map<K> {
     /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. Every
     /// shard, one locked at a time ([`KeyedBreaker::retain_active`](super::KeyedBreaker::retain_active)).
     pub(super) fn sweep(&self, now: u64) {
-        let guard = self.guard();
-        let mut unbounded = usize::MAX;
-        for shard in 0..SHARDS {
-            self.sweep_shard(shard, 0, &mut unbounded, now, &guard);
-        }
-        guard.flush();
+        self.sweep_from(Cursor::START, usize::MAX, now);
     }
 
-    /// [`sweep`](Self::sweep) of one shard from position `from`, looking at no more than
-    /// `budget` entries (less what it looked at): where to go on when the budget ran out,
-    /// `None` when it reached the shard's end.
+    /// Sweeps from `cursor` until it has looked at `budget` entries: where to go on, `None`
+    /// when it reached the end of the last shard.
+    ///
+    /// Under a guard of its own every [`FREE_STEP`] entries: what it removed is freed when
+    /// that guard goes (by the last clone, which unlists the breaker; outside the shard's
+    /// lock), while still in cache. One guard for a whole sweep freed 20 000 entries at its
+    /// end, each read from memory a second time (`churn_profile sweep`: 22.1 ms against
+    /// 17.1 ms; with [`sweep_shard`](Self::sweep_shard)'s batches, 15.1 ms).
+    fn sweep_from(&self, mut cursor: Cursor, mut budget: usize, now: u64) -> Option<Cursor> {
+        while cursor.shard < SHARDS {
+            if budget == 0 {
+                return Some(cursor);
+            }
+            let guard = self.guard();
+            let mut step = budget.min(FREE_STEP);
+            let looked_at = step;
+            let next = self.sweep_shard(cursor.shard, cursor.below, &mut step, now, &guard);
+            budget -= looked_at - step;
+            guard.flush();
+            drop(guard);
+            cursor = match next {
+                Some(below) => Cursor { below, ..cursor },
+                None => Cursor {
+                    shard: cursor.shard + 1,
+                    below: usize::MAX,
+                },
+            };
+        }
+        None
+    }
+
+    /// [`sweep`](Self::sweep) of one shard, walking down from just below position `below`
+    /// (from its end with `usize::MAX`), looking at no more than `budget` entries (less what
+    /// it looked at): where to go on when the budget ran out, `None` when it reached the
+    /// shard's start.
+    ///
+    /// Downwards, a removal (`swap_remove`) moves into the hole a slot already looked at, so
+    /// nothing is skipped. Each batch of [`BATCH`] slots is judged first, with loads only,
+    /// so the cache misses of its entries overlap; then its idle ones are removed, highest
+    /// position first, which leaves the lower positions of the batch where they were.
     fn sweep_shard(
         &self,
         shard: usize,
-        from: usize,
+        below: usize,
         budget: &mut usize,
         now: u64,
         guard: &LocalGuard<'_>,
     ) -> Option<usize> {
         let mut slots = lock(&self.shards[shard].0);
-        let mut i = from;
-        while i < slots.len() {
+        let mut hi = below.min(slots.len());
+        let mut going = [0usize; BATCH];
+        while hi > 0 {
             if *budget == 0 {
-                return Some(i);
+                return Some(hi);
             }
-            *budget -= 1;
-            let by = slots[i].by();
-            let go = match self.index.get(&by, guard) {
-                Some(node) => {
-                    let seen = node.seen.load(Relaxed);
-                    if seen & TOUCHED != 0 {
-                        node.seen.store(now & !TOUCHED, Relaxed);
-                        false
-                    } else {
-                        now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
-                    }
+            let lo = hi - hi.min(BATCH).min(*budget);
+            *budget -= hi - lo;
+            let mut n = 0;
+            for i in (lo..hi).rev() {
+                if self.idle_at(slots[i], now, guard) {
+                    going[n] = i;
+                    n += 1;
                 }
-                None => true, // not reached: a slot and its entry go together
-            };
-            if go {
-                self.index.remove(&by, guard);
-                self.len.fetch_sub(1, Relaxed);
-                slots.swap_remove(i); // the last slot moved to `i`: look again
-            } else {
-                i += 1;
             }
+            for &i in &going[..n] {
+                self.index.remove(&slots[i].by(), guard);
+                self.len.fetch_sub(1, Relaxed);
+                slots.swap_remove(i);
+            }
+            hi = lo;
         }
         None
+    }
+
+    /// Whether a sweep at `now` drops this slot's entry: unused for `idle`, and evictable.
+    /// Stamps an entry used since the last sweep with `now` instead.
+    fn idle_at(&self, slot: Slot, now: u64, guard: &LocalGuard<'_>) -> bool {
+        match self.index.get(&slot.by(), guard) {
+            Some(node) => {
+                let seen = node.seen.load(Relaxed);
+                if seen & TOUCHED != 0 {
+                    node.seen.store(now & !TOUCHED, Relaxed);
+                    false
+                } else {
+                    now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
+                }
+            }
+            None => true, // not reached: a slot and its entry go together
+        }
     }
 
     /// At `max_keys`, removes one breaker to make room for a new one, by sampling (see the
