@@ -206,3 +206,78 @@ async fn the_documented_acl_is_all_a_fleet_on_a_cluster_needs() {
     let refused = denied(&cluster);
     assert!(refused.is_empty(), "Redis refused: {refused:#?}");
 }
+
+/// Names of the hash slots of the first `slots` names `{tag}:{i}`, `per_slot` names each.
+fn names_in_few_slots(tag: &str, slots: usize, per_slot: usize) -> Vec<Vec<String>> {
+    use redis::cluster_routing::Slot;
+    let slot_of = |name: &str| Slot::for_key(format!("{{t:{name}}}"));
+    let mut groups: Vec<(Slot, Vec<String>)> = Vec::new();
+    for i in 0.. {
+        let name = format!("{tag}:{i}");
+        let slot = slot_of(&name);
+        let known = groups.len();
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, names)) if names.len() < per_slot => names.push(name),
+            Some(_) => {}
+            None if known < slots => groups.push((slot, vec![name])),
+            None => {}
+        }
+        if groups.len() == slots && groups.iter().all(|(_, n)| n.len() == per_slot) {
+            break;
+        }
+    }
+    groups.into_iter().map(|(_, names)| names).collect()
+}
+
+/// The sharded channels with subscribers on the cluster, and how many each has.
+fn shard_channels(cluster: &RedisCluster) -> Vec<(String, String)> {
+    let mut all = Vec::new();
+    for node in cluster.nodes.iter().filter(|n| {
+        n.command_bulk(&["INFO", "replication"])
+            .contains("role:master")
+    }) {
+        for channel in node.strings(&["PUBSUB", "SHARDCHANNELS"]) {
+            let numsub = node.strings(&["PUBSUB", "SHARDNUMSUB", &channel]);
+            all.push((channel, numsub.get(1).cloned().unwrap_or_default()));
+        }
+    }
+    all.sort();
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn names_share_one_channel_per_hash_slot_on_a_cluster() {
+    let cluster = RedisCluster::start();
+    // 40 names in 4 hash slots, each name a member in two instances.
+    let groups = names_in_few_slots("slots", 4, 10);
+    let names: Vec<&str> = groups.iter().flatten().map(String::as_str).collect();
+    let (_fleets, members) = instances(&cluster.urls(), "slots", 2, &names).await;
+    // One subscription per slot and instance, not per name: 4 channels, 2 subscribers each.
+    wait_for("both instances subscribed", || {
+        let channels = shard_channels(&cluster);
+        channels.len() == 4 && channels.iter().all(|(_, n)| n == "2")
+    })
+    .await;
+    let node = &cluster.nodes[0];
+    let slot = |key: &str| node.command(&["CLUSTER", "KEYSLOT", key]);
+    for (channel, _) in shard_channels(&cluster) {
+        assert!(channel.starts_with("{t:ch:"), "{channel}");
+        // Each channel hashes to its names' slot, as Redis computes it, so a name's keys
+        // and its message go in one MULTI on one shard.
+        assert!(
+            groups
+                .iter()
+                .any(|g| slot(&format!("{{t:{}}}", g[0])) == slot(&channel)),
+            "{channel} is in no slot of the names"
+        );
+    }
+    // A message on a shared channel changes only the name it speaks of.
+    let (opened, neighbour) = (1, 2); // two names of the first slot
+    trip(&members[0][opened]);
+    wait_for("the name open in the other instance", || {
+        members[1][opened].state() == State::Open
+    })
+    .await;
+    assert_eq!(members[1][neighbour].state(), State::Closed);
+    assert_eq!(members[0][neighbour].state(), State::Closed);
+}

@@ -5,11 +5,11 @@
 //!
 //! One node: a multiplexed connection for commands and a `SUBSCRIBE` to the fleet's channel.
 //! A cluster: the cluster client (commands routed by hash slot) over RESP3, with one
-//! `SSUBSCRIBE` per name to the name's sharded channel, which lives on the name's shard; a
+//! `SSUBSCRIBE` per hash slot in use to that slot's sharded channel (`slots`); a
 //! node's disconnection (a failover, a slot migration) is an outage until the link is
 //! opened again and every name read back.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use futures_util::StreamExt;
 use redis::{
@@ -96,7 +96,7 @@ fn subscribe_failed(e: RedisError) -> OpenError {
 
 impl Link {
     /// Connects and subscribes (one node: to the fleet's channel; a cluster: to nothing yet,
-    /// each name's channel is [`watch`](Self::watch)ed when it gets a member).
+    /// each slot's channel is [`watch`](Self::watch)ed when a name of it gets a member).
     pub(crate) async fn open(s: &Settings) -> Result<Link, OpenError> {
         match &s.target {
             Target::One(client) => {
@@ -143,14 +143,14 @@ impl Link {
         }
     }
 
-    /// Whether messages travel on one sharded channel per name (a cluster).
+    /// Whether messages travel on one sharded channel per hash slot (a cluster).
     pub(crate) fn sharded(&self) -> bool {
         matches!(self.conn, Conn::Cluster(_))
     }
 
-    /// Subscribes to names' sharded channels (a cluster; nothing on one node), all at once;
+    /// Subscribes to slots' sharded channels (a cluster; nothing on one node), all at once;
     /// one answer per channel.
-    pub(crate) async fn watch(&self, channels: &[String]) -> Vec<Result<(), Failure>> {
+    pub(crate) async fn watch(&self, channels: &[Arc<str>]) -> Vec<Result<(), Failure>> {
         match &self.conn {
             Conn::One(_) => channels.iter().map(|_| Ok(())).collect(),
             Conn::Cluster(conn) => {
@@ -161,7 +161,7 @@ impl Link {
                         // and follows MOVED; during a failover that may be the dead master.
                         let mut tries = 0;
                         loop {
-                            match conn.ssubscribe(channel).await {
+                            match conn.ssubscribe(&**channel).await {
                                 Ok(()) => return Ok(()),
                                 Err(e) if e.is_connection_refusal() && tries < 3 => tries += 1,
                                 Err(e) => return Err(Failure::from(e)),

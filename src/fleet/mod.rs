@@ -50,7 +50,8 @@
 //! - **Signals expire** with Redis TTLs (`PX`, read back with `PTTL`); no instance compares
 //!   its wall clock with another's. The keys of one breaker name share the hash tag
 //!   `{prefix:name}` (names must not contain `{` or `}`), so on a Redis Cluster
-//!   ([`Fleet::cluster`]) each name lives on one shard, with its sharded channel.
+//!   ([`Fleet::cluster`]) each name lives on one shard, with the sharded channel of its hash
+//!   slot.
 //!
 //! # The ACL a fleet needs
 //!
@@ -62,9 +63,9 @@
 //! ```
 //!
 //! (`+eval`: the lease's two small scripts; `+sadd +srem +smembers +exists`: only with
-//! `quorum(n)`, n ≥ 2.) On a cluster (the user set on every node), the names' sharded
-//! channels replace the fleet's channel, and the cluster client reads the topology and
-//! checks each new connection:
+//! `quorum(n)`, n ≥ 2.) On a cluster (the user set on every node), the slots' sharded
+//! channels (`{breaker:ch:<i>}`) replace the fleet's channel, and the cluster client reads
+//! the topology and checks each new connection:
 //!
 //! ```text
 //! ACL SETUSER fleet on >PASSWORD ~{breaker:* &{breaker:* -@all +ping +pttl +get +set +del
@@ -116,6 +117,8 @@ mod protocol;
 mod resync;
 #[cfg(feature = "redis")]
 mod shards;
+#[cfg(feature = "redis")]
+mod slots;
 #[cfg(feature = "redis")]
 mod task;
 
@@ -203,8 +206,10 @@ impl Fleet {
 
     /// A fleet on a Redis Cluster (Redis ≥ 7): `nodes` are `redis://` URLs of some of its
     /// nodes (the client discovers the rest). Commands go to each name's shard; messages
-    /// travel by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on one channel per name, on the
-    /// name's shard. A failover or a slot migration leaves the members local while it lasts
+    /// travel by sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`) on one channel per hash slot, on
+    /// the names' shard, so an instance holds at most 16 384 subscriptions however many
+    /// members it has (it hears every message of its slots and drops those of names it has
+    /// no member of). A failover or a slot migration leaves the members local while it lasts
     /// (one `WARN`), then the fleet resynchronises.
     pub fn cluster<I, S>(nodes: I) -> FleetBuilder
     where

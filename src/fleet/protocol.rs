@@ -8,11 +8,12 @@
 //! {prefix:name}:trip:<id>     instance <id> opened on its own; PX = its cool-off (quorum)
 //! {prefix:name}:trips         the set of instance ids that wrote a trip key (quorum)
 //! {prefix:name}:manual        "forced" or "disabled": the operator's, fleet-wide, no expiry
-//! {prefix:name}:ch            a cluster's sharded channel of that name (the messages below)
 //!
 //! channel prefix:fleet        "breaker-fleet/1 open <id> <ms> <name>"
 //!                             "breaker-fleet/1 close <id> 0 <name>"
 //!                             "breaker-fleet/1 forced|disabled|reset <id> 0 <name>"
+//! {prefix:ch:<i>}             a cluster's sharded channel, one per hash slot, the same
+//!                             messages; i is the first that hashes to the slot (`slots`)
 //! ```
 //!
 //! A message only says where to look: the receiver confirms it against the keys (`PTTL` of
@@ -21,6 +22,10 @@
 //!
 //! No message and no key holds a timestamp: durations only, measured by Redis (`PX`, `PTTL`)
 //! or by the receiver's own monotonic clock from the moment it hears them.
+
+use std::sync::Arc;
+
+use super::slots::SlotChannels;
 
 /// The first word of every message; anything else on the channel is foreign and ignored.
 pub(crate) const MAGIC: &str = "breaker-fleet/1";
@@ -134,20 +139,21 @@ pub(crate) struct Keys {
     pub(crate) probe: String,
     pub(crate) trips: String,
     pub(crate) manual: String,
-    /// The name's sharded channel (a cluster: `SPUBLISH`/`SSUBSCRIBE`, on the name's shard).
-    pub(crate) channel: String,
+    /// A cluster: the sharded channel of the name's slot (`SPUBLISH`/`SSUBSCRIBE`, on the
+    /// name's shard; see `slots`). One node: none, every name shares the fleet's channel.
+    pub(crate) channel: Option<Arc<str>>,
     tag: String,
 }
 
 impl Keys {
-    pub(crate) fn new(prefix: &str, name: &str) -> Keys {
+    pub(crate) fn new(prefix: &str, name: &str, slots: Option<&SlotChannels>) -> Keys {
         let tag = format!("{{{prefix}:{name}}}");
         Keys {
             open: format!("{tag}:open"),
             probe: format!("{tag}:probe"),
             trips: format!("{tag}:trips"),
             manual: format!("{tag}:manual"),
-            channel: format!("{tag}:ch"),
+            channel: slots.map(|s| s.channel(&tag)),
             tag,
         }
     }
@@ -210,7 +216,7 @@ mod tests {
 
     #[test]
     fn keys_share_one_hash_tag() {
-        let k = Keys::new("breaker", "db::query");
+        let k = Keys::new("breaker", "db::query", None);
         for key in [&k.open, &k.probe, &k.trips, &k.trip("i-1")] {
             assert!(key.starts_with("{breaker:db::query}:"), "{key}");
         }

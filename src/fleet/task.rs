@@ -17,7 +17,7 @@
 
 use std::{
     cmp::Reverse,
-    collections::{BinaryHeap, HashSet},
+    collections::{BinaryHeap, HashMap, HashSet},
     hash::BuildHasher,
     sync::{Arc, Mutex, Weak},
     time::Duration,
@@ -37,6 +37,7 @@ use super::{
     protocol::{self, Keys, Kind, Message, CLOSED},
     resync::{self, Seen},
     shards::Sharded,
+    slots::SlotChannels,
 };
 
 /// A fleet's members: breaker identity (see [`identity`]) to member id. Shared by the
@@ -119,6 +120,10 @@ pub(crate) async fn start(
         Err(super::link::OpenError::Connect(why)) => return Err(why),
         Err(super::link::OpenError::Refused(why)) => (None, Some(why)),
     };
+    let slots = match &settings.target {
+        Target::Cluster(_) => Some(SlotChannels::of_prefix(&settings.prefix).await),
+        Target::One(_) => None,
+    };
     let (tx, rx) = mpsc::unbounded_channel();
     let members = Members::default();
     let (seen, report) = (members.clone(), tx.clone());
@@ -147,6 +152,8 @@ pub(crate) async fn start(
         active: HashSet::new(),
         timers: BinaryHeap::new(),
         fresh: Vec::new(),
+        slots,
+        subscribed: HashSet::new(),
         confirm: Vec::new(),
         warned: false,
         resyncing: false,
@@ -193,6 +200,10 @@ struct Task {
     timers: BinaryHeap<Reverse<(Instant, Arc<str>)>>,
     /// Names that got their first member here: their keys are read in the next pipeline.
     fresh: Vec<Arc<str>>,
+    /// A cluster: each slot's channel (one node: none).
+    slots: Option<Arc<SlotChannels>>,
+    /// A cluster: the channels this link subscribed (at most one per slot).
+    subscribed: HashSet<Arc<str>>,
     /// Names a message said changed: confirmed against their keys in the next pipeline.
     confirm: Vec<Arc<str>>,
     /// Warned of this outage already.
@@ -359,7 +370,7 @@ impl Task {
             Some((key, _)) => key.clone(),
             None => {
                 let key: Arc<str> = Arc::from(&*name);
-                let keys = Keys::new(&self.s.prefix, &name);
+                let keys = Keys::new(&self.s.prefix, &name, self.slots.as_deref());
                 self.groups.insert(key.clone(), Group::new(keys));
                 self.fresh.push(key.clone());
                 key
@@ -535,14 +546,15 @@ impl Task {
         let _ = self.query::<()>(name, &pipe).await;
     }
 
-    /// Appends the message to `pipe`: on the fleet's channel (one node) or on the name's
-    /// sharded channel (a cluster: the same shard as its keys).
+    /// Appends the message to `pipe`: on the fleet's channel (one node) or on the sharded
+    /// channel of the name's slot (a cluster: the same shard as its keys).
     fn publish(&self, pipe: &mut redis::Pipeline, keys: &Keys, message: String) {
-        if self.link.as_ref().is_some_and(Link::sharded) {
-            pipe.cmd("SPUBLISH")
-                .arg(&keys.channel)
-                .arg(message)
-                .ignore();
+        if let Some(channel) = keys
+            .channel
+            .as_deref()
+            .filter(|_| self.link.as_ref().is_some_and(Link::sharded))
+        {
+            pipe.cmd("SPUBLISH").arg(channel).arg(message).ignore();
         } else {
             pipe.cmd("PUBLISH")
                 .arg(&self.s.channel)
@@ -557,7 +569,7 @@ impl Task {
         if self.link.is_none() {
             return Err("Redis is unreachable".to_owned());
         }
-        let keys = Keys::new(&self.s.prefix, name);
+        let keys = Keys::new(&self.s.prefix, name, self.slots.as_deref());
         let kind = match set {
             Some(Manual::Forced) => Kind::Forced,
             Some(Manual::Disabled) => Kind::Disabled,
@@ -632,27 +644,42 @@ impl Task {
     /// of at most [`BATCH`] names, and agrees with them.
     async fn flush(&mut self) {
         if self.link.as_ref().is_some_and(Link::sharded) {
-            // A cluster: each fresh name's sharded channel is subscribed before its keys
-            // are read, so no message between the two is missed.
-            let (names, channels): (Vec<Arc<str>>, Vec<String>) = self
+            // A cluster: the sharded channel of each fresh name's slot is subscribed (once
+            // per link) before its keys are read, so no message between the two is missed.
+            let channels: Vec<Arc<str>> = self
                 .fresh
                 .iter()
-                .filter_map(|n| Some((n.clone(), self.groups.get(n)?.keys.channel.clone())))
-                .unzip();
+                .filter_map(|n| self.groups.get(n)?.keys.channel.clone())
+                .filter(|c| self.subscribed.insert(c.clone()))
+                .collect();
             let Some(link) = self.link.as_ref() else {
                 return;
             };
             // A slice at a time: each subscription is a request of its own, and the whole
             // registry's after a reconnect sent in one go kept the runtime for its duration.
-            let mut answers = Vec::with_capacity(channels.len());
+            let mut refused = HashMap::new();
             for slice in channels.chunks(SLICE) {
-                answers.extend(link.watch(slice).await);
+                for (channel, answer) in slice.iter().zip(link.watch(slice).await) {
+                    match answer {
+                        Ok(()) => {}
+                        Err(Failure::Outage(why)) => return self.lost(why),
+                        Err(Failure::Refused(why)) => {
+                            refused.insert(channel.clone(), why);
+                        }
+                    }
+                }
             }
-            for (name, answer) in names.iter().zip(answers) {
-                match answer {
-                    Ok(()) => {}
-                    Err(Failure::Outage(why)) => return self.lost(why),
-                    Err(Failure::Refused(why)) => self.refused(name, &why),
+            // Every fresh name of a refused channel's slot is local; the next name of that
+            // slot asks for the channel again.
+            if !refused.is_empty() {
+                for channel in refused.keys() {
+                    self.subscribed.remove(channel);
+                }
+                for name in self.fresh.clone() {
+                    let channel = self.groups.get(&name).and_then(|g| g.keys.channel.clone());
+                    if let Some(why) = channel.and_then(|c| refused.get(&c)) {
+                        self.refused(&name, why);
+                    }
                 }
             }
         }
@@ -957,6 +984,7 @@ impl Task {
         }
         self.timers.clear();
         self.fresh.clear();
+        self.subscribed.clear();
         self.confirm.clear();
         self.backoff.reset();
         self.reconnect_at = Instant::now() + self.backoff.wait();

@@ -137,14 +137,7 @@ impl RedisServer {
     /// What this node refused since it started (`ACL LOG`): one line per entry, the
     /// command (`object`), the reason and the user.
     pub fn acl_denials(&self) -> Vec<String> {
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .expect("a read timeout");
-        stream
-            .write_all(&request(&["ACL", "LOG"]))
-            .expect("send ACL LOG");
-        let Resp::Array(entries) = Resp::read(&mut BufReader::new(stream)) else {
+        let Resp::Array(entries) = self.reply(&["ACL", "LOG"]) else {
             panic!("ACL LOG: not an array");
         };
         entries
@@ -170,6 +163,33 @@ impl RedisServer {
             .collect()
     }
 
+    /// One command whose reply is an array of strings or integers (`PUBSUB SHARDNUMSUB`).
+    pub fn strings(&self, args: &[&str]) -> Vec<String> {
+        let Resp::Array(items) = self.reply(args) else {
+            panic!("redis {args:?}: not an array");
+        };
+        items
+            .into_iter()
+            .map(|item| match item {
+                Resp::Text(text) => text,
+                Resp::Int(n) => n.to_string(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    /// One command's whole reply, however nested.
+    fn reply(&self, args: &[&str]) -> Resp {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("a read timeout");
+        stream
+            .write_all(&request(args))
+            .unwrap_or_else(|e| panic!("send {args:?}: {e}"));
+        Resp::read(&mut BufReader::new(stream))
+    }
+
     fn try_command(&self, args: &[&str]) -> std::io::Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(5)))?;
@@ -181,7 +201,7 @@ impl RedisServer {
 }
 
 /// The ACL a fleet with prefix `t` needs, exactly as the README and `breaker::fleet`
-/// document it for prefix `breaker`: on one node, or on a cluster, where the names' sharded
+/// document it for prefix `breaker`: on one node, or on a cluster, where the slots' sharded
 /// channels replace the fleet's channel and the cluster client sends commands of its own
 /// (`CLUSTER SLOTS` for the topology, `PING` to check each new connection; `HELLO` and
 /// `AUTH` need no permission). Each cluster item was found necessary by taking it out: the
@@ -215,7 +235,7 @@ pub fn fleet_acl(cluster: bool) -> Vec<&'static str> {
     [keys_and_channels, &commands, messages].concat()
 }
 
-/// A RESP2 reply, for the few commands whose answer is nested (`ACL LOG`).
+/// A RESP2 reply, for the few commands whose answer is nested (`ACL LOG`, `PUBSUB`).
 #[derive(Debug)]
 enum Resp {
     Text(String),
