@@ -281,3 +281,29 @@ async fn names_share_one_channel_per_hash_slot_on_a_cluster() {
     assert_eq!(members[1][neighbour].state(), State::Closed);
     assert_eq!(members[0][neighbour].state(), State::Closed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_moved_to_another_master_still_carries_openings() {
+    let cluster = RedisCluster::start();
+    let name = "moved::tax";
+    let (_fleets, members) = instances(&cluster.urls(), "moved", 2, &[name]).await;
+    let tag = format!("{{t:{name}}}");
+    wait_for("both instances subscribed", || {
+        shard_channels(&cluster).iter().any(|(_, n)| n == "2")
+    })
+    .await;
+    let (channel, _) = shard_channels(&cluster).remove(0);
+    // Redis unsubscribes every client of a slot's shard channels when the slot leaves its
+    // node (the connection stays up); an instance that did not notice would never hear
+    // this slot again.
+    let (_, to) = cluster.move_slot_of(&tag);
+    wait_for("both instances subscribed on the slot's new master", || {
+        cluster.nodes[to].strings(&["PUBSUB", "SHARDNUMSUB", &channel])[1] == "2"
+    })
+    .await;
+    trip(&members[0][0]);
+    wait_for("the opening heard by the other instance", || {
+        members[1][0].state() == State::Open
+    })
+    .await;
+}

@@ -6,8 +6,8 @@
 //! One node: a multiplexed connection for commands and a `SUBSCRIBE` to the fleet's channel.
 //! A cluster: the cluster client (commands routed by hash slot) over RESP3, with one
 //! `SSUBSCRIBE` per hash slot in use to that slot's sharded channel (`slots`); a
-//! node's disconnection (a failover, a slot migration) is an outage until the link is
-//! opened again and every name read back.
+//! node's disconnection (a failover) or a slot's channel dropped by the server (the slot
+//! moved) is an outage until the link is opened again and every name read back.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,6 +21,9 @@ use redis::{
 use tokio::{sync::mpsc, time::timeout};
 
 use super::task::{Settings, Target};
+
+/// Why a subscription ended, unless a cluster said more.
+const CLOSED: &str = "the subscription closed";
 
 /// Connect and response timeout of every Redis round trip.
 pub(crate) const IO_TIMEOUT: Duration = Duration::from_secs(1);
@@ -41,6 +44,8 @@ enum Sub {
 pub(crate) struct Link {
     conn: Conn,
     sub: Sub,
+    /// Why [`next`](Self::next) said the subscription ended, for the WARN.
+    ended: &'static str,
 }
 
 /// Why a round trip failed.
@@ -119,6 +124,7 @@ impl Link {
                 Ok(Link {
                     conn: Conn::One(conn),
                     sub: Sub::One(pubsub.into_on_message()),
+                    ended: CLOSED,
                 })
             }
             Target::Cluster(nodes) => {
@@ -138,6 +144,7 @@ impl Link {
                 Ok(Link {
                     conn: Conn::Cluster(conn),
                     sub: Sub::Cluster(rx),
+                    ended: CLOSED,
                 })
             }
         }
@@ -196,15 +203,27 @@ impl Link {
         })
     }
 
-    /// The next message's payload; `None` once the subscription ended (or a cluster node
-    /// disconnected: messages may have been lost).
+    /// The next message's payload; `None` once the subscription ended (or, on a cluster, a
+    /// node disconnected or a slot left its node: messages may have been lost).
     pub(crate) async fn next(&mut self) -> Option<Vec<u8>> {
         match &mut self.sub {
             Sub::One(stream) => stream.next().await.map(|m| m.get_payload_bytes().to_vec()),
             Sub::Cluster(rx) => loop {
                 let push = rx.recv().await?;
                 match push.kind {
-                    PushKind::Disconnection => return None,
+                    PushKind::Disconnection => {
+                        self.ended = "a node's connection closed";
+                        return None;
+                    }
+                    // The fleet never unsubscribes: this is the server dropping a slot's
+                    // channel because the slot moved to another node (a resharding, a
+                    // manual failover), over a connection that stays up. The client does
+                    // not subscribe it again, so the slot would stay deaf: an outage, after
+                    // which every channel is subscribed anew and every name read back.
+                    PushKind::SUnsubscribe => {
+                        self.ended = "a slot moved: the server dropped its channel";
+                        return None;
+                    }
                     PushKind::SMessage | PushKind::Message => {
                         let payload = push.data.into_iter().nth(1)?;
                         return redis::from_redis_value::<Vec<u8>>(payload).ok();
@@ -213,6 +232,11 @@ impl Link {
                 }
             },
         }
+    }
+
+    /// Why the subscription ended, once [`next`](Self::next) said so.
+    pub(crate) fn ended(&self) -> &'static str {
+        self.ended
     }
 
     /// A message already received, without waiting.

@@ -277,14 +277,14 @@ impl Task {
                             match self.link.as_mut().and_then(Link::ready) {
                                 Some(Some(payload)) => self.message(&payload),
                                 Some(None) => {
-                                    self.lost("the subscription closed".to_owned());
+                                    self.ended();
                                     break;
                                 }
                                 None => break,
                             }
                         }
                     }
-                    None => self.lost("the subscription closed".to_owned()),
+                    None => self.ended(),
                 },
                 () = sleep_until(wake) => self.timers().await,
             }
@@ -957,6 +957,15 @@ impl Task {
                  local ones (see the ACL a fleet needs in breaker::fleet)"
             );
         }
+    }
+
+    /// The subscription ended (the link says why): messages may have been lost.
+    fn ended(&mut self) {
+        let why = self
+            .link
+            .as_ref()
+            .map_or("the subscription closed", Link::ended);
+        self.lost(why.to_owned());
     }
 
     /// Redis is away: every breaker behaves as a local one until it is back.

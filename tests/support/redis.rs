@@ -416,6 +416,37 @@ impl RedisCluster {
         &mut self.nodes[index]
     }
 
+    /// Moves `key`'s slot (which must hold no key) from its master to another master, as
+    /// `redis-cli --cluster reshard` does: importing, migrating, then the new owner told to
+    /// every master. Returns the indices of the old and the new owner.
+    pub fn move_slot_of(&self, key: &str) -> (usize, usize) {
+        let from = self.find_master(key).expect("a master for the slot");
+        let is_master = |n: &RedisServer| {
+            n.child.is_some()
+                && n.try_bulk(&["INFO", "replication"])
+                    .is_some_and(|i| i.contains("role:master"))
+        };
+        let to = (0..self.nodes.len())
+            .find(|&i| i != from && is_master(&self.nodes[i]))
+            .expect("another master");
+        let slot = self.nodes[from]
+            .command(&["CLUSTER", "KEYSLOT", key])
+            .trim_start_matches(':')
+            .to_owned();
+        let id = |i: usize| self.nodes[i].command_bulk(&["CLUSTER", "MYID"]);
+        let (from_id, to_id) = (id(from), id(to));
+        let ok = |i: usize, args: &[&str]| {
+            assert_eq!(self.nodes[i].command(args), "+OK", "{args:?}");
+        };
+        ok(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
+        ok(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
+        for i in (0..self.nodes.len()).filter(|&i| is_master(&self.nodes[i])) {
+            ok(i, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
+        }
+        self.await_master(key);
+        (from, to)
+    }
+
     fn find_master(&self, key: &str) -> Option<usize> {
         let live = self.nodes.iter().find(|n| n.child.is_some())?;
         let slot: u64 = live
