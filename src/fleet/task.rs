@@ -675,12 +675,14 @@ impl Task {
                 for channel in refused.keys() {
                     self.subscribed.remove(channel);
                 }
-                for name in self.fresh.clone() {
-                    let channel = self.groups.get(&name).and_then(|g| g.keys.channel.clone());
+                let fresh = std::mem::take(&mut self.fresh);
+                for name in &fresh {
+                    let channel = self.groups.get(name).and_then(|g| g.keys.channel.clone());
                     if let Some(why) = channel.and_then(|c| refused.get(&c)) {
-                        self.refused(&name, why);
+                        self.refused(name, why);
                     }
                 }
+                self.fresh = fresh;
             }
         }
         while self.link.is_some() && !(self.fresh.is_empty() && self.confirm.is_empty()) {
