@@ -1395,13 +1395,16 @@ async fn with_a_fleet_installed_the_buttons_act_fleet_wide_for_members_and_say_s
     })
     .await;
 
-    // Reset, fleet-wide too.
+    // Reset, fleet-wide too. (The toast comes once this instance's members are reset; the
+    // other instance may hear of it before or after that.)
     browser.confirm(&click(MEMBER, "button.reset")).await;
+    let toast = browser.toast("Reset: done").await;
+    assert_eq!(toast, format!("Reset: done fleet-wide for {MEMBER}"));
+    assert_eq!(member.state(), State::Closed);
     wait_until("the other instance's member reset", || {
         twin.state() == State::Closed
     })
     .await;
-    assert_eq!(member.state(), State::Closed);
 
     // No member: this instance's breaker only, nothing kept in Redis for the fleet.
     browser.confirm(&click(LOCAL, "button.force_open")).await;
