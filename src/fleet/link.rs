@@ -22,7 +22,7 @@ use tokio::{sync::mpsc, time::timeout};
 
 use super::task::{Settings, Target};
 
-/// Why a subscription ended, unless a cluster said more.
+/// Why a subscription ended, unless a cluster says more.
 const CLOSED: &str = "the subscription closed";
 
 /// Connect and response timeout of every Redis round trip.
@@ -44,8 +44,6 @@ enum Sub {
 pub(crate) struct Link {
     conn: Conn,
     sub: Sub,
-    /// Why [`next`](Self::next) said the subscription ended, for the WARN.
-    ended: &'static str,
 }
 
 /// Why a round trip failed.
@@ -124,7 +122,6 @@ impl Link {
                 Ok(Link {
                     conn: Conn::One(conn),
                     sub: Sub::One(pubsub.into_on_message()),
-                    ended: CLOSED,
                 })
             }
             Target::Cluster(nodes) => {
@@ -144,7 +141,6 @@ impl Link {
                 Ok(Link {
                     conn: Conn::Cluster(conn),
                     sub: Sub::Cluster(rx),
-                    ended: CLOSED,
                 })
             }
         }
@@ -203,30 +199,30 @@ impl Link {
         })
     }
 
-    /// The next message's payload; `None` once the subscription ended (or, on a cluster, a
-    /// node disconnected or a slot left its node: messages may have been lost).
-    pub(crate) async fn next(&mut self) -> Option<Vec<u8>> {
+    /// The next message's payload; `Err(why)` once the subscription ended (or, on a
+    /// cluster, a node disconnected or a slot left its node: messages may have been lost).
+    pub(crate) async fn next(&mut self) -> Result<Vec<u8>, &'static str> {
         match &mut self.sub {
-            Sub::One(stream) => stream.next().await.map(|m| m.get_payload_bytes().to_vec()),
+            Sub::One(stream) => stream
+                .next()
+                .await
+                .map(|m| m.get_payload_bytes().to_vec())
+                .ok_or(CLOSED),
             Sub::Cluster(rx) => loop {
-                let push = rx.recv().await?;
+                let push = rx.recv().await.ok_or(CLOSED)?;
                 match push.kind {
-                    PushKind::Disconnection => {
-                        self.ended = "a node's connection closed";
-                        return None;
-                    }
+                    PushKind::Disconnection => return Err("a node's connection closed"),
                     // The fleet never unsubscribes: this is the server dropping a slot's
                     // channel because the slot moved to another node (a resharding, a
                     // manual failover), over a connection that stays up. The client does
                     // not subscribe it again, so the slot would stay deaf: an outage, after
                     // which every channel is subscribed anew and every name read back.
                     PushKind::SUnsubscribe => {
-                        self.ended = "a slot moved: the server dropped its channel";
-                        return None;
+                        return Err("a slot moved: the server dropped its channel");
                     }
                     PushKind::SMessage | PushKind::Message => {
-                        let payload = push.data.into_iter().nth(1)?;
-                        return redis::from_redis_value::<Vec<u8>>(payload).ok();
+                        let payload = push.data.into_iter().nth(1).ok_or(CLOSED)?;
+                        return redis::from_redis_value::<Vec<u8>>(payload).map_err(|_| CLOSED);
                     }
                     _ => {}
                 }
@@ -234,13 +230,8 @@ impl Link {
         }
     }
 
-    /// Why the subscription ended, once [`next`](Self::next) said so.
-    pub(crate) fn ended(&self) -> &'static str {
-        self.ended
-    }
-
     /// A message already received, without waiting.
-    pub(crate) fn ready(&mut self) -> Option<Option<Vec<u8>>> {
+    pub(crate) fn ready(&mut self) -> Option<Result<Vec<u8>, &'static str>> {
         use futures_util::FutureExt;
         self.next().now_or_never()
     }

@@ -5,10 +5,11 @@
 //!
 //! One channel per name made an instance with 100 000 members hold 100 000 subscriptions:
 //! the redis client's set of them stalled the runtime for 15 to 36 ms each time it grew
-//! (`examples/fleet_scale.rs 2 100000`, on the cluster), and keyed churn grew it without end, since
-//! nothing unsubscribes a name that left. The cost: an instance hears the messages of every
-//! name in its slots, not only its own; a message of a name without a member here is
-//! dropped after one lookup, as on one node, where every message shares one channel.
+//! (`examples/fleet_scale.rs 2 100000`, on the cluster), and keyed churn grew it without
+//! end, since nothing unsubscribes a name that left. The cost: an instance hears the
+//! messages of every name in its slots, not only its own; a message of a name without a
+//! member here is dropped after one lookup, as on one node, where every message shares one
+//! channel.
 //!
 //! Every instance must pick the same channel for a slot: it is the first candidate
 //! `{prefix:ch:i}` (i = 0, 1, 2, …) that hashes to it. Finding all 16 384 takes about

@@ -242,8 +242,9 @@ fn millis(d: Option<Duration>) -> u64 {
     })
 }
 
-/// The next message's payload; never, while disconnected. `None`: the subscription ended.
-async fn next_message(link: &mut Option<Link>) -> Option<Vec<u8>> {
+/// The next message's payload; never, while disconnected. `Err(why)`: the subscription
+/// ended.
+async fn next_message(link: &mut Option<Link>) -> Result<Vec<u8>, &'static str> {
     match link {
         Some(link) => link.next().await,
         None => std::future::pending().await,
@@ -271,20 +272,20 @@ impl Task {
                     }
                 }
                 message = next_message(&mut self.link) => match message {
-                    Some(payload) => {
+                    Ok(payload) => {
                         self.message(&payload);
                         for _ in 0..BATCH {
                             match self.link.as_mut().and_then(Link::ready) {
-                                Some(Some(payload)) => self.message(&payload),
-                                Some(None) => {
-                                    self.ended();
+                                Some(Ok(payload)) => self.message(&payload),
+                                Some(Err(why)) => {
+                                    self.lost(why.to_owned());
                                     break;
                                 }
                                 None => break,
                             }
                         }
                     }
-                    None => self.ended(),
+                    Err(why) => self.lost(why.to_owned()),
                 },
                 () = sleep_until(wake) => self.timers().await,
             }
@@ -549,11 +550,7 @@ impl Task {
     /// Appends the message to `pipe`: on the fleet's channel (one node) or on the sharded
     /// channel of the name's slot (a cluster: the same shard as its keys).
     fn publish(&self, pipe: &mut redis::Pipeline, keys: &Keys, message: String) {
-        if let Some(channel) = keys
-            .channel
-            .as_deref()
-            .filter(|_| self.link.as_ref().is_some_and(Link::sharded))
-        {
+        if let Some(channel) = keys.channel.as_deref() {
             pipe.cmd("SPUBLISH").arg(channel).arg(message).ignore();
         } else {
             pipe.cmd("PUBLISH")
@@ -959,15 +956,6 @@ impl Task {
                  local ones (see the ACL a fleet needs in breaker::fleet)"
             );
         }
-    }
-
-    /// The subscription ended (the link says why): messages may have been lost.
-    fn ended(&mut self) {
-        let why = self
-            .link
-            .as_ref()
-            .map_or("the subscription closed", Link::ended);
-        self.lost(why.to_owned());
     }
 
     /// Redis is away: every breaker behaves as a local one until it is back.
