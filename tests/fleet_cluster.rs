@@ -232,10 +232,7 @@ fn names_in_few_slots(tag: &str, slots: usize, per_slot: usize) -> Vec<Vec<Strin
 /// The sharded channels with subscribers on the cluster, and how many each has.
 fn shard_channels(cluster: &RedisCluster) -> Vec<(String, String)> {
     let mut all = Vec::new();
-    for node in cluster.nodes.iter().filter(|n| {
-        n.command_bulk(&["INFO", "replication"])
-            .contains("role:master")
-    }) {
+    for node in cluster.nodes.iter().filter(|n| n.is_master()) {
         for channel in node.strings(&["PUBSUB", "SHARDCHANNELS"]) {
             let numsub = node.strings(&["PUBSUB", "SHARDNUMSUB", &channel]);
             all.push((channel, numsub.get(1).cloned().unwrap_or_default()));

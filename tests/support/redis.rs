@@ -120,6 +120,14 @@ impl RedisServer {
             .unwrap_or_else(|| panic!("redis {args:?}: no bulk reply"))
     }
 
+    /// Whether this node runs and is a master (a cluster's replica is not).
+    pub fn is_master(&self) -> bool {
+        self.child.is_some()
+            && self
+                .try_bulk(&["INFO", "replication"])
+                .is_some_and(|i| i.contains("role:master"))
+    }
+
     fn try_bulk(&self, args: &[&str]) -> Option<String> {
         use std::io::Read;
         let mut stream = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
@@ -421,13 +429,8 @@ impl RedisCluster {
     /// every master. Returns the indices of the old and the new owner.
     pub fn move_slot_of(&self, key: &str) -> (usize, usize) {
         let from = self.find_master(key).expect("a master for the slot");
-        let is_master = |n: &RedisServer| {
-            n.child.is_some()
-                && n.try_bulk(&["INFO", "replication"])
-                    .is_some_and(|i| i.contains("role:master"))
-        };
         let to = (0..self.nodes.len())
-            .find(|&i| i != from && is_master(&self.nodes[i]))
+            .find(|&i| i != from && self.nodes[i].is_master())
             .expect("another master");
         let slot = self.nodes[from]
             .command(&["CLUSTER", "KEYSLOT", key])
@@ -440,7 +443,7 @@ impl RedisCluster {
         };
         ok(to, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &from_id]);
         ok(from, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &to_id]);
-        for i in (0..self.nodes.len()).filter(|&i| is_master(&self.nodes[i])) {
+        for i in (0..self.nodes.len()).filter(|&i| self.nodes[i].is_master()) {
             ok(i, &["CLUSTER", "SETSLOT", &slot, "NODE", &to_id]);
         }
         self.await_master(key);
@@ -455,9 +458,7 @@ impl RedisCluster {
             .parse()
             .expect("a slot");
         self.nodes.iter().position(|n| {
-            n.child.is_some()
-                && n.try_bulk(&["INFO", "replication"])
-                    .is_some_and(|i| i.contains("role:master"))
+            n.is_master()
                 && n.try_bulk(&["CLUSTER", "NODES"]).is_some_and(|nodes| {
                     nodes.lines().any(|l| l.contains("myself") && owns(l, slot))
                 })
