@@ -63,6 +63,8 @@ pub use breaker_runtime::{
 
 #[cfg(feature = "dashboard")]
 pub mod dashboard;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]

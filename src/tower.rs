@@ -103,7 +103,7 @@ impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
         Q: Hash + Eq + ToOwned<Owned = K>,
     {
         CircuitBreakerLayer {
-            pick: Keyed { keyed, key },
+            pick: Keyed::new(keyed, key),
             classify: DefaultClassify,
         }
     }
@@ -239,6 +239,13 @@ impl<Req> PickBreaker<Req> for Breaker {
 pub struct Keyed<K, F> {
     keyed: KeyedBreaker<K>,
     key: F,
+}
+
+impl<K, F> Keyed<K, F> {
+    /// Each request's breaker is `keyed`'s for `key(&request)`.
+    pub(crate) fn new(keyed: KeyedBreaker<K>, key: F) -> Self {
+        Keyed { keyed, key }
+    }
 }
 
 impl<K, F, Req, Q> PickBreaker<Req> for Keyed<K, F>

@@ -38,6 +38,7 @@
 //! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
+//! | `grpc` | feature `grpc`: a refusal as a `tonic::Status` (`UNAVAILABLE`, `DEADLINE_EXCEEDED`) |
 //! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
 #![forbid(unsafe_code)]
 // docs.rs builds every feature and marks each item with the feature it needs.
@@ -53,6 +54,8 @@ mod departures;
 mod error;
 mod events;
 mod future;
+#[cfg(feature = "grpc")]
+mod grpc;
 mod handle;
 mod keyed;
 mod listing;

@@ -1,0 +1,553 @@
+//! gRPC (feature `grpc`): a tonic answer judged by its `grpc-status`, and refusals a tonic
+//! caller understands.
+//!
+//! A gRPC error travels as an HTTP `200`: its code is in the `grpc-status` header of a
+//! *Trailers-Only* answer (an error before any message), or in the trailers after the last
+//! message. A breaker that judges the HTTP status, or only the headers, counts every gRPC
+//! error as a success. [`CircuitBreakerLayer::grpc`] goes over a tonic `Channel` (any
+//! `Service<http::Request<_>, Response = http::Response<_>>`), wraps each response body and
+//! judges the call when its trailers arrive, as tower-http's `ClassifyEos` does:
+//!
+//! ```no_run
+//! use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+//! use tower::ServiceBuilder;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+//!     .connect()
+//!     .await?;
+//! let inventory = Breaker::new("shop::inventory", Config::default().threshold(5));
+//! let channel = ServiceBuilder::new()
+//!     .layer(CircuitBreakerLayer::grpc(inventory))
+//!     .service(channel);
+//! // Hand `channel` to a generated client: `InventoryClient::new(channel)`.
+//! # let _ = channel;
+//! # Ok(()) }
+//! ```
+//!
+//! | `grpc-status` | [`Verdict`] | why |
+//! | --- | --- | --- |
+//! | `OK` | `Success` | |
+//! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, `ABORTED` | `Failure` | the dependency is failing |
+//! | `RESOURCE_EXHAUSTED` | `Failure` | overloaded (with a pushback: `OpenFor`, below) |
+//! | `CANCELLED`, `INVALID_ARGUMENT`, `NOT_FOUND`, `ALREADY_EXISTS`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`, `UNIMPLEMENTED` | `Neutral` | the caller's own doing: counts for nothing |
+//! | any code but `OK` with `grpc-retry-pushback-ms: N` (N ≥ 0) | `OpenFor(N ms)` | the server said how long to stay away (gRPC A6); a negative or malformed value is ignored |
+//!
+//! An answer without `grpc-status` is judged as tonic's client reads it: an HTTP status
+//! other than 200 by gRPC's HTTP mapping (`502`, `503`, `504`, `429` → `UNAVAILABLE`, `404` →
+//! `UNIMPLEMENTED`, …), a body that ends without trailers as `UNKNOWN` (a truncated
+//! stream), a body that fails mid-stream as a failure. A response body dropped before its
+//! end (the caller stopped reading a stream) is a cancelled call: it counts for nothing and
+//! gives back its probe and bulkhead slots.
+//!
+//! The table is [`verdict`]; wrap it to change a code
+//! (`.classify(…)` is for the plain tower layer; here, write a `Service` of your own around
+//! [`verdict`] or pick the codes in your judge). [`classify`] applies it to a
+//! `Result<T, tonic::Status>`, for the attribute on a function a tonic client calls:
+//!
+//! ```
+//! use breaker::circuit_breaker;
+//!
+//! #[circuit_breaker(threshold = 5, cool_off = "10s", classify = breaker::grpc::classify)]
+//! async fn reserve(sku: u32) -> Result<u32, tonic::Status> {
+//!     Err(tonic::Status::not_found("no such sku")) // neutral: the caller asked for nothing
+//! }
+//! ```
+//!
+//! **What the caller sees when the breaker refuses**: a `tonic::Status` (inside the boxed
+//! error the layer returns, where tonic's `Status::from_error` finds it): `UNAVAILABLE` for
+//! open, throttled and full, with `grpc-retry-pushback-ms` = `retry_in` when the breaker
+//! knows it; `DEADLINE_EXCEEDED` for the breaker's own `timeout`. Never `UNKNOWN`. Attribute
+//! users convert with `tonic::Status::from(refusal)` (`impl From<BreakerError> for Status`).
+//!
+//! **What the breaker's `timeout` covers**: until the response headers arrive (a unary call's
+//! whole answer, a stream's start); the stream's messages are the caller's to time.
+
+use std::{
+    borrow::Borrow,
+    fmt,
+    future::Future,
+    hash::Hash,
+    pin::Pin,
+    task::{ready, Context, Poll},
+    time::Duration,
+};
+
+use http::{HeaderMap, StatusCode};
+use http_body::{Body, Frame, SizeHint};
+use tokio::sync::oneshot;
+use tonic::{Code, Status};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{
+    tower::{CircuitBreakerLayer, Keyed, PickBreaker},
+    Breaker, BreakerKey, CallError, KeyedBreaker, Verdict,
+};
+
+/// The error type of the layered service: tonic's own (`Box<dyn Error + Send + Sync>`), with
+/// a refusal inside as a [`Status`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+const GRPC_STATUS: &str = "grpc-status";
+const PUSHBACK: &str = "grpc-retry-pushback-ms";
+
+/// The verdict on a gRPC answer with this `code`, whose headers or trailers are `metadata`
+/// (read for `grpc-retry-pushback-ms`): the table in the [module docs](self).
+///
+/// ```
+/// use std::time::Duration;
+/// use breaker::{grpc::verdict, Verdict};
+/// use http::{HeaderMap, HeaderValue};
+/// use tonic::Code;
+///
+/// let mut trailers = HeaderMap::new();
+/// assert_eq!(verdict(Code::Ok, &trailers), Verdict::Success);
+/// assert_eq!(verdict(Code::Unavailable, &trailers), Verdict::Failure);
+/// assert_eq!(verdict(Code::NotFound, &trailers), Verdict::Neutral);
+/// trailers.insert("grpc-retry-pushback-ms", HeaderValue::from_static("1500"));
+/// assert_eq!(
+///     verdict(Code::ResourceExhausted, &trailers),
+///     Verdict::OpenFor(Duration::from_millis(1500)),
+/// );
+/// ```
+pub fn verdict(code: Code, metadata: &HeaderMap) -> Verdict {
+    let pushback = || pushback(metadata.get(PUSHBACK)?.to_str().ok()?);
+    judge(code, pushback)
+}
+
+/// The table, with the pushback read only for an answer that is not `OK`.
+fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
+    if code != Code::Ok {
+        if let Some(wait) = pushback() {
+            return Verdict::OpenFor(wait);
+        }
+    }
+    match code {
+        Code::Ok => Verdict::Success,
+        Code::Unavailable
+        | Code::DeadlineExceeded
+        | Code::Internal
+        | Code::Unknown
+        | Code::DataLoss
+        | Code::Aborted
+        | Code::ResourceExhausted => Verdict::Failure,
+        Code::Cancelled
+        | Code::InvalidArgument
+        | Code::NotFound
+        | Code::AlreadyExists
+        | Code::PermissionDenied
+        | Code::Unauthenticated
+        | Code::FailedPrecondition
+        | Code::OutOfRange
+        | Code::Unimplemented => Verdict::Neutral,
+    }
+}
+
+/// The table over a tonic call's result: `Ok` is a success, `Err(status)` is judged by
+/// [`verdict`] with the status's metadata. For `classify = breaker::grpc::classify` on an
+/// annotated function that returns `Result<T, tonic::Status>`, or
+/// [`Breaker::call_classified`](crate::Breaker::call_classified).
+pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
+    match result {
+        Ok(_) => Verdict::Success,
+        Err(status) => judge(status.code(), || {
+            pushback(status.metadata().get(PUSHBACK)?.to_str().ok()?)
+        }),
+    }
+}
+
+/// `grpc-retry-pushback-ms` when it is a whole number of milliseconds ≥ 0; gRPC A6 reads a
+/// negative or malformed value as "do not retry", which says nothing about how long, so it
+/// is ignored here.
+fn pushback(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // Saturating: twenty digits of nines is "a long time"; the engine caps an `OpenFor`.
+    let millis = text.bytes().fold(0u64, |ms, digit| {
+        ms.saturating_mul(10)
+            .saturating_add(u64::from(digit - b'0'))
+    });
+    Some(Duration::from_millis(millis))
+}
+
+/// The code of an answer's headers or trailers, when they carry one.
+fn code_in(headers: &HeaderMap) -> Option<Code> {
+    headers
+        .get(GRPC_STATUS)
+        .map(|value| Code::from_bytes(value.as_bytes()))
+}
+
+/// The code tonic's client gives an answer without `grpc-status` in its headers, when the
+/// HTTP status alone decides it (gRPC's HTTP-to-gRPC mapping); `None` for a `200`, whose
+/// code comes in the trailers.
+fn code_of_http(status: StatusCode) -> Option<Code> {
+    Some(match status {
+        StatusCode::OK => return None,
+        StatusCode::BAD_REQUEST => Code::Internal,
+        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+        StatusCode::FORBIDDEN => Code::PermissionDenied,
+        StatusCode::NOT_FOUND => Code::Unimplemented,
+        StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
+        _ => Code::Unknown,
+    })
+}
+
+impl CircuitBreakerLayer {
+    /// A layer for gRPC clients (a tonic `Channel`, or any service of HTTP requests and
+    /// responses): every call goes through `breaker`, judged by its `grpc-status` (in the
+    /// headers, or in the trailers at the end of the response body), and a refusal reaches
+    /// the caller as a [`tonic::Status`]. See the [module docs](crate::grpc).
+    pub fn grpc(breaker: Breaker) -> GrpcLayer {
+        GrpcLayer { pick: breaker }
+    }
+
+    /// [`grpc`](Self::grpc) with one breaker per key of `keyed`, `key(&request)`: per method
+    /// (`req.uri().path()`, `/pkg.Service/Method`), or per authority. Over a tonic `Channel`
+    /// a request's URI carries the authority only when the client was made with
+    /// `Grpc::with_origin` (generated clients: `with_origin`); otherwise key by what the
+    /// request does carry.
+    ///
+    /// ```
+    /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+    ///
+    /// let per_method = KeyedBreaker::<String>::new("docs::grpc_methods", Config::default());
+    /// let layer = CircuitBreakerLayer::grpc_keyed(per_method, |req: &http::Request<()>| {
+    ///     req.uri().path().to_owned()
+    /// });
+    /// # let _ = layer;
+    /// ```
+    pub fn grpc_keyed<K, F, Req, Q>(keyed: KeyedBreaker<K>, key: F) -> GrpcLayer<Keyed<K, F>>
+    where
+        K: BreakerKey + Borrow<Q>,
+        F: Fn(&Req) -> Q,
+        Q: Hash + Eq + ToOwned<Owned = K>,
+    {
+        GrpcLayer {
+            pick: Keyed::new(keyed, key),
+        }
+    }
+}
+
+/// The layer [`CircuitBreakerLayer::grpc`] makes; `T` picks each request's breaker.
+#[derive(Clone)]
+pub struct GrpcLayer<T = Breaker> {
+    pick: T,
+}
+
+impl<S, T: Clone> Layer<S> for GrpcLayer<T> {
+    type Service = GrpcCircuitBreaker<S, T>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcCircuitBreaker {
+            inner,
+            pick: self.pick.clone(),
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for GrpcLayer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcLayer")
+            .field("pick", &self.pick)
+            .finish()
+    }
+}
+
+/// The service [`GrpcLayer`] makes: `inner` (a tonic `Channel`, say) behind a breaker.
+#[derive(Clone)]
+pub struct GrpcCircuitBreaker<S, T = Breaker> {
+    inner: S,
+    pick: T,
+}
+
+impl<S, T> GrpcCircuitBreaker<S, T> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug, T: fmt::Debug> fmt::Debug for GrpcCircuitBreaker<S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcCircuitBreaker")
+            .field("inner", &self.inner)
+            .field("pick", &self.pick)
+            .finish()
+    }
+}
+
+impl<S, T, ReqBody, ResBody> Service<http::Request<ReqBody>> for GrpcCircuitBreaker<S, T>
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    T: PickBreaker<http::Request<ReqBody>>,
+    ReqBody: Send + 'static,
+    ResBody: Body + Send + 'static,
+{
+    type Response = http::Response<GrpcBody<ResBody>>;
+    type Error = BoxError;
+    type Future = GrpcResponseFuture<ResBody>;
+
+    /// The inner service's readiness, as it is.
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+        let breaker = self.pick.pick(&req);
+        // The readied service goes into the call; this one keeps a fresh clone.
+        let fresh = self.inner.clone();
+        let readied = std::mem::replace(&mut self.inner, fresh);
+        let (handoff, handed) = oneshot::channel();
+        let call = Call::<S, _, ResBody> {
+            start: Some((readied, req)),
+            running: None,
+            handoff: Some(handoff),
+            verdict: None,
+        };
+        GrpcResponseFuture {
+            call: Some(Box::pin(
+                breaker.call_owned_classified(carried as Carried<ResBody>, call),
+            )),
+            handed,
+        }
+    }
+}
+
+/// What the breaker's call gives: the whole answer (judged at its headers), or word that the
+/// answer went to the caller and the verdict came from its trailers.
+enum Answer<B> {
+    Whole(http::Response<B>),
+    HandedOff,
+}
+
+/// The call's result with the verdict it was given (by the headers, the trailers, or the
+/// transport's error).
+type Judged<B> = Result<(Answer<B>, Verdict), (BoxError, Verdict)>;
+
+/// The classifier handed to the breaker: the verdict was reached inside the call, so it is a
+/// plain `fn`.
+type Carried<B> = fn(&Judged<B>) -> Verdict;
+
+fn carried<B>(judged: &Judged<B>) -> Verdict {
+    match judged {
+        Ok((_, verdict)) | Err((_, verdict)) => *verdict,
+    }
+}
+
+/// A response whose verdict waits for its trailers, and where to send that verdict.
+type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
+
+/// The breaker's call, type-erased: it lives in the response future until the headers
+/// arrive, then (when the verdict waits for the trailers) in the response body.
+type Pending<B> = Pin<
+    Box<dyn Future<Output = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>> + Send>,
+>;
+
+pin_project_lite::pin_project! {
+    /// The call the breaker admits: calls the readied inner service on its first poll; judges
+    /// an answer whose headers carry its code, or hands the response out and waits for the
+    /// verdict its body will send at the trailers.
+    struct Call<S, Req, B>
+    where
+        S: Service<Req>,
+    {
+        start: Option<(S, Req)>,
+        #[pin]
+        running: Option<S::Future>,
+        handoff: Option<oneshot::Sender<Handoff<B>>>,
+        verdict: Option<oneshot::Receiver<Verdict>>,
+    }
+}
+
+impl<S, Req, B> Future for Call<S, Req, B>
+where
+    S: Service<Req, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+{
+    type Output = Judged<B>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Some(waiting) = this.verdict.as_mut() {
+            // The body dropped its sender without a verdict only if it is being dropped
+            // itself, with this call inside it: nothing will read this.
+            let verdict = ready!(Pin::new(waiting).poll(cx)).unwrap_or(Verdict::Neutral);
+            return Poll::Ready(Ok((Answer::HandedOff, verdict)));
+        }
+        if let Some((mut inner, req)) = this.start.take() {
+            this.running.set(Some(inner.call(req)));
+        }
+        let running = this
+            .running
+            .as_mut()
+            .as_pin_mut()
+            .expect("the gRPC breaker's call polled after it finished");
+        let result = ready!(running.poll(cx));
+        this.running.set(None);
+        let response = match result {
+            Ok(response) => response,
+            // No answer at all (the connection failed): a failure.
+            Err(error) => return Poll::Ready(Err((error.into(), Verdict::Failure))),
+        };
+        let code = code_in(response.headers()).or_else(|| code_of_http(response.status()));
+        if let Some(code) = code {
+            let verdict = verdict(code, response.headers());
+            return Poll::Ready(Ok((Answer::Whole(response), verdict)));
+        }
+        // A `200` without a code: the code comes in the trailers. The caller gets the
+        // response now; its body sends the verdict when the trailers arrive.
+        let (send, receive) = oneshot::channel();
+        let handoff = this.handoff.take().expect("a response is handed out once");
+        if handoff.send((response, send)).is_err() {
+            // The response future is gone: nobody reads this answer.
+            return Poll::Ready(Ok((Answer::HandedOff, Verdict::Neutral)));
+        }
+        let mut receive = receive;
+        // Polled once so that it has this task's waker; the body sends on its own thread of
+        // polls and then polls the call itself.
+        match Pin::new(&mut receive).poll(cx) {
+            Poll::Ready(verdict) => {
+                Poll::Ready(Ok((Answer::HandedOff, verdict.unwrap_or(Verdict::Neutral))))
+            }
+            Poll::Pending => {
+                *this.verdict = Some(receive);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The response future of [`GrpcCircuitBreaker`]: the response, with a body that judges the
+/// call at its trailers; or the breaker's refusal as a [`Status`] in the boxed error.
+pub struct GrpcResponseFuture<B> {
+    call: Option<Pending<B>>,
+    handed: oneshot::Receiver<Handoff<B>>,
+}
+
+impl<B> Future for GrpcResponseFuture<B> {
+    type Output = Result<http::Response<GrpcBody<B>>, BoxError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let call = this
+            .call
+            .as_mut()
+            .expect("the gRPC breaker's response future polled after it finished");
+        match call.as_mut().poll(cx) {
+            Poll::Ready(result) => {
+                this.call = None;
+                Poll::Ready(match result {
+                    Ok((Answer::Whole(response), _)) => Ok(response.map(|body| GrpcBody {
+                        inner: body,
+                        end: None,
+                    })),
+                    // A verdict for a response nobody read: cannot happen before the handoff
+                    // was taken, below.
+                    Ok((Answer::HandedOff, _)) => Err("the gRPC answer was lost".into()),
+                    Err(CallError::Inner((error, _))) => Err(error),
+                    Err(CallError::Breaker(refusal)) => Err(Box::new(Status::from(refusal))),
+                })
+            }
+            Poll::Pending => match this.handed.try_recv() {
+                Ok((response, verdict)) => {
+                    let call = this.call.take();
+                    Poll::Ready(Ok(response.map(|body| GrpcBody {
+                        inner: body,
+                        end: call.map(|call| (call, verdict)),
+                    })))
+                }
+                Err(_) => Poll::Pending,
+            },
+        }
+    }
+}
+
+impl<B> fmt::Debug for GrpcResponseFuture<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcResponseFuture").finish_non_exhaustive()
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body that judges its call at its end: by the `grpc-status` of its trailers
+    /// (`UNKNOWN` when it ends without one), or as a failure when it fails mid-stream.
+    /// Dropped before its end, the call counts as cancelled.
+    pub struct GrpcBody<B> {
+        #[pin]
+        inner: B,
+        // The breaker's call, waiting for the verdict; `None` once judged (or judged at the
+        // headers).
+        end: Option<(Pending<B>, oneshot::Sender<Verdict>)>,
+    }
+}
+
+impl<B> GrpcBody<B> {
+    /// Sends the verdict and lets the breaker's call finish: it is ready at once.
+    fn judge(
+        end: &mut Option<(Pending<B>, oneshot::Sender<Verdict>)>,
+        verdict: Verdict,
+        cx: &mut Context<'_>,
+    ) {
+        if let Some((mut call, send)) = end.take() {
+            let _ = send.send(verdict);
+            let _ = call.as_mut().poll(cx);
+        }
+    }
+}
+
+impl<B: Body> Body for GrpcBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if this.end.is_some() {
+            let verdict = match &frame {
+                Some(Ok(frame)) => frame
+                    .trailers_ref()
+                    .map(|trailers| verdict(code_in(trailers).unwrap_or(Code::Unknown), trailers)),
+                // Broken mid-stream: the dependency (or the way to it) failed.
+                Some(Err(_)) => Some(Verdict::Failure),
+                // Ended without trailers: truncated, as tonic's client reads it.
+                None => Some(verdict(Code::Unknown, &HeaderMap::new())),
+            };
+            if let Some(verdict) = verdict {
+                GrpcBody::judge(this.end, verdict, cx);
+            }
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> fmt::Debug for GrpcBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GrpcBody")
+            .field("judged", &self.end.is_none())
+            .finish_non_exhaustive()
+    }
+}

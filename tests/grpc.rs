@@ -1,0 +1,286 @@
+//! `breaker::grpc` against a real tonic server on loopback: each code judged by the table
+//! (from the headers of a Trailers-Only answer, and from the trailers after a streamed body),
+//! pushback, streams dropped before their end, what the tonic caller gets when the breaker
+//! refuses, and the attribute's `classify = breaker::grpc::classify`.
+#![cfg(feature = "grpc")]
+
+#[path = "support/grpc.rs"]
+mod backend;
+
+use std::time::Duration;
+
+use breaker::{tower::CircuitBreakerLayer, Breaker, Config, KeyedBreaker, State, Stats};
+use tonic::Code;
+use tower::ServiceBuilder;
+
+/// A breaker that never opens by counts, so each call's verdict shows in its stats.
+fn counting(name: &str) -> Breaker {
+    Breaker::new(name, Config::default().threshold(1_000))
+}
+
+/// What one call added to the stats: (successes, failures, neutral, cancelled).
+fn delta(before: &Stats, after: &Stats) -> (u64, u64, u64, u64) {
+    (
+        after.successes - before.successes,
+        after.failures - before.failures,
+        after.neutral - before.neutral,
+        after.cancelled - before.cancelled,
+    )
+}
+
+const SUCCESS: (u64, u64, u64, u64) = (1, 0, 0, 0);
+const FAILURE: (u64, u64, u64, u64) = (0, 1, 0, 0);
+const NEUTRAL: (u64, u64, u64, u64) = (0, 0, 1, 0);
+const CANCELLED: (u64, u64, u64, u64) = (0, 0, 0, 1);
+
+#[tokio::test]
+async fn every_code_is_judged_by_the_table_not_by_the_http_status() {
+    let server = backend::start().await;
+    let breaker = counting("grpc::table");
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    let failures = [4, 8, 10, 13, 14, 15, 2]; // DEADLINE_EXCEEDED .. UNKNOWN
+    let neutral = [1, 3, 5, 6, 7, 9, 11, 12, 16]; // CANCELLED, INVALID_ARGUMENT, ..
+    let mut cases: Vec<(String, (u64, u64, u64, u64))> = vec![("ok".into(), SUCCESS)];
+    cases.extend(failures.iter().map(|c| (format!("code {c}"), FAILURE)));
+    cases.extend(neutral.iter().map(|c| (format!("code {c}"), NEUTRAL)));
+    for (script, expected) in cases {
+        let before = breaker.stats();
+        let reply = backend::call(channel.clone(), &script).await;
+        if script != "ok" {
+            // The caller still gets the server's own status: judging changes no answer.
+            let code: i32 = script[5..].parse().unwrap();
+            assert_eq!(reply.unwrap_err().code(), Code::from(code), "{script}");
+        }
+        assert_eq!(delta(&before, &breaker.stats()), expected, "{script}");
+    }
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn a_status_in_the_trailers_after_a_streamed_body_is_judged_at_the_end() {
+    let server = backend::start().await;
+    let breaker = counting("grpc::trailers");
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    let before = breaker.stats();
+    let (read, end) = backend::call_stream(channel.clone(), "stream 3 code 14", None).await;
+    assert_eq!((read, end.unwrap_err().code()), (3, Code::Unavailable));
+    assert_eq!(delta(&before, &breaker.stats()), FAILURE);
+
+    let before = breaker.stats();
+    let (read, end) = backend::call_stream(channel.clone(), "stream 2 code 0", None).await;
+    assert_eq!((read, end.is_ok()), (2, true));
+    assert_eq!(delta(&before, &breaker.stats()), SUCCESS);
+
+    let before = breaker.stats();
+    let (_, end) = backend::call_stream(channel.clone(), "stream 1 code 5", None).await;
+    assert_eq!(end.unwrap_err().code(), Code::NotFound);
+    assert_eq!(delta(&before, &breaker.stats()), NEUTRAL);
+
+    // A unary call's OK also comes in the trailers.
+    let before = breaker.stats();
+    assert_eq!(backend::call(channel.clone(), "ok").await.unwrap(), "fine");
+    assert_eq!(delta(&before, &breaker.stats()), SUCCESS);
+}
+
+#[tokio::test]
+async fn a_stream_dropped_before_its_end_is_cancelled_and_gives_back_its_probe() {
+    let server = backend::start().await;
+    let breaker = Breaker::new(
+        "grpc::dropped",
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(50)),
+    );
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    let before = breaker.stats();
+    let (read, _) = backend::call_stream(channel.clone(), "stream 5 code 14", Some(1)).await;
+    assert_eq!(read, 1);
+    assert_eq!(delta(&before, &breaker.stats()), CANCELLED);
+    assert_eq!(
+        breaker.state(),
+        State::Closed,
+        "a dropped stream is no failure"
+    );
+
+    // Open it, let the cool-off pass, and drop the probe's stream: the probe slot comes
+    // back, so the next call may probe.
+    let _ = backend::call(channel.clone(), "code 14").await;
+    assert_eq!(breaker.state(), State::Open);
+    wait_until(|| breaker.state() == State::HalfOpen || breaker.retry_in().is_none()).await;
+    let (read, _) = backend::call_stream(channel.clone(), "stream 5 code 0", Some(1)).await;
+    assert_eq!(read, 1);
+    assert_eq!(backend::call(channel.clone(), "ok").await.unwrap(), "fine");
+    assert_eq!(breaker.state(), State::Closed);
+}
+
+#[tokio::test]
+async fn a_pushback_opens_for_exactly_that_long_and_a_bad_one_is_ignored() {
+    let server = backend::start().await;
+    let breaker = counting("grpc::pushback");
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    // Malformed and negative values say nothing: RESOURCE_EXHAUSTED is then one failure.
+    for bad in ["-1", "soon", "1.5"] {
+        let before = breaker.stats();
+        let _ = backend::call(channel.clone(), &format!("code 8 pushback {bad}")).await;
+        assert_eq!(delta(&before, &breaker.stats()), FAILURE, "{bad}");
+        assert_eq!(breaker.state(), State::Closed, "{bad}");
+    }
+
+    // Any code but OK with a pushback opens for that long, whatever the threshold.
+    let _ = backend::call(channel.clone(), "code 8 pushback 1500").await;
+    assert_eq!(breaker.state(), State::Open);
+    let retry_in = breaker.retry_in().expect("open for a known time");
+    assert!(
+        retry_in <= Duration::from_millis(1500) && retry_in > Duration::from_millis(1000),
+        "{retry_in:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_tonic_caller_gets_unavailable_with_pushback_and_the_server_is_not_called() {
+    let server = backend::start().await;
+    let breaker = Breaker::new(
+        "grpc::refused",
+        Config::default()
+            .threshold(2)
+            .cool_off(Duration::from_secs(30)),
+    );
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    for _ in 0..2 {
+        let status = backend::call(channel.clone(), "code 14").await.unwrap_err();
+        assert_eq!(status.code(), Code::Unavailable);
+    }
+    assert_eq!(breaker.state(), State::Open);
+    let hits = server.hits();
+
+    let refused = backend::call(channel.clone(), "ok").await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(refused.message().contains("grpc::refused"), "{refused:?}");
+    let pushback: u64 = refused
+        .metadata()
+        .get("grpc-retry-pushback-ms")
+        .expect("the breaker knows when it admits again")
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(pushback > 29_000 && pushback <= 30_000, "{pushback}");
+    assert_eq!(
+        server.hits(),
+        hits,
+        "an open breaker does not call the server"
+    );
+}
+
+#[tokio::test]
+async fn the_breakers_own_timeout_reaches_the_caller_as_deadline_exceeded() {
+    let server = backend::start().await;
+    let breaker = Breaker::new(
+        "grpc::timeout",
+        Config::default()
+            .threshold(1_000)
+            .timeout(Duration::from_millis(100)),
+    );
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+        .service(server.channel().await);
+
+    let status = backend::call(channel.clone(), "hang").await.unwrap_err();
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
+    assert_eq!(breaker.stats().timeouts, 1);
+    // A call that answers in time is unaffected.
+    assert_eq!(
+        backend::call(channel.clone(), "wait 1").await.unwrap(),
+        "late"
+    );
+}
+
+#[tokio::test]
+async fn keyed_by_method_each_method_has_its_breaker() {
+    let server = backend::start().await;
+    let per_method = KeyedBreaker::<String>::new("grpc::methods", Config::default().threshold(1));
+    let channel = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::grpc_keyed(
+            per_method.clone(),
+            |req: &http::Request<tonic::body::Body>| req.uri().path().to_owned(),
+        ))
+        .service(server.channel().await);
+
+    let (_, end) = backend::call_stream(channel.clone(), "stream 0 code 14", None).await;
+    assert_eq!(end.unwrap_err().code(), Code::Unavailable);
+    assert_eq!(per_method.breaker(backend::STREAM).state(), State::Open);
+    // The unary method is another breaker: still closed, still called.
+    assert_eq!(backend::call(channel.clone(), "ok").await.unwrap(), "fine");
+    assert_eq!(per_method.breaker(backend::UNARY).state(), State::Closed);
+}
+
+#[breaker::circuit_breaker(threshold = 2, cool_off = "30s", classify = breaker::grpc::classify)]
+async fn lookup(
+    client: backend_client::Client,
+    script: &'static str,
+) -> Result<String, tonic::Status> {
+    backend::call(client.0, script).await
+}
+
+/// The plain channel an attribute user calls through.
+mod backend_client {
+    #[derive(Clone)]
+    pub struct Client(pub tonic::transport::Channel);
+}
+
+#[tokio::test]
+async fn the_attribute_judges_a_status_by_the_same_table() {
+    let server = backend::start().await;
+    let client = backend_client::Client(server.channel().await);
+    assert!(
+        breaker::registry().get("grpc::lookup").is_none(),
+        "made at the first call"
+    );
+
+    // NOT_FOUND, ten times: the caller's doing, the breaker stays closed.
+    for _ in 0..10 {
+        let err = lookup(client.clone(), "code 5").await.unwrap_err();
+        assert_eq!(err.code(), Code::NotFound);
+    }
+    let handle = breaker::registry().get("grpc::lookup").expect("registered");
+    assert_eq!(handle.snapshot().state, State::Closed);
+    assert_eq!(handle.snapshot().stats.neutral, 10);
+
+    // UNAVAILABLE twice opens it; the function's signature is unchanged, so a refusal
+    // comes back as the `Status` that `From<BreakerError>` makes: UNAVAILABLE, pushback set.
+    for _ in 0..2 {
+        let _ = lookup(client.clone(), "code 14").await;
+    }
+    let hits = server.hits();
+    let refused = lookup(client.clone(), "ok").await.unwrap_err();
+    assert_eq!(refused.code(), Code::Unavailable);
+    assert!(refused.metadata().get("grpc-retry-pushback-ms").is_some());
+    assert_eq!(server.hits(), hits);
+}
+
+/// Polls `cond` every millisecond for up to five seconds (real time: the server is real).
+async fn wait_until(mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met in 5 s"
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
