@@ -23,7 +23,9 @@
 //! - **Where a rejection happens**: in the response future returned by `call`, as
 //!   [`CallError::Breaker`]; never as an `Err` from `poll_ready` (a tower service that fails
 //!   `poll_ready` must be thrown away). `poll_ready` is the inner service's own, so an open
-//!   breaker over a ready service is ready.
+//!   breaker over a ready service is ready; behind a balancer,
+//!   [`ready_when_closed`](CircuitBreakerLayer::ready_when_closed) makes it `Pending` while
+//!   the breaker refuses.
 //! - **The dependency is not touched while open**: the readied inner service is moved into the
 //!   response future (the [`Service`] docs' "be careful when cloning inner services" pattern,
 //!   hence `S: Clone`) and called only once the breaker admits the call; a refused request
@@ -67,6 +69,7 @@ use crate::{Breaker, BreakerKey, CallError, CallFuture, KeyedBreaker, Verdict};
 pub struct CircuitBreakerLayer<T = Breaker, C = DefaultClassify> {
     pick: T,
     classify: C,
+    ready_when_closed: bool,
 }
 
 impl CircuitBreakerLayer {
@@ -75,7 +78,34 @@ impl CircuitBreakerLayer {
         CircuitBreakerLayer {
             pick: breaker,
             classify: DefaultClassify,
+            ready_when_closed: false,
         }
+    }
+}
+
+impl<C> CircuitBreakerLayer<Breaker, C> {
+    /// `poll_ready` is `Pending` while the breaker refuses calls (open, or forced open), and
+    /// wakes when it admits again (the end of its cool-off), so a balancer routes around an
+    /// open endpoint instead of collecting its refusals: tower's `p2c` chooses only among
+    /// ready services. Opt-in: without a balancer, a caller waiting on `ready()` would wait
+    /// out the cool-off instead of getting a refusal (and its fallback) at once.
+    ///
+    /// Half-open is ready while a probe slot is free (the next request may be the probe). A
+    /// breaker open for no known time (forced open, or held by its fleet) is looked at again
+    /// every 250 ms. One breaker
+    /// only: a keyed layer's breaker depends on the request, which `poll_ready` does not see.
+    ///
+    /// ```
+    /// use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    ///
+    /// let endpoint = Breaker::new("docs::endpoint_a", Config::default().threshold(3));
+    /// let layer = CircuitBreakerLayer::new(endpoint).ready_when_closed();
+    /// // Each endpoint of a `tower::balance::p2c::Balance` gets its own layer.
+    /// # let _ = layer;
+    /// ```
+    pub fn ready_when_closed(mut self) -> Self {
+        self.ready_when_closed = true;
+        self
     }
 }
 
@@ -105,6 +135,7 @@ impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
         CircuitBreakerLayer {
             pick: Keyed::new(keyed, key),
             classify: DefaultClassify,
+            ready_when_closed: false,
         }
     }
 }
@@ -130,6 +161,7 @@ impl<T, C> CircuitBreakerLayer<T, C> {
         CircuitBreakerLayer {
             pick: self.pick,
             classify,
+            ready_when_closed: self.ready_when_closed,
         }
     }
 }
@@ -142,6 +174,8 @@ impl<S, T: Clone, C: Clone> Layer<S> for CircuitBreakerLayer<T, C> {
             inner,
             pick: self.pick.clone(),
             classify: self.classify.clone(),
+            ready_when_closed: self.ready_when_closed,
+            reopens: None,
         }
     }
 }
@@ -155,11 +189,26 @@ impl<T: fmt::Debug, C> fmt::Debug for CircuitBreakerLayer<T, C> {
 }
 
 /// The service [`CircuitBreakerLayer`] makes: `inner` behind a breaker.
-#[derive(Clone)]
 pub struct CircuitBreaker<S, T = Breaker, C = DefaultClassify> {
     inner: S,
     pick: T,
     classify: C,
+    ready_when_closed: bool,
+    // With `ready_when_closed`: the timer that wakes `poll_ready` when the breaker admits
+    // again; made at the first `Pending`, never cloned.
+    reopens: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S: Clone, T: Clone, C: Clone> Clone for CircuitBreaker<S, T, C> {
+    fn clone(&self) -> Self {
+        CircuitBreaker {
+            inner: self.inner.clone(),
+            pick: self.pick.clone(),
+            classify: self.classify.clone(),
+            ready_when_closed: self.ready_when_closed,
+            reopens: None,
+        }
+    }
 }
 
 impl<S, T, C> CircuitBreaker<S, T, C> {
@@ -199,8 +248,13 @@ where
     type Future = ResponseFuture<S, Req, C>;
 
     /// The inner service's readiness, as it is: an open breaker never makes this fail.
+    /// With [`ready_when_closed`](CircuitBreakerLayer::ready_when_closed), `Pending` first
+    /// while the breaker refuses.
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if self.ready_when_closed {
+            ready!(self.poll_admits(cx));
+        }
         self.inner.poll_ready(cx).map_err(CallError::Inner)
     }
 
@@ -220,16 +274,72 @@ where
     }
 }
 
+impl<S, T, C> CircuitBreaker<S, T, C> {
+    /// `Ready` once the layer's one breaker admits calls; otherwise `Pending`, with a timer
+    /// due when its open time ends (or in 250 ms when it has none).
+    #[inline(never)]
+    fn poll_admits<Req>(&mut self, cx: &mut Context<'_>) -> Poll<()>
+    where
+        T: PickBreaker<Req>,
+    {
+        /// How often a breaker open for no known time is looked at again.
+        const RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
+        loop {
+            let Some(breaker) = self.pick.only() else {
+                return Poll::Ready(());
+            };
+            // How long it refuses for: a known time (open, or half-open with every probe slot
+            // leased), none (forced open; or held open by its fleet, whose open time has run
+            // out while it waits for another instance's probe), or not at all.
+            let wait = match breaker.state() {
+                crate::State::Closed | crate::State::Disabled => None,
+                crate::State::ForcedOpen => Some(RECHECK),
+                crate::State::Open => Some(
+                    breaker
+                        .retry_in()
+                        .filter(|d| !d.is_zero())
+                        .unwrap_or(RECHECK),
+                ),
+                crate::State::HalfOpen => breaker.retry_in().filter(|d| !d.is_zero()),
+            };
+            let Some(wait) = wait else {
+                self.reopens = None;
+                return Poll::Ready(());
+            };
+            let due = tokio::time::Instant::now() + wait;
+            match self.reopens.as_mut() {
+                Some(timer) => timer.as_mut().reset(due),
+                None => self.reopens = Some(Box::pin(tokio::time::sleep_until(due))),
+            }
+            let timer = self.reopens.as_mut().expect("just set");
+            ready!(timer.as_mut().poll(cx));
+            // Due: look again (the breaker may have been opened anew meanwhile).
+        }
+    }
+}
+
 /// Picks the breaker of one request: [`Breaker`] (always itself) or [`Keyed`] (by key).
 pub trait PickBreaker<Req> {
     /// The breaker `req` goes through.
     fn pick(&self, req: &Req) -> Breaker;
+
+    /// The one breaker every request goes through, when there is one (for
+    /// [`ready_when_closed`](CircuitBreakerLayer::ready_when_closed)); `None` when it depends
+    /// on the request.
+    fn only(&self) -> Option<&Breaker> {
+        None
+    }
 }
 
 impl<Req> PickBreaker<Req> for Breaker {
     #[inline]
     fn pick(&self, _: &Req) -> Breaker {
         self.clone()
+    }
+
+    #[inline]
+    fn only(&self) -> Option<&Breaker> {
+        Some(self)
     }
 }
 
