@@ -53,6 +53,10 @@
 //! its `RetryError` around that one (transparently, so it displays the same but downcasts
 //! differently); [`breaker_error`] finds the refusal either way.
 //!
+//! **Hooks**: [`keyed`](CircuitBreakerMiddleware::keyed) picks each request's breaker by a key
+//! of your own (authority and path, tenant, …), [`classify`](CircuitBreakerMiddleware::classify)
+//! replaces the preset, as on the tower layer.
+//!
 //! **Keys**: the URL's host and port (`port_or_known_default`), as `"host:port"`
 //! (`"[::1]:8080"` for IPv6): two ports of one host are two breakers; the breakers are
 //! named `reqwest[host:port]` in errors, events and the registry.
@@ -63,16 +67,21 @@ use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 
-use crate::{Breaker, BreakerError, CallError, Config, KeyedBreaker, Verdict};
+use crate::{Breaker, BreakerError, BreakerKey, CallError, Config, KeyedBreaker, Verdict};
 
 /// The name of the middleware's keyed breaker: its breakers are `reqwest[host:port]`.
 const NAME: &str = "reqwest";
 
-/// Circuit breakers for a `reqwest` client, one per `host:port`; see the [module
+/// Circuit breakers for a `reqwest` client, one per `host:port` by default; see the [module
 /// docs](self). Clones share the breakers.
+///
+/// `P` picks each request's breaker ([`ByHost`], or what [`keyed`](Self::keyed) was given);
+/// `C` judges each attempt (the [`http` preset](crate::http), or what
+/// [`classify`](Self::classify) was given).
 #[derive(Clone)]
-pub struct CircuitBreakerMiddleware {
-    keyed: KeyedBreaker<String>,
+pub struct CircuitBreakerMiddleware<P = ByHost, C = Preset> {
+    pick: P,
+    classify: C,
 }
 
 impl CircuitBreakerMiddleware {
@@ -90,19 +99,88 @@ impl CircuitBreakerMiddleware {
     /// [`Breaker::new`] does.
     pub fn with_config(config: Config) -> Self {
         CircuitBreakerMiddleware {
-            keyed: KeyedBreaker::new(NAME, config),
+            pick: ByHost {
+                keyed: KeyedBreaker::new(NAME, config),
+            },
+            classify: Preset,
         }
     }
+}
 
+impl<C> CircuitBreakerMiddleware<ByHost, C> {
     /// The breaker of `host_port` (`"example.com:443"`), created if it has none yet: to read
     /// its state or `retry_in`, or to control it by hand.
     pub fn breaker(&self, host_port: &str) -> Breaker {
-        self.keyed.breaker(host_port)
+        self.pick.keyed.breaker(host_port)
     }
 
-    /// Every host's breaker, as one keyed breaker.
-    pub fn keyed(&self) -> &KeyedBreaker<String> {
-        &self.keyed
+    /// Every host's breaker, as one keyed breaker (to join it to a fleet, read its size, or
+    /// list it).
+    pub fn keyed_breaker(&self) -> &KeyedBreaker<String> {
+        &self.pick.keyed
+    }
+}
+
+impl<K: BreakerKey, F> CircuitBreakerMiddleware<ByKey<K, F>> {
+    /// Each request goes through the breaker of its key, `key(&request)`, in `keyed`: per
+    /// authority and path for an API whose quotas are per path (a 429 on `/search` then
+    /// leaves `/items` alone), per tenant from a header, per anything the request carries.
+    /// `keyed` brings the policy, the name and the bounds (`max_keys`, `idle`).
+    ///
+    /// ```
+    /// use breaker::{reqwest::CircuitBreakerMiddleware, Config, KeyedBreaker};
+    ///
+    /// let per_path = KeyedBreaker::<String>::new("api_paths", Config::default().threshold(5));
+    /// let middleware = CircuitBreakerMiddleware::keyed(per_path, |req: &reqwest::Request| {
+    ///     let url = req.url();
+    ///     format!("{}{}", url.host_str().unwrap_or(""), url.path())
+    /// });
+    /// # let _ = middleware;
+    /// ```
+    pub fn keyed(keyed: KeyedBreaker<K>, key: F) -> Self
+    where
+        F: Fn(&Request) -> K,
+    {
+        CircuitBreakerMiddleware {
+            pick: ByKey { keyed, key },
+            classify: Preset,
+        }
+    }
+}
+
+impl<K: BreakerKey, F, C> CircuitBreakerMiddleware<ByKey<K, F>, C> {
+    /// The keyed breaker the requests go through.
+    pub fn keyed_breaker(&self) -> &KeyedBreaker<K> {
+        &self.pick.keyed
+    }
+}
+
+impl<P, C> CircuitBreakerMiddleware<P, C> {
+    /// Judges every attempt with `classify` instead of the HTTP preset: any
+    /// `Fn(&reqwest_middleware::Result<reqwest::Response>) -> Verdict`. Judging changes what
+    /// the breaker counts, never what the caller gets.
+    ///
+    /// ```
+    /// use breaker::{reqwest::CircuitBreakerMiddleware, Verdict};
+    ///
+    /// // An API that answers 409 when it is overloaded.
+    /// let middleware = CircuitBreakerMiddleware::new().classify(
+    ///     |r: &reqwest_middleware::Result<reqwest::Response>| match r {
+    ///         Ok(answer) if answer.status() == 409 => Verdict::Failure,
+    ///         Ok(answer) => breaker::http::verdict(answer.status(), answer.headers()),
+    ///         Err(_) => Verdict::Failure,
+    ///     },
+    /// );
+    /// # let _ = middleware;
+    /// ```
+    pub fn classify<C2>(self, classify: C2) -> CircuitBreakerMiddleware<P, C2>
+    where
+        C2: Fn(&reqwest_middleware::Result<Response>) -> Verdict,
+    {
+        CircuitBreakerMiddleware {
+            pick: self.pick,
+            classify,
+        }
     }
 }
 
@@ -112,11 +190,101 @@ impl Default for CircuitBreakerMiddleware {
     }
 }
 
-impl fmt::Debug for CircuitBreakerMiddleware {
+impl<P: fmt::Debug, C> fmt::Debug for CircuitBreakerMiddleware<P, C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerMiddleware")
+            .field("pick", &self.pick)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Picks a request's breaker: [`ByHost`] (the default) or [`ByKey`].
+pub trait PickBreaker: Send + Sync + 'static {
+    /// The breaker `req` goes through.
+    fn pick(&self, req: &Request) -> Breaker;
+}
+
+/// One breaker per `host:port` of the request's URL, named `reqwest[host:port]`.
+#[derive(Clone)]
+pub struct ByHost {
+    keyed: KeyedBreaker<String>,
+}
+
+impl PickBreaker for ByHost {
+    fn pick(&self, req: &Request) -> Breaker {
+        match HostPort::of(req.url()) {
+            Some(key) => self.keyed.breaker(key.as_str()),
+            // A host name longer than DNS allows: no stack buffer, same breaker.
+            None => self.keyed.breaker(&format!(
+                "{}:{}",
+                req.url().host_str().unwrap_or(""),
+                req.url().port_or_known_default().unwrap_or(0)
+            )),
+        }
+    }
+}
+
+impl fmt::Debug for ByHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ByHost")
             .field("hosts", &self.keyed.len())
             .finish()
+    }
+}
+
+/// One breaker per key a function computes from the request (made by
+/// [`CircuitBreakerMiddleware::keyed`]).
+#[derive(Clone)]
+pub struct ByKey<K, F> {
+    keyed: KeyedBreaker<K>,
+    key: F,
+}
+
+impl<K, F> PickBreaker for ByKey<K, F>
+where
+    K: BreakerKey + Clone,
+    F: Fn(&Request) -> K + Send + Sync + 'static,
+{
+    fn pick(&self, req: &Request) -> Breaker {
+        self.keyed.breaker(&(self.key)(req))
+    }
+}
+
+impl<K, F> fmt::Debug for ByKey<K, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ByKey")
+            .field("keyed", &self.keyed)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default judge: the [`http` preset](crate::http) over an attempt's answer; no answer
+/// (connection refused, reset, timed out) is a failure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Preset;
+
+/// Judges one attempt: [`Preset`], or any
+/// `Fn(&reqwest_middleware::Result<reqwest::Response>) -> Verdict`.
+pub trait Classify: Send + Sync + 'static {
+    /// The verdict on one attempt.
+    fn classify(&self, result: &reqwest_middleware::Result<Response>) -> Verdict;
+}
+
+impl Classify for Preset {
+    fn classify(&self, result: &reqwest_middleware::Result<Response>) -> Verdict {
+        match result {
+            Ok(answer) => crate::http::verdict(answer.status(), answer.headers()),
+            Err(_) => Verdict::Failure,
+        }
+    }
+}
+
+impl<F> Classify for F
+where
+    F: Fn(&reqwest_middleware::Result<Response>) -> Verdict + Send + Sync + 'static,
+{
+    fn classify(&self, result: &reqwest_middleware::Result<Response>) -> Verdict {
+        self(result)
     }
 }
 
@@ -140,14 +308,6 @@ pub fn breaker_error(error: &reqwest_middleware::Error) -> Option<&BreakerError>
     match error.downcast_ref::<reqwest_retry::RetryError>()? {
         reqwest_retry::RetryError::WithRetries { err, .. }
         | reqwest_retry::RetryError::Error(err) => breaker_error(err),
-    }
-}
-
-/// The preset over a whole attempt: an answer by its status and headers, no answer a failure.
-fn judge(result: &reqwest_middleware::Result<Response>) -> Verdict {
-    match result {
-        Ok(answer) => crate::http::verdict(answer.status(), answer.headers()),
-        Err(_) => Verdict::Failure,
     }
 }
 
@@ -187,22 +347,15 @@ impl fmt::Write for HostPort {
 }
 
 #[async_trait::async_trait]
-impl Middleware for CircuitBreakerMiddleware {
+impl<P: PickBreaker, C: Classify> Middleware for CircuitBreakerMiddleware<P, C> {
     async fn handle(
         &self,
         req: Request,
         extensions: &mut Extensions,
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
-        let breaker = match HostPort::of(req.url()) {
-            Some(key) => self.keyed.breaker(key.as_str()),
-            // A host name longer than DNS allows: no stack buffer, same breaker.
-            None => self.keyed.breaker(&format!(
-                "{}:{}",
-                req.url().host_str().unwrap_or(""),
-                req.url().port_or_known_default().unwrap_or(0)
-            )),
-        };
+        let breaker = self.pick.pick(&req);
+        let judge = |result: &reqwest_middleware::Result<Response>| self.classify.classify(result);
         match breaker
             .call_classified(judge, next.run(req, extensions))
             .await

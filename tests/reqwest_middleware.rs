@@ -71,7 +71,7 @@ async fn one_sick_host_does_not_open_another_hosts_breaker() {
         200
     );
     assert_eq!(well.hits(), 4);
-    assert_eq!(breakers.keyed().len(), 2);
+    assert_eq!(breakers.keyed_breaker().len(), 2);
 }
 
 #[tokio::test]
