@@ -1,13 +1,17 @@
 //! The reqwest middleware's hooks, against real loopback servers: a key function (per
-//! authority and path, so a 429 on one path leaves the host's other paths alone) and a judge
-//! of one's own.
+//! authority and path, so a 429 on one path leaves the host's other paths alone), a judge
+//! of one's own, and the order with reqwest-retry that makes the breaker see one outcome per
+//! logical request (the other order is in tests/reqwest_middleware.rs).
 #![cfg(feature = "reqwest")]
 
 mod common;
 
-use std::sync::{
-    atomic::{AtomicUsize, Ordering},
-    Arc,
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
 };
 
 use axum::{http::StatusCode, response::IntoResponse, routing::get, Router};
@@ -117,4 +121,39 @@ async fn a_judge_of_ones_own_decides_what_counts() {
     }
     assert_eq!(judged.breaker(&server.host_port()).state(), State::Open);
     assert_eq!(server.hits() - hits, 2, "refused once open");
+}
+
+#[tokio::test]
+async fn outside_the_retry_middleware_it_sees_one_outcome_per_logical_request() {
+    let server = common::Server::start().await;
+    server.answer(500, None);
+    let breakers = CircuitBreakerMiddleware::with_config(Config::default().threshold(3));
+    let retry = reqwest_retry::policies::ExponentialBackoff::builder()
+        .retry_bounds(Duration::from_millis(1), Duration::from_millis(5))
+        .build_with_max_retries(2);
+    // The breaker added first: it wraps the retry loop.
+    let client = ClientBuilder::new(reqwest::Client::new())
+        .with(breakers.clone())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            retry,
+        ))
+        .build();
+
+    let answer = client.get(server.url("/")).send().await.unwrap();
+    assert_eq!(answer.status(), 500, "the last attempt's answer");
+    assert_eq!(server.hits(), 3, "one request, three attempts");
+    let breaker = breakers.breaker(&server.host_port());
+    assert_eq!(
+        breaker.stats().failures,
+        1,
+        "three failed attempts, one failure counted"
+    );
+    assert_eq!(breaker.state(), State::Closed);
+
+    // It takes three logical requests (nine attempts) to open it.
+    for _ in 0..2 {
+        let _ = client.get(server.url("/")).send().await;
+    }
+    assert_eq!(breaker.state(), State::Open);
+    assert_eq!(server.hits(), 9);
 }
