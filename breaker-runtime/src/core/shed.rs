@@ -162,10 +162,12 @@ impl Overload {
                     Sample::Answered
                 }
             };
-            let now = if sample == Sample::Answered {
-                clock.now()
-            } else {
+            // A drop's time too: it may close the window (a window of drops only lowers the
+            // limit), which a drop stamped 0 never did.
+            let now = if sample == Sample::Ignored {
                 0
+            } else {
+                clock.now()
             };
             limiter.release(slot, now, sample);
         }
@@ -203,9 +205,18 @@ impl Overload {
         )
     }
 
-    /// Starts both counts again from zero (`reset()`).
+    /// Starts over as a new breaker would (`reset()`): both counts from zero, the
+    /// throttle's window empty, the adaptive limit back at its start (the ramp is stopped by
+    /// the transition to closed). A reset says "the dependency is fine now": shedding on what
+    /// was seen before it would refuse a recovered dependency for a whole window.
     pub(super) fn clear(&self) {
         self.throttled.store(0, Relaxed);
         self.shadow_rejected.store(0, Relaxed);
+        if let Some(throttle) = &self.throttle {
+            throttle.clear();
+        }
+        if let Some(limiter) = &self.limiter {
+            limiter.restart();
+        }
     }
 }

@@ -78,6 +78,15 @@ impl Limiter {
         }
     }
 
+    /// Puts the limit back at its start and forgets what it learned (`reset()`); calls in
+    /// flight keep their slots and give them back as usual.
+    pub(crate) fn restart(&self) {
+        let mut estimator = crate::sync::lock(&self.estimator);
+        estimator.restart();
+        self.skipped_drop.store(0, Relaxed);
+        self.limit.store(estimator.limit(), Relaxed);
+    }
+
     /// The current limit (`Snapshot.concurrency_limit`).
     pub(crate) fn limit(&self) -> u32 {
         self.limit.load(Relaxed)

@@ -68,6 +68,14 @@ impl Throttle {
         }
     }
 
+    /// Empties the window (`reset()`). A call admitted before and answered after still
+    /// counts in its bucket: one call, where the window held thousands.
+    pub(crate) fn clear(&self) {
+        for bucket in &self.buckets {
+            bucket.counts.store(0, Release);
+        }
+    }
+
     /// The duration one bucket covers: how finely the window slides.
     #[cfg(test)]
     pub(crate) fn granularity(&self) -> Nanos {

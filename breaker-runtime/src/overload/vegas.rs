@@ -288,6 +288,14 @@ impl Estimator {
         self.vegas.limit()
     }
 
+    /// Back to the start: the initial limit, no no-load RTT, an empty window (the probe
+    /// jitter's generator goes on).
+    pub(crate) fn restart(&mut self) {
+        let max = self.vegas.max as u32;
+        let seed = self.vegas.rng;
+        *self = Self::new(max, seed);
+    }
+
     /// The sample of a call that ended at `end` (its RTT, `None` for a drop), admitted with
     /// `in_flight` calls in flight (itself included).
     pub(crate) fn sample(&mut self, end: Nanos, rtt: Option<Nanos>, in_flight: u32) {
