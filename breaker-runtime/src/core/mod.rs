@@ -352,8 +352,17 @@ impl Core {
         let mut stats = self.counters.since(base.as_ref());
         if let Some(o) = self.overload.as_deref() {
             (stats.throttled, stats.shadow_rejected) = o.counts();
+            // A shadow is a call, counted by the overload part only.
+            stats.calls = stats.calls.wrapping_add(stats.shadow_rejected);
         }
         stats
+    }
+
+    /// Calls admitted and not yet finished, shadows of a dry run included: what a keyed
+    /// breaker reads to judge a key evictable.
+    pub(crate) fn calls_in_flight(&self) -> u64 {
+        let shadows = self.overload.as_deref().map_or(0, Overload::shadows);
+        self.counters.in_flight().saturating_add(shadows)
     }
 
     /// The percentage of calls being shed now by throttling or a ramp (0 without either, or

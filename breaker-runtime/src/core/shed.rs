@@ -24,6 +24,10 @@ pub(crate) struct Overload {
     throttled: AtomicU64,
     /// Dry run: calls that would have been refused, made anyway.
     shadow_rejected: AtomicU64,
+    /// Dry run: those still running. Counted here, not on the stripes (whose admitted and
+    /// finished counts a shadow would unbalance: its outcome counts nowhere), so a key's
+    /// calls in flight return to zero and an idle dry-run key is swept.
+    shadows: AtomicU64,
 }
 
 /// What admission under an overload policy keeps with the call, packed in 16 bytes: every
@@ -86,6 +90,7 @@ impl Overload {
             dry_run: policy.dry_run,
             throttled: AtomicU64::new(0),
             shadow_rejected: AtomicU64::new(0),
+            shadows: AtomicU64::new(0),
         }))
     }
 
@@ -140,8 +145,21 @@ impl Overload {
         self.throttled.fetch_add(1, Relaxed);
     }
 
+    /// A shadow starts: counted in `shadow_rejected`, and running until [`end_shadow`]
+    /// (Self::end_shadow).
     pub(super) fn count_shadow(&self) {
         self.shadow_rejected.fetch_add(1, Relaxed);
+        self.shadows.fetch_add(1, Relaxed);
+    }
+
+    /// A shadow ended, however (its outcome counts for nothing).
+    pub(super) fn end_shadow(&self) {
+        self.shadows.fetch_sub(1, Relaxed);
+    }
+
+    /// Shadows running now.
+    pub(super) fn shadows(&self) -> u64 {
+        self.shadows.load(Relaxed)
     }
 
     /// What an outcome tells the throttle (an answer is an accept) and the limiter (its

@@ -650,7 +650,7 @@ fn xorshift(mut x: u64) -> u64 {
 /// it for a moment says nothing about its state).
 fn evictable(breaker: &Breaker) -> bool {
     let shared = &breaker.shared;
-    shared.core.is_fresh(&shared.clock) && shared.core.counters.in_flight() == 0
+    shared.core.is_fresh(&shared.clock) && shared.core.calls_in_flight() == 0
 }
 
 /// Eviction order: 0 evictable, 1 closed, 2 any other state.

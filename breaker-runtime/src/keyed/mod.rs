@@ -259,6 +259,38 @@ mod tests {
         assert_eq!(k.inner.get("open-2").map(|b| b.state()), Ok(State::Open));
     }
 
+    /// Issue 28 finding 6: a dry run's would-be refusals finish like any call, so its keys
+    /// are swept as idle as the same keys without dry run are.
+    #[tokio::test(start_paused = true)]
+    async fn dry_run_keys_are_swept_as_idle() {
+        for dry_run in [false, true] {
+            let config = Config::default()
+                .threshold(1)
+                .cool_off(std::time::Duration::from_secs(1))
+                .dry_run(dry_run)
+                .idle(std::time::Duration::from_secs(60));
+            let k = KeyedBreaker::<String>::new("keyed::dry_sweep", config);
+            for key in ["a", "b"] {
+                fail(&k, key); // opens (on paper in a dry run)
+                               // Refused, or in a dry run made anyway as a shadow.
+                let made = k.call_sync(key, || Ok::<_, ()>(())).is_ok();
+                assert_eq!(made, dry_run);
+            }
+            // Cool-off over, the probes close them: fresh again.
+            tokio::time::advance(std::time::Duration::from_secs(2)).await;
+            for key in ["a", "b"] {
+                k.call_sync(key, || Ok::<_, ()>(())).unwrap();
+                assert_eq!(k.breaker(key).state(), State::Closed);
+            }
+            // The first sweep stamps the keys called since the last one, the next drops them.
+            for _ in 0..2 {
+                tokio::time::advance(std::time::Duration::from_secs(61)).await;
+                k.retain_active();
+            }
+            assert_eq!(k.len(), 0, "dry_run {dry_run}: idle keys swept");
+        }
+    }
+
     #[test]
     fn the_bound_holds_when_nothing_is_evictable() {
         let config = Config::default().threshold(1).max_keys(3);
