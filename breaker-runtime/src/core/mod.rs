@@ -409,7 +409,8 @@ impl Core {
     }
 
     /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
-    /// window, nothing in flight under the bulkhead or as a probe. A keyed breaker evicts
+    /// window, nothing in flight under the bulkhead or as a probe, no overload state (not
+    /// throttling nor ramping, the adaptive limit at its start). A keyed breaker evicts
     /// these first (governor's rule: only drop state a new breaker would have anyway).
     pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
         let w = self.word();
@@ -418,6 +419,12 @@ impl Core {
         }
         if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
             return false;
+        }
+        if let Some(o) = self.overload.as_deref() {
+            let now = if o.needs_clock() { clock.now() } else { 0 };
+            if !o.is_fresh(now) {
+                return false;
+            }
         }
         match &self.ring {
             Some(ring) => {

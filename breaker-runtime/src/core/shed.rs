@@ -210,6 +210,23 @@ impl Overload {
         combined_rate(ramp, throttle)
     }
 
+    /// Holds nothing a new breaker would not: no unanswered request in the throttle's
+    /// window, no ramp in progress, the adaptive limit at its start. A keyed breaker evicts
+    /// only such keys as fresh: one shedding, ramping or with a learned limit would come back
+    /// from eviction at 0 % shed and at the start limit.
+    pub(super) fn is_fresh(&self, now: Nanos) -> bool {
+        if let Some(throttle) = &self.throttle {
+            let (requests, accepts) = throttle.counts(now);
+            if requests != accepts {
+                return false;
+            }
+        }
+        if self.ramp.as_ref().is_some_and(|r| r.ramp_rate(now) > 0.0) {
+            return false;
+        }
+        self.limiter.as_ref().is_none_or(Limiter::at_start)
+    }
+
     /// The adaptive bulkhead's current limit.
     pub(super) fn limit(&self) -> Option<u32> {
         self.limiter.as_ref().map(Limiter::limit)

@@ -246,3 +246,47 @@ fn reset_ends_a_ramp() {
     c.set(State::Closed, &clock);
     assert_eq!(c.throttle_rate(&clock), 0.0);
 }
+
+/// Issue 28 finding 5: a ramp in progress and a learned adaptive limit are state a fresh
+/// breaker would not have (a keyed breaker must not evict such a key as fresh).
+#[test]
+fn ramping_or_a_moved_limit_is_not_fresh() {
+    let c = core(
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(10))
+            .ramp(Duration::from_secs(30)),
+    );
+    let clock = FakeClock::default();
+    assert!(c.is_fresh(&clock));
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure);
+    clock.0.set(10 * MS);
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Success);
+    assert_eq!(c.peek(), State::Closed);
+    assert!(!c.is_fresh(&clock), "ramping");
+    clock.0.set(31_000 * MS);
+    assert!(c.is_fresh(&clock), "the ramp is over");
+
+    let c = core(
+        Config::default()
+            .threshold(1_000_000)
+            .adaptive_concurrency(500),
+    );
+    assert!(c.is_fresh(&clock));
+    for i in 0..100 {
+        clock.0.set(31_000 * MS + i * MS);
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Timeout);
+    }
+    // A success ends the failure streak: only the limit differs from a new breaker's.
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Success);
+    assert!(c.concurrency_limit().unwrap() < 20);
+    assert!(!c.is_fresh(&clock), "the limit moved from its start");
+}

@@ -291,6 +291,33 @@ mod tests {
         }
     }
 
+    /// Issue 28 finding 5: a key that is throttling holds state a fresh one would not; at
+    /// `max_keys` fresh keys go before it, and it keeps shedding.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttling_key_is_not_evicted_as_fresh() {
+        let config = Config::default().threshold(1_000).throttle(2.0).max_keys(4);
+        let k = KeyedBreaker::<String>::new("keyed::throttling", config);
+        // Three failures to one success, ending on a success: no failure streak, a third
+        // of the calls answered.
+        for i in 0..400 {
+            let _ = k.call_sync("hot", || if i % 4 == 3 { Ok(()) } else { Err(()) });
+        }
+        // Until one is admitted: the streak ends.
+        while k.call_sync("hot", || Ok::<_, ()>(())).is_err() {}
+        let shedding = k.breaker("hot").snapshot().throttle_rate;
+        assert!(shedding > 10.0, "the key sheds: {shedding}");
+        // It is the least recently used key from now on.
+        k.retain_active();
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        for i in 0..20 {
+            k.call_sync(&format!("new-{i}"), || Ok::<_, ()>(()))
+                .unwrap();
+            assert!(k.len() <= 4);
+        }
+        assert!(k.contains("hot"), "the throttling key was evicted as fresh");
+        assert!(k.breaker("hot").snapshot().throttle_rate > 10.0);
+    }
+
     #[test]
     fn the_bound_holds_when_nothing_is_evictable() {
         let config = Config::default().threshold(1).max_keys(3);

@@ -59,6 +59,8 @@ pub(crate) struct Limiter {
     /// 1 when a drop was skipped because the lock was held.
     skipped_drop: AtomicU32,
     estimator: Mutex<Estimator>,
+    /// The limit it starts at.
+    start: u32,
 }
 
 impl Limiter {
@@ -74,6 +76,7 @@ impl Limiter {
             limit: AtomicU32::new(estimator.limit()),
             in_flight: AtomicU32::new(0),
             skipped_drop: AtomicU32::new(0),
+            start: estimator.limit(),
             estimator: Mutex::new(estimator),
         }
     }
@@ -85,6 +88,12 @@ impl Limiter {
         estimator.restart();
         self.skipped_drop.store(0, Relaxed);
         self.limit.store(estimator.limit(), Relaxed);
+    }
+
+    /// Whether the limit is where it started (it may have moved and come back: what it
+    /// learned is small then).
+    pub(crate) fn at_start(&self) -> bool {
+        self.limit.load(Relaxed) == self.start
     }
 
     /// The current limit (`Snapshot.concurrency_limit`).
