@@ -331,6 +331,18 @@ impl Core {
         self.cap.as_ref().is_none_or(|c| c.take(&self.name))
     }
 
+    /// This key left its keyed breaker's map: it no longer counts for the cap, open or not.
+    pub(crate) fn detach(&self) {
+        if let Some(cap) = &self.cap {
+            cap.detach();
+        }
+    }
+
+    /// Under manual control (forced open or disabled): a keyed breaker never evicts it.
+    pub(crate) fn is_manual(&self) -> bool {
+        matches!(self.peek(), State::ForcedOpen | State::Disabled)
+    }
+
     /// This breaker no longer counts as open for its keyed breaker's cap.
     fn left_open(&self) {
         if let Some(cap) = &self.cap {
