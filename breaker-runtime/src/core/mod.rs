@@ -56,6 +56,8 @@ mod transition;
 
 pub(crate) use open_cap::{OpenBudget, OpenCap};
 pub use permit::{Engine, Permit};
+#[cfg(test)]
+pub(crate) use shed::limit_sample;
 
 use half_open::{Lease, Probe};
 use shed::{Overload, Shed};

@@ -75,6 +75,21 @@ impl Shed {
     }
 }
 
+/// What an outcome tells the adaptive limit. Vegas learns from answers, not from errors:
+/// a failed call (an error, a timeout, a slow call, an `OpenFor`) is a drop, which may
+/// lower the limit, and never a round-trip sample (a burst of fast 503s would look like a
+/// dependency with no queue at all, and raise the limit). A success or a neutral answer (the
+/// caller's fault, answered by the dependency) is a sample; a cancelled call tells nothing.
+pub(crate) fn limit_sample(outcome: Outcome) -> Sample {
+    match outcome {
+        Outcome::Success | Outcome::Neutral => Sample::Answered,
+        Outcome::Failure | Outcome::Timeout | Outcome::Slow | Outcome::OpenFor(_) => {
+            Sample::Dropped
+        }
+        Outcome::Cancelled => Sample::Ignored,
+    }
+}
+
 impl Overload {
     /// The mechanisms `policy` turns on; `None` when it turns on none.
     pub(crate) fn new(policy: &OverloadPolicy) -> Option<Box<Overload>> {
@@ -173,13 +188,7 @@ impl Overload {
             }
         }
         if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {
-            let sample = match outcome {
-                Outcome::Timeout | Outcome::OpenFor(_) => Sample::Dropped,
-                Outcome::Cancelled => Sample::Ignored,
-                Outcome::Success | Outcome::Failure | Outcome::Slow | Outcome::Neutral => {
-                    Sample::Answered
-                }
-            };
+            let sample = limit_sample(outcome);
             // A drop's time too: it may close the window (a window of drops only lowers the
             // limit), which a drop stamped 0 never did.
             let now = if sample == Sample::Ignored {

@@ -290,3 +290,34 @@ fn ramping_or_a_moved_limit_is_not_fresh() {
     assert!(c.concurrency_limit().unwrap() < 20);
     assert!(!c.is_fresh(&clock), "the limit moved from its start");
 }
+
+/// Issue 28 finding 7: a burst of fast errors cannot raise the adaptive limit (failed calls
+/// are drops, never round-trip samples: 0.5 ms 503s looked like a dependency with no queue).
+#[test]
+fn fast_errors_do_not_raise_the_adaptive_limit() {
+    let c = core(
+        Config::default()
+            .threshold(1_000_000)
+            .adaptive_concurrency(500),
+    );
+    let clock = FakeClock::default();
+    let start = c.concurrency_limit().unwrap();
+    let mut highest = start;
+    for round in 0..2_000u64 {
+        clock.0.set(round * MS / 2);
+        let mut held = Vec::new();
+        while let Ok(p) = Permit::acquire(&c, &clock) {
+            held.push(p); // every slot the limit allows: the limit is in use
+        }
+        clock.0.set(round * MS / 2 + MS / 4); // a 0.25 ms 503
+        for p in held {
+            p.finish(Outcome::Failure);
+        }
+        highest = highest.max(c.concurrency_limit().unwrap());
+    }
+    assert_eq!(highest, start, "fast errors raised the limit");
+    assert!(
+        c.concurrency_limit().unwrap() < start,
+        "errors are drops: it fell"
+    );
+}

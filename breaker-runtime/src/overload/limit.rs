@@ -41,9 +41,11 @@ impl Permit {
 /// What a finished call tells the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sample {
-    /// The dependency answered (whatever the verdict): its round-trip time is a sample.
+    /// The dependency answered (a success, or the caller's fault): its round-trip time is
+    /// a sample.
     Answered,
-    /// A drop: the call timed out or the dependency said it is overloaded. Lowers the limit.
+    /// A drop: the call failed (an error, a timeout, a slow call, an overload answer).
+    /// Lowers the limit; never a round-trip sample.
     Dropped,
     /// No evidence (the call was cancelled, or never reached the dependency): only the slot
     /// is returned.
