@@ -83,7 +83,7 @@ impl Throttle {
     #[cfg(test)]
     pub(crate) fn preload(&self, now: Nanos, requests: u64, accepts: u64) {
         if let Some(bucket) = self.bucket(now / self.granularity) {
-            bucket.counts.store(requests << 32 | accepts, Release);
+            bucket.counts.store((requests << 32) | accepts, Release);
         }
     }
 
@@ -206,7 +206,7 @@ impl Bucket {
         let _ = self.counts.fetch_update(Relaxed, Relaxed, |c| {
             let (requests, accepts) = (c >> 32, c & ACCEPTS);
             (requests >= HALVE_AT || accepts >= HALVE_AT)
-                .then_some((requests / 2) << 32 | accepts / 2)
+                .then_some(((requests / 2) << 32) | (accepts / 2))
         });
     }
 }
