@@ -42,6 +42,12 @@ impl OpenBudget {
         }
     }
 
+    /// The places taken now.
+    #[cfg(test)]
+    pub(crate) fn taken(&self) -> usize {
+        self.open.load(Relaxed)
+    }
+
     /// The most keys open at once now: `percent` of the live keys, at least one.
     fn limit(&self) -> usize {
         let live = self.live.load(Relaxed);

@@ -308,6 +308,22 @@ impl<K: BreakerKey> Map<K> {
         }
     }
 
+    /// Every key in the map with its breaker, and the `max_open` places taken (for the
+    /// model test).
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>)
+    where
+        K: Clone,
+    {
+        let guard = self.guard();
+        let all = self
+            .index
+            .iter(&guard)
+            .map(|node| (node.key.clone(), node.breaker.clone()))
+            .collect();
+        (all, self.budget.as_ref().map(|b| b.taken()))
+    }
+
     /// The key's hash; a borrowed form hashes as its owned form (`Borrow`'s contract).
     #[inline]
     pub(super) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {

@@ -8,6 +8,8 @@
 
 mod key;
 mod map;
+#[cfg(all(test, not(breaker_loom)))]
+mod model;
 
 use std::{
     borrow::Borrow,
