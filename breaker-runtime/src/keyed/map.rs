@@ -45,8 +45,8 @@
 //! At `max_keys` a new key evicts one breaker, chosen by sampling as Redis does: from each
 //! shard in turn (under its lock), [`SAMPLE`] entries drawn at random (all of them in a
 //! smaller shard); of all those, the least recently used evictable one goes, else the least
-//! recently used closed one, else the least recently used of any state (with one WARN a
-//! minute). So a new key at the bound looks at no more than `SHARDS × SAMPLE` = 128
+//! recently used closed one, else the least recently used of any state but manual control
+//! (with one WARN a minute). So a new key at the bound looks at no more than `SHARDS × SAMPLE` = 128
 //! entries, whatever the size, and never locks two shards at once. Accuracy: with up to 8
 //! breakers per shard every breaker is in the sample, and the choice is exact. Beyond, with
 //! a fraction `f` of the breakers evictable, the 128 draws hold one with probability
@@ -443,7 +443,18 @@ impl<K: BreakerKey> Map<K> {
             self.budget.as_ref(),
         );
         breaker.shared.core.detach();
-        self.warn_busy_eviction(now);
+        if self.warn_due(now) {
+            tracing::warn!(
+                target: "breaker",
+                breaker = self.name.as_str(),
+                max_keys = self.max_keys,
+                "keyed circuit breaker `{}` is at max_keys = {} with every key under manual \
+                 control (forced open or disabled): new keys get breakers that are not kept \
+                 (raise max_keys, or release keys)",
+                self.name,
+                self.max_keys
+            );
+        }
         breaker
     }
 
@@ -702,15 +713,18 @@ impl<K: BreakerKey> Map<K> {
         Some(class > 0)
     }
 
-    fn warn_busy_eviction(&self, now: u64) {
+    /// Whether a WARN about the bound is due (one a minute), claimed if so.
+    fn warn_due(&self, now: u64) -> bool {
         let last = self.warned.load(Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= to_nanos(WARN_EVERY);
-        if due
-            && self
-                .warned
-                .compare_exchange(last, now.max(1), Relaxed, Relaxed)
-                .is_ok()
-        {
+        due && self
+            .warned
+            .compare_exchange(last, now.max(1), Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    fn warn_busy_eviction(&self, now: u64) {
+        if self.warn_due(now) {
             tracing::warn!(
                 target: "breaker",
                 breaker = self.name.as_str(),
