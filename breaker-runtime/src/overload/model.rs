@@ -119,7 +119,10 @@ impl Model {
         }
         let queue = (self.limit * (1.0 - self.rtt_noload as f64 / rtt as f64)).ceil();
         let l = log10(self.limit);
-        let new = if dropped || queue > 6.0 * l {
+        let new = if (dropped || queue > 6.0 * l) && f64::from(in_flight) * 2.0 < self.limit {
+            // An unused limit decays (RFC 7661) while a queue or drops show.
+            (self.limit - l).min((self.limit + f64::from(in_flight)) / 2.0)
+        } else if dropped || queue > 6.0 * l {
             self.limit - l
         } else if f64::from(in_flight) * 2.0 < self.limit {
             return;
