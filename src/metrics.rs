@@ -24,10 +24,13 @@
 //! (one series per `from`/`to` pair that happened: at most 20, in practice the 4 of
 //! closed → open → half-open → closed or open), `circuit_breaker_keys` (5
 //! series, one per state), and `circuit_breaker_state` for each key that is not closed,
-//! labelled with the key's own name `breaker="{name}[{key}]"` (5 series per such key; a key
-//! that closes again is set to closed once and no longer published). So a keyed function
-//! costs at most 34 series (typically 18) plus 5 per key that has been open since the exporter last
-//! forgot idle series, whatever its number of keys. [`per_key(true)`](per_key) (process-wide)
+//! labelled with the key's own name `breaker="{name}[{key}]"` (5 series per such key). A key
+//! that closes again is set to closed once, and one that goes while not closed (evicted,
+//! swept, dropped) is set to 0 in all five states once at the next publish (no key that
+//! went still says it is open); neither is written again. So the state series written
+//! follow the live keys that are not closed, and an exporter that forgets idle series
+//! (below) keeps only theirs: a keyed function costs at most 34 series (typically 18) plus 5
+//! per key that is not closed, whatever its number of keys. [`per_key(true)`](per_key) (process-wide)
 //! publishes every key's own series instead, as for a plain breaker (15 per key, plus its
 //! transitions).
 //!
@@ -47,7 +50,7 @@
 //!   last publish and the reset is not seen.
 //! - A breaker that is dropped or evicted is no longer published. The `metrics` facade cannot
 //!   delete a series, so its last values stay in the exporter until the exporter forgets idle
-//!   series: with Prometheus, set
+//!   series (a key's state series say it is in no state meanwhile): with Prometheus, set
 //!   [`idle_timeout`](https://docs.rs/metrics-exporter-prometheus/0.17/metrics_exporter_prometheus/struct.PrometheusBuilder.html#method.idle_timeout)
 //!   to a few publish periods, and only live breakers stay on the page.
 //!
@@ -198,6 +201,22 @@ pub fn publish() {
         })
         .collect();
     let mut inner = lock();
+    // Keys whose state series say they are not closed, and that went (evicted, swept, or
+    // dropped): said once to be in no state, then no longer written, so no gone key claims
+    // to be open and an exporter's idle timeout forgets their series.
+    let names: HashSet<&str> = live.iter().map(|l| l.snap.name.as_str()).collect();
+    let gone: Vec<String> = inner
+        .stated
+        .iter()
+        .filter(|n| !names.contains(n.as_str()))
+        .cloned()
+        .collect();
+    for name in gone {
+        inner.stated.remove(&name);
+        for s in STATES {
+            gauge!(STATE, "breaker" => name.clone(), "state" => s.as_str()).set(0.0);
+        }
+    }
     let mut deltas: HashMap<String, [u64; OUTCOMES.len()]> = HashMap::new();
     let mut add = |series: String, delta: [u64; OUTCOMES.len()]| {
         let sum = deltas.entry(series).or_default();
@@ -241,6 +260,9 @@ pub fn publish() {
         let seen = inner.state_seq.get(name).copied().unwrap_or(0);
         if (own || l.snap.state != State::Closed) && seen <= seq_before {
             set_state(name, l.snap.state);
+            if !own {
+                inner.stated.insert(name.to_owned());
+            }
         }
         if own {
             gauge!(FAILURE_RATE, "breaker" => name.to_owned()).set(l.snap.failure_rate);
@@ -259,7 +281,6 @@ pub fn publish() {
     }
     inner.families = keys.into_keys().collect();
     // Names that no live breaker has are forgotten.
-    let names: HashSet<&str> = live.iter().map(|l| l.snap.name.as_str()).collect();
     inner.state_seq.retain(|n, _| names.contains(n.as_str()));
 }
 
@@ -350,6 +371,8 @@ struct Inner {
     state_seq: HashMap<String, u64>,
     /// Keyed breakers whose key counts were published last time.
     families: Vec<String>,
+    /// Keys (by default, not per key) whose state series say they are not closed.
+    stated: HashSet<String>,
 }
 
 fn lock() -> MutexGuard<'static, Inner> {
@@ -379,6 +402,15 @@ fn on_transition(t: &Transition) {
     let seq = inner.seq;
     inner.state_seq.insert(name.clone(), seq);
     set_state(&name, t.to);
+    if family.is_some() {
+        // A key's state series are written while it is not closed; closed, they say so
+        // once and are no longer written.
+        if t.to == State::Closed {
+            inner.stated.remove(&name);
+        } else {
+            inner.stated.insert(name.clone());
+        }
+    }
     counter!(
         TRANSITIONS_TOTAL,
         "breaker" => family.unwrap_or(name),

@@ -106,6 +106,9 @@ pub struct Transition {
     pub cause: Cause,
     /// How long the breaker stays open, when it opened.
     pub cool_off: Option<std::time::Duration>,
+    /// The breaker is in a dry run (`Config::dry_run`): the transition happened on paper
+    /// only, no call is refused for it, and its log line says so ("would open").
+    pub dry_run: bool,
 }
 
 /// Emits the one `tracing` event of a transition.
@@ -120,7 +123,8 @@ pub(crate) fn log(t: &Transition) {
             cause = %t.cause,
             generation = t.generation,
             cool_off_ms,
-            "circuit breaker `{}` opened: {}", t.name, t.cause
+            dry_run = t.dry_run,
+            "{}", Headline(t)
         );
     } else {
         tracing::info!(
@@ -130,8 +134,71 @@ pub(crate) fn log(t: &Transition) {
             to = t.to.as_str(),
             cause = %t.cause,
             generation = t.generation,
-            "circuit breaker `{}` is {}: {}", t.name, t.to, t.cause
+            dry_run = t.dry_run,
+            "{}", Headline(t)
         );
+    }
+}
+
+/// A transition's log message; a dry run's says it happened on paper only, so an on-call
+/// reader never takes it for refusals.
+struct Headline<'a>(&'a Transition);
+
+impl fmt::Display for Headline<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = self.0;
+        let opened = t.to == State::Open || t.to == State::ForcedOpen;
+        match (opened, t.dry_run) {
+            (true, false) => write!(f, "circuit breaker `{}` opened: {}", t.name, t.cause),
+            (true, true) => write!(
+                f,
+                "circuit breaker `{}` would open (dry run): {}",
+                t.name, t.cause
+            ),
+            (false, false) => write!(f, "circuit breaker `{}` is {}: {}", t.name, t.to, t.cause),
+            (false, true) => write!(
+                f,
+                "circuit breaker `{}` would be {} (dry run): {}",
+                t.name, t.to, t.cause
+            ),
+        }
+    }
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::{Breaker, Config};
+
+    /// Issue 28 finding 12: a dry run's transitions say so, in the event and its log line.
+    #[test]
+    fn a_dry_runs_transitions_say_would_open() {
+        for dry_run in [false, true] {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let log = seen.clone();
+            let config = Config::default()
+                .threshold(1)
+                .dry_run(dry_run)
+                .on_state_change(move |t| log.lock().unwrap().push(t.clone()));
+            let b = Breaker::new(format!("events::dry_run_{dry_run}"), config);
+            let _ = b.call_sync(|| Err::<(), _>("down"));
+            let seen = seen.lock().unwrap();
+            assert_eq!(seen.len(), 1);
+            let t = &seen[0];
+            assert_eq!((t.to, t.dry_run), (State::Open, dry_run));
+            let line = Headline(t).to_string();
+            let name = b.name();
+            if dry_run {
+                assert_eq!(
+                    line,
+                    format!("circuit breaker `{name}` would open (dry run): 1 failure")
+                );
+            } else {
+                assert_eq!(line, format!("circuit breaker `{name}` opened: 1 failure"));
+            }
+        }
     }
 }
 

@@ -207,8 +207,9 @@ impl Config {
         self
     }
     /// A keyed breaker drops a key's breaker that was idle this long and is as good as a
-    /// fresh one (default [`DEFAULT_IDLE`](Self::DEFAULT_IDLE), ten minutes); a plain
-    /// breaker ignores it.
+    /// fresh one, or open or half-open with no call in flight (it protects nobody), never
+    /// one forced open or disabled (default [`DEFAULT_IDLE`](Self::DEFAULT_IDLE), ten
+    /// minutes); a plain breaker ignores it.
     pub fn idle(mut self, idle: Duration) -> Self {
         self.idle = idle;
         self
@@ -217,8 +218,10 @@ impl Config {
     /// at once, and at least one; a key whose failures would open it beyond that stays
     /// closed, still counting (its next failure asks again), with one WARN a minute. When
     /// most hosts look dead at once the fault is usually ours (our network, our DNS), and
-    /// opening every key would make it worse (Envoy's `max_ejection_percent`). Keys the
-    /// fleet opens are neither counted nor held back. A plain breaker ignores it.
+    /// opening every key would make it worse (Envoy's `max_ejection_percent`). A place is
+    /// freed when its key leaves open and half-open or leaves the map (evicted, or swept
+    /// after [`idle`](Self::idle) without a call). Keys the fleet opens are neither counted
+    /// nor held back. A plain breaker ignores it.
     ///
     /// ```
     /// use breaker::{Config, KeyedBreaker, State};

@@ -152,11 +152,11 @@ impl Core {
     }
 
     /// In a dry run, the admission of a call the breaker would have refused: counted in
-    /// `calls` and `shadow_rejected`, holding nothing, reporting nothing. `None` otherwise.
+    /// `calls` and `shadow_rejected` (by the overload part, not on the stripes), holding
+    /// nothing, its outcome counting for nothing. `None` otherwise.
     pub(super) fn shadow(&self, generation: u64) -> Option<Admission> {
         let o = self.overload.as_deref().filter(|o| o.dry_run())?;
         o.count_shadow();
-        self.counters.add(Count::Admitted);
         Some(Admission {
             generation,
             probe: None,
@@ -233,7 +233,11 @@ impl Core {
     /// Reports how an admitted call ended.
     pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
         if admission.shed.is_shadow() {
-            return; // a dry run's would-be refusal: its outcome counts for nothing
+            // A dry run's would-be refusal: its outcome counts for nothing; it ended.
+            if let Some(o) = self.overload.as_deref() {
+                o.end_shadow();
+            }
+            return;
         }
         let outcome = match (admission.started, self.settings.policy.slow_call) {
             (Some(started), Some(slow))

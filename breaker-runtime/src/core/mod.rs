@@ -56,6 +56,8 @@ mod transition;
 
 pub(crate) use open_cap::{OpenBudget, OpenCap};
 pub use permit::{Engine, Permit};
+#[cfg(test)]
+pub(crate) use shed::limit_sample;
 
 use half_open::{Lease, Probe};
 use shed::{Overload, Shed};
@@ -331,6 +333,18 @@ impl Core {
         self.cap.as_ref().is_none_or(|c| c.take(&self.name))
     }
 
+    /// This key left its keyed breaker's map: it no longer counts for the cap, open or not.
+    pub(crate) fn detach(&self) {
+        if let Some(cap) = &self.cap {
+            cap.detach();
+        }
+    }
+
+    /// Under manual control (forced open or disabled): a keyed breaker never evicts it.
+    pub(crate) fn is_manual(&self) -> bool {
+        matches!(self.peek(), State::ForcedOpen | State::Disabled)
+    }
+
     /// This breaker no longer counts as open for its keyed breaker's cap.
     fn left_open(&self) {
         if let Some(cap) = &self.cap {
@@ -352,8 +366,17 @@ impl Core {
         let mut stats = self.counters.since(base.as_ref());
         if let Some(o) = self.overload.as_deref() {
             (stats.throttled, stats.shadow_rejected) = o.counts();
+            // A shadow is a call, counted by the overload part only.
+            stats.calls = stats.calls.wrapping_add(stats.shadow_rejected);
         }
         stats
+    }
+
+    /// Calls admitted and not yet finished, shadows of a dry run included: what a keyed
+    /// breaker reads to judge a key evictable.
+    pub(crate) fn calls_in_flight(&self) -> u64 {
+        let shadows = self.overload.as_deref().map_or(0, Overload::shadows);
+        self.counters.in_flight().saturating_add(shadows)
     }
 
     /// The percentage of calls being shed now by throttling or a ramp (0 without either, or
@@ -400,7 +423,8 @@ impl Core {
     }
 
     /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
-    /// window, nothing in flight under the bulkhead or as a probe. A keyed breaker evicts
+    /// window, nothing in flight under the bulkhead or as a probe, no overload state (not
+    /// throttling nor ramping, the adaptive limit at its start). A keyed breaker evicts
     /// these first (governor's rule: only drop state a new breaker would have anyway).
     pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
         let w = self.word();
@@ -409,6 +433,12 @@ impl Core {
         }
         if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
             return false;
+        }
+        if let Some(o) = self.overload.as_deref() {
+            let now = if o.needs_clock() { clock.now() } else { 0 };
+            if !o.is_fresh(now) {
+                return false;
+            }
         }
         match &self.ring {
             Some(ring) => {

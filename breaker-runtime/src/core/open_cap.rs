@@ -1,7 +1,9 @@
 //! A keyed breaker's cap on its open keys (`Config::max_open_percent`): at most that percent
 //! of its live keys (at least one) open or half-open at once. A key takes a place when it
-//! trips and gives it back when it leaves open and half-open (or goes with its breaker);
-//! a key that finds no place stays closed and keeps counting.
+//! trips and gives it back when it leaves open and half-open, or when it leaves the map
+//! (evicted or swept: an open key not called for `idle` is, like a fresh one), even while
+//! someone still holds its breaker: only keys in the map count. A key that finds no place
+//! stays closed and keeps counting.
 
 use std::sync::{
     atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
@@ -38,6 +40,12 @@ impl OpenBudget {
             origin: Instant::now(),
             warned: AtomicU64::new(0),
         }
+    }
+
+    /// The places taken now.
+    #[cfg(test)]
+    pub(crate) fn taken(&self) -> usize {
+        self.open.load(Relaxed)
     }
 
     /// The most keys open at once now: `percent` of the live keys, at least one.
@@ -83,6 +91,8 @@ pub(crate) struct OpenCap {
     budget: Arc<OpenBudget>,
     /// This key holds a place (it is open or half-open, or about to be).
     held: AtomicBool,
+    /// The key left the map: its breaker, detached, opens without a place.
+    detached: AtomicBool,
 }
 
 impl OpenCap {
@@ -90,12 +100,13 @@ impl OpenCap {
         OpenCap {
             budget,
             held: AtomicBool::new(false),
+            detached: AtomicBool::new(false),
         }
     }
 
     /// A place for this key to open, if it has one or one is free; else one WARN a minute.
     pub(super) fn take(&self, key: &str) -> bool {
-        if self.held.load(Relaxed) {
+        if self.held.load(Relaxed) || self.detached.load(Relaxed) {
             return true;
         }
         if self.budget.try_take() {
@@ -107,6 +118,14 @@ impl OpenCap {
         }
         self.budget.held_closed(key);
         false
+    }
+
+    /// The key left the map: its place is free, and it takes none again (a detached
+    /// breaker someone still holds protects only its holder). A trip racing this may take
+    /// a place back for a moment: it is given back when that breaker leaves open or goes.
+    pub(crate) fn detach(&self) {
+        self.detached.store(true, Relaxed);
+        self.give();
     }
 
     /// Gives the place back (the key left open and half-open).

@@ -24,6 +24,10 @@ pub(crate) struct Overload {
     throttled: AtomicU64,
     /// Dry run: calls that would have been refused, made anyway.
     shadow_rejected: AtomicU64,
+    /// Dry run: those still running. Counted here, not on the stripes (whose admitted and
+    /// finished counts a shadow would unbalance: its outcome counts nowhere), so a key's
+    /// calls in flight return to zero and an idle dry-run key is swept.
+    shadows: AtomicU64,
 }
 
 /// What admission under an overload policy keeps with the call, packed in 16 bytes: every
@@ -71,6 +75,21 @@ impl Shed {
     }
 }
 
+/// What an outcome tells the adaptive limit. Vegas learns from answers, not from errors:
+/// a failed call (an error, a timeout, a slow call, an `OpenFor`) is a drop, which may
+/// lower the limit, and never a round-trip sample (a burst of fast 503s would look like a
+/// dependency with no queue at all, and raise the limit). A success or a neutral answer (the
+/// caller's fault, answered by the dependency) is a sample; a cancelled call tells nothing.
+pub(crate) fn limit_sample(outcome: Outcome) -> Sample {
+    match outcome {
+        Outcome::Success | Outcome::Neutral => Sample::Answered,
+        Outcome::Failure | Outcome::Timeout | Outcome::Slow | Outcome::OpenFor(_) => {
+            Sample::Dropped
+        }
+        Outcome::Cancelled => Sample::Ignored,
+    }
+}
+
 impl Overload {
     /// The mechanisms `policy` turns on; `None` when it turns on none.
     pub(crate) fn new(policy: &OverloadPolicy) -> Option<Box<Overload>> {
@@ -86,6 +105,7 @@ impl Overload {
             dry_run: policy.dry_run,
             throttled: AtomicU64::new(0),
             shadow_rejected: AtomicU64::new(0),
+            shadows: AtomicU64::new(0),
         }))
     }
 
@@ -140,8 +160,21 @@ impl Overload {
         self.throttled.fetch_add(1, Relaxed);
     }
 
+    /// A shadow starts: counted in `shadow_rejected`, and running until [`end_shadow`]
+    /// (Self::end_shadow).
     pub(super) fn count_shadow(&self) {
         self.shadow_rejected.fetch_add(1, Relaxed);
+        self.shadows.fetch_add(1, Relaxed);
+    }
+
+    /// A shadow ended, however (its outcome counts for nothing).
+    pub(super) fn end_shadow(&self) {
+        self.shadows.fetch_sub(1, Relaxed);
+    }
+
+    /// Shadows running now.
+    pub(super) fn shadows(&self) -> u64 {
+        self.shadows.load(Relaxed)
     }
 
     /// What an outcome tells the throttle (an answer is an accept) and the limiter (its
@@ -155,17 +188,13 @@ impl Overload {
             }
         }
         if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {
-            let sample = match outcome {
-                Outcome::Timeout | Outcome::OpenFor(_) => Sample::Dropped,
-                Outcome::Cancelled => Sample::Ignored,
-                Outcome::Success | Outcome::Failure | Outcome::Slow | Outcome::Neutral => {
-                    Sample::Answered
-                }
-            };
-            let now = if sample == Sample::Answered {
-                clock.now()
-            } else {
+            let sample = limit_sample(outcome);
+            // A drop's time too: it may close the window (a window of drops only lowers the
+            // limit), which a drop stamped 0 never did.
+            let now = if sample == Sample::Ignored {
                 0
+            } else {
+                clock.now()
             };
             limiter.release(slot, now, sample);
         }
@@ -190,6 +219,23 @@ impl Overload {
         combined_rate(ramp, throttle)
     }
 
+    /// Holds nothing a new breaker would not: no unanswered request in the throttle's
+    /// window, no ramp in progress, the adaptive limit at its start. A keyed breaker evicts
+    /// only such keys as fresh: one shedding, ramping or with a learned limit would come back
+    /// from eviction at 0 % shed and at the start limit.
+    pub(super) fn is_fresh(&self, now: Nanos) -> bool {
+        if let Some(throttle) = &self.throttle {
+            let (requests, accepts) = throttle.counts(now);
+            if requests != accepts {
+                return false;
+            }
+        }
+        if self.ramp.as_ref().is_some_and(|r| r.ramp_rate(now) > 0.0) {
+            return false;
+        }
+        self.limiter.as_ref().is_none_or(Limiter::at_start)
+    }
+
     /// The adaptive bulkhead's current limit.
     pub(super) fn limit(&self) -> Option<u32> {
         self.limiter.as_ref().map(Limiter::limit)
@@ -203,9 +249,18 @@ impl Overload {
         )
     }
 
-    /// Starts both counts again from zero (`reset()`).
+    /// Starts over as a new breaker would (`reset()`): both counts from zero, the
+    /// throttle's window empty, the adaptive limit back at its start (the ramp is stopped by
+    /// the transition to closed). A reset says "the dependency is fine now": shedding on what
+    /// was seen before it would refuse a recovered dependency for a whole window.
     pub(super) fn clear(&self) {
         self.throttled.store(0, Relaxed);
         self.shadow_rejected.store(0, Relaxed);
+        if let Some(throttle) = &self.throttle {
+            throttle.clear();
+        }
+        if let Some(limiter) = &self.limiter {
+            limiter.restart();
+        }
     }
 }

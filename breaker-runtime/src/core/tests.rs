@@ -177,3 +177,147 @@ fn a_static_name_is_handed_out_as_itself() {
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
+
+/// Issue 28 finding 9: `reset()` starts overload over as well: the throttle's window (a
+/// reset breaker shed 90 % of calls to a healthy dependency for a whole window), the ramp,
+/// and the adaptive limit (back at its start).
+#[test]
+fn reset_starts_throttle_ramp_and_adaptive_limit_over() {
+    let c = core(
+        Config::default()
+            .threshold(1_000_000)
+            .throttle(1.0)
+            .adaptive_concurrency(500),
+    );
+    let clock = FakeClock::default();
+    clock.0.set(MS);
+    // Failures: the throttle sheds; drops: the adaptive limit falls from its start (20).
+    for i in 0..400 {
+        clock.0.set(MS + i * MS / 4);
+        if let Ok(p) = Permit::acquire(&c, &clock) {
+            p.finish(Outcome::Timeout);
+        }
+    }
+    assert!(c.throttle_rate(&clock) > 50.0, "sheds before the reset");
+    assert!(c.concurrency_limit().unwrap() < 20, "the limit moved");
+    c.set(State::Closed, &clock);
+    assert_eq!(
+        c.throttle_rate(&clock),
+        0.0,
+        "the window is empty after a reset"
+    );
+    assert_eq!(
+        c.concurrency_limit(),
+        Some(20),
+        "the limit is back at its start"
+    );
+    let admitted = (0..100)
+        .filter(|_| {
+            Permit::acquire(&c, &clock)
+                .map(|p| p.finish(Outcome::Success))
+                .is_ok()
+        })
+        .count();
+    assert_eq!(
+        admitted, 100,
+        "a healthy dependency gets every call after a reset"
+    );
+}
+
+/// A ramp in progress ends with a reset: every call is admitted at once.
+#[test]
+fn reset_ends_a_ramp() {
+    let c = core(
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(10))
+            .ramp(Duration::from_secs(30)),
+    );
+    let clock = FakeClock::default();
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure);
+    clock.0.set(10 * MS);
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Success);
+    assert_eq!(c.peek(), State::Closed);
+    assert!(c.throttle_rate(&clock) > 99.0, "ramping from zero");
+    c.set(State::Closed, &clock);
+    assert_eq!(c.throttle_rate(&clock), 0.0);
+}
+
+/// Issue 28 finding 5: a ramp in progress and a learned adaptive limit are state a fresh
+/// breaker would not have (a keyed breaker must not evict such a key as fresh).
+#[test]
+fn ramping_or_a_moved_limit_is_not_fresh() {
+    let c = core(
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(10))
+            .ramp(Duration::from_secs(30)),
+    );
+    let clock = FakeClock::default();
+    assert!(c.is_fresh(&clock));
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure);
+    clock.0.set(10 * MS);
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Success);
+    assert_eq!(c.peek(), State::Closed);
+    assert!(!c.is_fresh(&clock), "ramping");
+    clock.0.set(31_000 * MS);
+    assert!(c.is_fresh(&clock), "the ramp is over");
+
+    let c = core(
+        Config::default()
+            .threshold(1_000_000)
+            .adaptive_concurrency(500),
+    );
+    assert!(c.is_fresh(&clock));
+    for i in 0..100 {
+        clock.0.set(31_000 * MS + i * MS);
+        Permit::acquire(&c, &clock)
+            .unwrap()
+            .finish(Outcome::Timeout);
+    }
+    // A success ends the failure streak: only the limit differs from a new breaker's.
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Success);
+    assert!(c.concurrency_limit().unwrap() < 20);
+    assert!(!c.is_fresh(&clock), "the limit moved from its start");
+}
+
+/// Issue 28 finding 7: a burst of fast errors cannot raise the adaptive limit (failed calls
+/// are drops, never round-trip samples: 0.5 ms 503s looked like a dependency with no queue).
+#[test]
+fn fast_errors_do_not_raise_the_adaptive_limit() {
+    let c = core(
+        Config::default()
+            .threshold(1_000_000)
+            .adaptive_concurrency(500),
+    );
+    let clock = FakeClock::default();
+    let start = c.concurrency_limit().unwrap();
+    let mut highest = start;
+    for round in 0..2_000u64 {
+        clock.0.set(round * MS / 2);
+        let mut held = Vec::new();
+        while let Ok(p) = Permit::acquire(&c, &clock) {
+            held.push(p); // every slot the limit allows: the limit is in use
+        }
+        clock.0.set(round * MS / 2 + MS / 4); // a 0.25 ms 503
+        for p in held {
+            p.finish(Outcome::Failure);
+        }
+        highest = highest.max(c.concurrency_limit().unwrap());
+    }
+    assert_eq!(highest, start, "fast errors raised the limit");
+    assert!(
+        c.concurrency_limit().unwrap() < start,
+        "errors are drops: it fell"
+    );
+}

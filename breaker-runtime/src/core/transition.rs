@@ -90,6 +90,7 @@ impl Core {
                 generation: next.generation(),
                 cause,
                 cool_off,
+                dry_run: self.dry_run(),
             });
         }
         next

@@ -37,13 +37,16 @@
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
 //! (closed, no failure streak, no failure in its window, no call in flight), read from the
 //! breaker itself. Idle ones go when a new key arrives (the only moment memory grows), so
-//! there is no background task.
+//! there is no background task. An open or half-open breaker not called for `idle`, with
+//! no call in flight, goes as a fresh one does (it protects nobody, and holds a `max_open`
+//! place, freed as it leaves); one forced open or disabled never goes (an operator's hand
+//! outlives eviction, whoever sends keys).
 //!
 //! At `max_keys` a new key evicts one breaker, chosen by sampling as Redis does: from each
 //! shard in turn (under its lock), [`SAMPLE`] entries drawn at random (all of them in a
 //! smaller shard); of all those, the least recently used evictable one goes, else the least
-//! recently used closed one, else the least recently used of any state (with one WARN a
-//! minute). So a new key at the bound looks at no more than `SHARDS × SAMPLE` = 128
+//! recently used closed one, else the least recently used of any state but manual control
+//! (with one WARN a minute). So a new key at the bound looks at no more than `SHARDS × SAMPLE` = 128
 //! entries, whatever the size, and never locks two shards at once. Accuracy: with up to 8
 //! breakers per shard every breaker is in the sample, and the choice is exact. Beyond, with
 //! a fraction `f` of the breakers evictable, the 128 draws hold one with probability
@@ -305,6 +308,22 @@ impl<K: BreakerKey> Map<K> {
         }
     }
 
+    /// Every key in the map with its breaker, and the `max_open` places taken (for the
+    /// model test).
+    #[cfg(test)]
+    pub(super) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>)
+    where
+        K: Clone,
+    {
+        let guard = self.guard();
+        let all = self
+            .index
+            .iter(&guard)
+            .map(|node| (node.key.clone(), node.breaker.clone()))
+            .collect();
+        (all, self.budget.as_ref().map(|b| b.taken()))
+    }
+
     /// The key's hash; a borrowed form hashes as its owned form (`Borrow`'s contract).
     #[inline]
     pub(super) fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
@@ -372,12 +391,15 @@ impl<K: BreakerKey> Map<K> {
         // lock).
         let mut evicted = None;
         while !self.reserve() {
-            if let Some(found) = self.evict_one() {
-                evicted = Some(found);
-                break;
+            match self.evict_one(now) {
+                Eviction::Evicted(stateful) => {
+                    evicted = Some(stateful);
+                    break;
+                }
+                // Every place is taken by a key being inserted right now: let them finish.
+                Eviction::Raced => std::thread::yield_now(),
+                Eviction::AllManual => return self.unkept(key, now),
             }
-            // Every place is taken by a key being inserted right now: let them finish.
-            std::thread::yield_now();
         }
         let guard = self.guard();
         let mut slots = lock(self.shard(hash));
@@ -400,6 +422,38 @@ impl<K: BreakerKey> Map<K> {
         drop(guard);
         if let Some(on_new) = self.on_new.get() {
             on_new(&breaker);
+        }
+        breaker
+    }
+
+    /// The breaker of a key that found no place: every key the sampler drew is under manual
+    /// control, which eviction never undoes. The call runs on a breaker that is not kept
+    /// (detached at once: a later call for the key makes another), and one WARN a minute
+    /// says so.
+    #[cold]
+    fn unkept<Q>(&self, key: &Q, now: u64) -> Breaker
+    where
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
+        let key = key.to_owned();
+        let breaker = Breaker::keyed(
+            KeyName(&self.name, &key).to_name(),
+            &self.settings,
+            &self.family,
+            self.budget.as_ref(),
+        );
+        breaker.shared.core.detach();
+        if self.warn_due(now) {
+            tracing::warn!(
+                target: "breaker",
+                breaker = self.name.as_str(),
+                max_keys = self.max_keys,
+                "keyed circuit breaker `{}` is at max_keys = {} with every key under manual \
+                 control (forced open or disabled): new keys get breakers that are not kept \
+                 (raise max_keys, or release keys)",
+                self.name,
+                self.max_keys
+            );
         }
         breaker
     }
@@ -549,7 +603,7 @@ impl<K: BreakerKey> Map<K> {
                 }
             }
             for &i in &going[..n] {
-                self.index.remove(&slots[i].by(), guard);
+                self.unlist(slots[i].by(), guard);
                 self.len.fetch_sub(1, Relaxed);
                 slots.swap_remove(i);
             }
@@ -568,17 +622,52 @@ impl<K: BreakerKey> Map<K> {
                     node.seen.store(now & !TOUCHED, Relaxed);
                     false
                 } else {
-                    now.saturating_sub(seen) >= self.idle && evictable(&node.breaker)
+                    now.saturating_sub(seen) >= self.idle && evictable_when_idle(&node.breaker)
                 }
             }
             None => true, // not reached: a slot and its entry go together
         }
     }
 
+    /// Removes the entry of `by` from the set, its breaker detached from the map (it no
+    /// longer counts for `max_open`). Under the shard's lock.
+    fn unlist(&self, by: ByBreaker, guard: &LocalGuard<'_>) {
+        if let Some(node) = self.index.get(&by, guard) {
+            node.breaker.shared.core.detach();
+        }
+        self.index.remove(&by, guard);
+    }
+
     /// At `max_keys`, removes one breaker to make room for a new one, by sampling (see the
-    /// module's docs): whether it held state. `None` when every shard is empty (every place
-    /// is held by a key being inserted) or the chosen breaker went or moved meanwhile.
-    fn evict_one(&self) -> Option<bool> {
+    /// module's docs).
+    fn evict_one(&self, now: u64) -> Eviction {
+        let mut manual = false;
+        let found = self.evict_sampled(now, &mut manual);
+        match found {
+            Some(stateful) => Eviction::Evicted(stateful),
+            None if manual && self.none_but_manual() => Eviction::AllManual,
+            None => Eviction::Raced,
+        }
+    }
+
+    /// Whether no entry of the map could be evicted but for manual control: every shard
+    /// walked (rare: only when the sample drew nothing but manual keys).
+    fn none_but_manual(&self) -> bool {
+        let guard = self.guard();
+        self.shards.iter().all(|shard| {
+            lock(&shard.0).iter().all(|slot| {
+                self.index
+                    .get(&slot.by(), &guard)
+                    .is_none_or(|node| node.breaker.shared.core.is_manual())
+            })
+        })
+    }
+
+    /// [`evict_one`](Self::evict_one)'s sample: whether the evicted breaker held state;
+    /// `None` when nothing was drawn but keys under manual control (`manual` set), every
+    /// shard is empty (every place is held by a key being inserted), or the chosen breaker
+    /// went or moved meanwhile.
+    fn evict_sampled(&self, now: u64, manual: &mut bool) -> Option<bool> {
         let guard = self.guard();
         let mut rng = key_hasher().hash_one(self.draws.fetch_add(1, Relaxed)) | 1;
         // The best candidate: (class, recency, shard, position, id), the least first.
@@ -597,7 +686,12 @@ impl<K: BreakerKey> Map<K> {
                 let Some(node) = self.index.get(&by, &guard) else {
                     continue; // not reached: a slot and its entry go together
                 };
-                let rank = (class(&node.breaker), node.recency());
+                if node.breaker.shared.core.is_manual() {
+                    *manual = true; // an operator's hand outlives eviction
+                    continue;
+                }
+                let idle = now.saturating_sub(node.recency()) >= self.idle;
+                let rank = (class(&node.breaker, idle), node.recency());
                 if best.is_none_or(|(c, r, ..)| rank < (c, r)) {
                     best = Some((rank.0, rank.1, s, i, by.id));
                 }
@@ -608,23 +702,29 @@ impl<K: BreakerKey> Map<K> {
         // Looked at again under the lock: the slot may have moved, a call may have come.
         let by = slots.get(at).filter(|slot| slot.id == id_)?.by();
         let node = self.index.get(&by, &guard)?;
-        if class == 0 && !evictable(&node.breaker) {
+        if node.breaker.shared.core.is_manual() {
+            return None; // forced or disabled meanwhile
+        }
+        if class == 0 && !evictable_when_idle(&node.breaker) {
             return None;
         }
-        self.index.remove(&by, &guard);
+        self.unlist(by, &guard);
         slots.swap_remove(at);
         Some(class > 0)
     }
 
-    fn warn_busy_eviction(&self, now: u64) {
+    /// Whether a WARN about the bound is due (one a minute), claimed if so.
+    fn warn_due(&self, now: u64) -> bool {
         let last = self.warned.load(Relaxed);
         let due = last == 0 || now.saturating_sub(last) >= to_nanos(WARN_EVERY);
-        if due
-            && self
-                .warned
-                .compare_exchange(last, now.max(1), Relaxed, Relaxed)
-                .is_ok()
-        {
+        due && self
+            .warned
+            .compare_exchange(last, now.max(1), Relaxed, Relaxed)
+            .is_ok()
+    }
+
+    fn warn_busy_eviction(&self, now: u64) {
+        if self.warn_due(now) {
             tracing::warn!(
                 target: "breaker",
                 breaker = self.name.as_str(),
@@ -650,12 +750,35 @@ fn xorshift(mut x: u64) -> u64 {
 /// it for a moment says nothing about its state).
 fn evictable(breaker: &Breaker) -> bool {
     let shared = &breaker.shared;
-    shared.core.is_fresh(&shared.clock) && shared.core.counters.in_flight() == 0
+    shared.core.is_fresh(&shared.clock) && shared.core.calls_in_flight() == 0
 }
 
-/// Eviction order: 0 evictable, 1 closed, 2 any other state.
-fn class(breaker: &Breaker) -> u8 {
-    if evictable(breaker) {
+/// Evictable once unused for `idle`: evictable, or open or half-open with no call in
+/// flight (probes included). An open key nobody calls protects nobody, and it holds one of
+/// the `max_open` places; forced open and disabled keys are never evicted.
+fn evictable_when_idle(breaker: &Breaker) -> bool {
+    let core = &breaker.shared.core;
+    match core.peek() {
+        crate::State::Open | crate::State::HalfOpen => core.calls_in_flight() == 0,
+        crate::State::Closed => evictable(breaker),
+        crate::State::ForcedOpen | crate::State::Disabled => false,
+    }
+}
+
+/// What making room at `max_keys` did.
+enum Eviction {
+    /// One breaker went; whether it held state.
+    Evicted(bool),
+    /// Nothing went this time (the shards are empty, or the one chosen moved): try again.
+    Raced,
+    /// Every key is under manual control: there is no room.
+    AllManual,
+}
+
+/// Eviction order: 0 evictable (or open and unused for `idle`), 1 closed, 2 any other
+/// state (the caller skips keys under manual control).
+fn class(breaker: &Breaker, idle: bool) -> u8 {
+    if evictable(breaker) || (idle && evictable_when_idle(breaker)) {
         0
     } else if breaker.shared.core.peek() == crate::State::Closed {
         1

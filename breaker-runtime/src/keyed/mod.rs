@@ -8,6 +8,8 @@
 
 mod key;
 mod map;
+#[cfg(all(test, not(breaker_loom)))]
+mod model;
 
 use std::{
     borrow::Borrow,
@@ -42,7 +44,13 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
 /// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
 /// window, no call in flight (calls admitted less calls finished, read from the breaker's
-/// own counts). Holding a key's breaker does not keep it in the map: a `Breaker` from
+/// own counts, a dry run's shadows included), not throttling nor ramping, its adaptive
+/// limit at its start. An open or half-open breaker with no call in flight is evictable too
+/// once it has not been called for [`Config::idle`]: it protects nobody, and it frees its
+/// [`max_open`](Config::max_open_percent) place (which counts only keys in the map, so a
+/// holder of an evicted key's breaker does not keep one). A breaker under manual control
+/// (forced open or disabled) is never evicted: if every key is, a new key's call runs on a
+/// breaker that is not kept. Holding a key's breaker does not keep it in the map: a `Breaker` from
 /// [`breaker`](Self::breaker) whose key is evicted keeps working, detached (a later call for
 /// the key makes a fresh breaker). A call that looked its breaker up in the instant before
 /// that breaker was evicted runs on the detached breaker.
@@ -257,6 +265,158 @@ mod tests {
         }
         assert_eq!(k.inner.get("open-1").map(|b| b.state()), Ok(State::Open));
         assert_eq!(k.inner.get("open-2").map(|b| b.state()), Ok(State::Open));
+    }
+
+    /// Issue 28 finding 6: a dry run's would-be refusals finish like any call, so its keys
+    /// are swept as idle as the same keys without dry run are.
+    #[tokio::test(start_paused = true)]
+    async fn dry_run_keys_are_swept_as_idle() {
+        for dry_run in [false, true] {
+            let config = Config::default()
+                .threshold(1)
+                .cool_off(std::time::Duration::from_secs(1))
+                .dry_run(dry_run)
+                .idle(std::time::Duration::from_secs(60));
+            let k = KeyedBreaker::<String>::new("keyed::dry_sweep", config);
+            for key in ["a", "b"] {
+                fail(&k, key); // opens (on paper in a dry run)
+                               // Refused, or in a dry run made anyway as a shadow.
+                let made = k.call_sync(key, || Ok::<_, ()>(())).is_ok();
+                assert_eq!(made, dry_run);
+            }
+            // Cool-off over, the probes close them: fresh again.
+            tokio::time::advance(std::time::Duration::from_secs(2)).await;
+            for key in ["a", "b"] {
+                k.call_sync(key, || Ok::<_, ()>(())).unwrap();
+                assert_eq!(k.breaker(key).state(), State::Closed);
+            }
+            // The first sweep stamps the keys called since the last one, the next drops them.
+            for _ in 0..2 {
+                tokio::time::advance(std::time::Duration::from_secs(61)).await;
+                k.retain_active();
+            }
+            assert_eq!(k.len(), 0, "dry_run {dry_run}: idle keys swept");
+        }
+    }
+
+    /// Issue 28 finding 5: a key that is throttling holds state a fresh one would not; at
+    /// `max_keys` fresh keys go before it, and it keeps shedding.
+    #[tokio::test(start_paused = true)]
+    async fn a_throttling_key_is_not_evicted_as_fresh() {
+        let config = Config::default().threshold(1_000).throttle(2.0).max_keys(4);
+        let k = KeyedBreaker::<String>::new("keyed::throttling", config);
+        // Three failures to one success, ending on a success: no failure streak, a third
+        // of the calls answered.
+        for i in 0..400 {
+            let _ = k.call_sync("hot", || if i % 4 == 3 { Ok(()) } else { Err(()) });
+        }
+        // Until one is admitted: the streak ends.
+        while k.call_sync("hot", || Ok::<_, ()>(())).is_err() {}
+        let shedding = k.breaker("hot").snapshot().throttle_rate;
+        assert!(shedding > 10.0, "the key sheds: {shedding}");
+        // It is the least recently used key from now on.
+        k.retain_active();
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        for i in 0..20 {
+            k.call_sync(&format!("new-{i}"), || Ok::<_, ()>(()))
+                .unwrap();
+            assert!(k.len() <= 4);
+        }
+        assert!(k.contains("hot"), "the throttling key was evicted as fresh");
+        assert!(k.breaker("hot").snapshot().throttle_rate > 10.0);
+    }
+
+    /// Issue 28 finding 3: keys that opened and are never called again do not hold the
+    /// `max_open` places for good: unused for `idle`, an open key is swept like a fresh one,
+    /// and the cap counts only the keys in the map.
+    #[tokio::test(start_paused = true)]
+    async fn keys_nobody_calls_do_not_use_up_max_open() {
+        let config = Config::default()
+            .threshold(1)
+            .cool_off(std::time::Duration::from_secs(1))
+            .max_open_percent(10)
+            .idle(std::time::Duration::from_secs(60));
+        let k = KeyedBreaker::<String>::new("keyed::max_open_idle", config);
+        for i in 0..20 {
+            k.call_sync(&format!("h{i}"), || Ok::<_, ()>(())).unwrap();
+        }
+        fail(&k, "h0");
+        fail(&k, "h1"); // two places of 20 × 10 %: both taken
+                        // A holder of an evicted key's breaker does not keep its place.
+        let held = k.breaker("h0");
+        assert_eq!(k.breaker("h1").state(), State::Open);
+        for _ in 0..10 {
+            fail(&k, "h5");
+        }
+        assert_eq!(k.breaker("h5").state(), State::Closed, "no place left");
+        // h0 and h1 are never called again; the others are.
+        for _ in 0..2 {
+            tokio::time::advance(std::time::Duration::from_secs(61)).await;
+            for i in 2..20 {
+                let _ = k.call_sync(&format!("h{i}"), || Ok::<_, ()>(()));
+            }
+            k.retain_active();
+        }
+        assert!(
+            !k.contains("h0") && !k.contains("h1"),
+            "idle open keys are swept"
+        );
+        fail(&k, "h5");
+        assert_eq!(k.breaker("h5").state(), State::Open, "a place was freed");
+        // The detached breaker still works for its holder.
+        assert!(held.call_sync(|| Ok::<_, ()>(())).is_ok());
+    }
+
+    /// Issue 28 finding 3: one-shot failing keys through `max_keys` (an attacker's, or
+    /// decommissioned hosts) leave a place for a new failing key once they are idle.
+    #[tokio::test(start_paused = true)]
+    async fn one_shot_failing_keys_leave_max_open_places() {
+        let config = Config::default()
+            .threshold(1)
+            .max_keys(100)
+            .max_open_percent(10)
+            .idle(std::time::Duration::from_secs(60));
+        let k = KeyedBreaker::<String>::new("keyed::max_open_churn", config);
+        for i in 0..1_000 {
+            fail(&k, &format!("one-shot-{i}"));
+            assert!(k.len() <= 100);
+        }
+        tokio::time::advance(std::time::Duration::from_secs(80)).await;
+        fail(&k, "victim");
+        assert_eq!(k.breaker("victim").state(), State::Open);
+    }
+
+    /// Issue 35 finding 5: an operator's force-open outlives any churn of failing keys.
+    #[test]
+    fn a_key_under_manual_control_is_never_evicted() {
+        let config = Config::default().threshold(1).max_keys(50);
+        let k = KeyedBreaker::<String>::new("keyed::manual", config);
+        k.breaker("forced").handle().force_open();
+        k.breaker("off").handle().disable();
+        for i in 0..2_000 {
+            fail(&k, &format!("attacker-{i}"));
+            assert!(k.len() <= 50);
+        }
+        assert!(k.contains("forced") && k.contains("off"));
+        assert_eq!(k.breaker("forced").state(), State::ForcedOpen);
+        assert_eq!(k.breaker("off").state(), State::Disabled);
+    }
+
+    /// With every place held by keys under manual control, a new key still gets a breaker
+    /// (not kept), and the bound holds.
+    #[test]
+    fn keys_all_under_manual_control_keep_the_bound() {
+        let config = Config::default().threshold(1).max_keys(3);
+        let k = KeyedBreaker::<String>::new("keyed::all_manual", config);
+        for key in ["a", "b", "c"] {
+            k.breaker(key).handle().force_open();
+        }
+        assert_eq!(k.call_sync("new", || Ok::<_, ()>(7)).unwrap(), 7);
+        assert_eq!(k.len(), 3);
+        assert!(!k.contains("new"));
+        for key in ["a", "b", "c"] {
+            assert_eq!(k.breaker(key).state(), State::ForcedOpen);
+        }
     }
 
     #[test]

@@ -41,9 +41,11 @@ impl Permit {
 /// What a finished call tells the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Sample {
-    /// The dependency answered (whatever the verdict): its round-trip time is a sample.
+    /// The dependency answered (a success, or the caller's fault): its round-trip time is
+    /// a sample.
     Answered,
-    /// A drop: the call timed out or the dependency said it is overloaded. Lowers the limit.
+    /// A drop: the call failed (an error, a timeout, a slow call, an overload answer).
+    /// Lowers the limit; never a round-trip sample.
     Dropped,
     /// No evidence (the call was cancelled, or never reached the dependency): only the slot
     /// is returned.
@@ -59,6 +61,8 @@ pub(crate) struct Limiter {
     /// 1 when a drop was skipped because the lock was held.
     skipped_drop: AtomicU32,
     estimator: Mutex<Estimator>,
+    /// The limit it starts at.
+    start: u32,
 }
 
 impl Limiter {
@@ -74,8 +78,24 @@ impl Limiter {
             limit: AtomicU32::new(estimator.limit()),
             in_flight: AtomicU32::new(0),
             skipped_drop: AtomicU32::new(0),
+            start: estimator.limit(),
             estimator: Mutex::new(estimator),
         }
+    }
+
+    /// Puts the limit back at its start and forgets what it learned (`reset()`); calls in
+    /// flight keep their slots and give them back as usual.
+    pub(crate) fn restart(&self) {
+        let mut estimator = crate::sync::lock(&self.estimator);
+        estimator.restart();
+        self.skipped_drop.store(0, Relaxed);
+        self.limit.store(estimator.limit(), Relaxed);
+    }
+
+    /// Whether the limit is where it started (it may have moved and come back: what it
+    /// learned is small then).
+    pub(crate) fn at_start(&self) -> bool {
+        self.limit.load(Relaxed) == self.start
     }
 
     /// The current limit (`Snapshot.concurrency_limit`).

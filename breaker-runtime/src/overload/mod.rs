@@ -36,9 +36,10 @@
 //! At the outcome:
 //! 4. throttle: `Success` or `Neutral` → `throttle.record_accept(admitted_at)` (the time
 //!    from step 2: no clock read at the outcome);
-//! 5. bulkhead: `limiter.release(permit, now, sample)` with [`Sample::Answered`] for
-//!    success, failure, slow or neutral, [`Sample::Dropped`] for a timeout or an
-//!    `OpenFor`/overload answer (503, 429), [`Sample::Ignored`] for a cancelled call.
+//! 5. bulkhead: `limiter.release(permit, now, sample)` with [`Sample::Answered`] for a
+//!    success or a neutral answer, [`Sample::Dropped`] for a failure (an error, a timeout,
+//!    a slow call, an `OpenFor`/overload answer: Vegas learns from answers, not errors),
+//!    [`Sample::Ignored`] for a cancelled call.
 //!
 //! On transitions: closing from half-open (or the fleet's probe closing it) →
 //! `ramp.start(now)`; opening, forcing, disabling or resetting → `ramp.stop()`.

@@ -11,6 +11,7 @@ use super::{
     random::{splitmix64, unit},
     Limiter, Permit, Sample,
 };
+use crate::core::{limit_sample, Outcome};
 
 /// The model: every quantity a plain field, every formula as Netflix writes it.
 struct Model {
@@ -118,7 +119,10 @@ impl Model {
         }
         let queue = (self.limit * (1.0 - self.rtt_noload as f64 / rtt as f64)).ceil();
         let l = log10(self.limit);
-        let new = if dropped {
+        let new = if (dropped || queue > 6.0 * l) && f64::from(in_flight) * 2.0 < self.limit {
+            // An unused limit decays (RFC 7661) while a queue or drops show.
+            (self.limit - l).min((self.limit + f64::from(in_flight)) / 2.0)
+        } else if dropped || queue > 6.0 * l {
             self.limit - l
         } else if f64::from(in_flight) * 2.0 < self.limit {
             return;
@@ -126,8 +130,6 @@ impl Model {
             self.limit + 6.0 * l
         } else if queue < 3.0 * l {
             self.limit + l
-        } else if queue > 6.0 * l {
-            self.limit - l
         } else {
             return;
         };
@@ -212,4 +214,140 @@ proptest! {
             prop_assert_eq!(limiter.in_flight(), model.in_flight);
         }
     }
+}
+
+/// What a burst sends back.
+#[derive(Debug, Clone, Copy)]
+enum Burst {
+    /// Errors (a 503 at once, say), in this many nanoseconds: drops for the limit.
+    Errors(u64),
+    /// Answers this fast (a cache, a shortcut): legitimate samples that raise the limit.
+    Answers(u64),
+}
+
+/// A closed loop: `workers` callers, each calling again as soon as its call ends (1 ms
+/// after a refusal), against a dependency of capacity `capacity` whose call admitted with
+/// `n` in flight takes `10 ms · max(1, n / capacity)`, except in `[warm, warm + burst)`,
+/// when every call gets `kind` instead. The limit after each event, with its time, until
+/// `end`.
+fn closed_loop(
+    limiter: &Limiter,
+    workers: u32,
+    capacity: u64,
+    (warm, burst, kind): (u64, u64, Burst),
+    end: u64,
+) -> Vec<(u64, u32)> {
+    use std::{cmp::Reverse, collections::BinaryHeap};
+    const MS: u64 = 1_000_000;
+    // (time, sequence, the held permit if the event is a call's end)
+    let mut events: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
+    let mut ends: std::collections::HashMap<u64, (Permit, Sample)> = Default::default();
+    let mut seq = 0u64;
+    for _ in 0..workers {
+        seq += 1;
+        events.push(Reverse((0, seq)));
+    }
+    let mut trace = Vec::new();
+    while let Some(Reverse((now, id))) = events.pop() {
+        if now >= end {
+            break;
+        }
+        if let Some((permit, sample)) = ends.remove(&id) {
+            limiter.release(permit, now, sample);
+            trace.push((now, limiter.limit()));
+        }
+        // The worker calls again.
+        seq += 1;
+        match limiter.try_acquire(now) {
+            Ok(permit) => {
+                let in_burst = (warm..warm + burst).contains(&now);
+                let (latency, sample) = match kind {
+                    // As the engine tells the limit of a failed call.
+                    Burst::Errors(l) if in_burst => (l, limit_sample(Outcome::Failure)),
+                    Burst::Answers(l) if in_burst => (l, Sample::Answered),
+                    _ => {
+                        let n = u64::from(limiter.in_flight());
+                        (10 * MS * n.max(capacity) / capacity, Sample::Answered)
+                    }
+                };
+                ends.insert(seq, (permit, sample));
+                events.push(Reverse((now + latency.max(1), seq)));
+            }
+            Err(_) => events.push(Reverse((now + MS, seq))),
+        }
+    }
+    trace
+}
+
+/// The limits a trace shows in `[from, to)` outside no-load probes: (lowest, highest).
+fn limits_in(trace: &[(u64, u32)], from: u64, to: u64) -> (u32, u32) {
+    let outside = trace
+        .iter()
+        .filter(|(t, l)| (from..to).contains(t) && *l > super::PROBE_LIMIT)
+        .map(|&(_, l)| l);
+    (
+        outside.clone().min().unwrap_or(0),
+        outside.max().unwrap_or(u32::MAX),
+    )
+}
+
+const SECOND: u64 = 1_000_000_000;
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Issue 28 finding 7: after any burst of errors (up to 3 s of errors answered in 0.1 to
+    /// 2 ms, against a dependency of capacity 5 to 40 and 2 to 6 callers per place), the
+    /// limit is back near the dependency's capacity within 10 s: in the tenth second after
+    /// the burst, outside no-load probes, between half the capacity and twice it plus
+    /// Vegas' largest queue (2β: 12, 24 from a limit of 100).
+    #[test]
+    fn after_any_burst_of_errors_the_limit_returns_near_capacity(
+        capacity in 5u64..40,
+        per_place in 2u64..6,
+        burst in 0..3 * SECOND,
+        error_latency in 100_000u64..2_000_000,
+        seed in any::<u64>(),
+    ) {
+        let limiter = Limiter::with_seed(500, seed);
+        let warm = 5 * SECOND;
+        let workers = (capacity * per_place) as u32;
+        let after = warm + burst + 10 * SECOND;
+        let trace = closed_loop(
+            &limiter,
+            workers,
+            capacity,
+            (warm, burst, Burst::Errors(error_latency)),
+            after,
+        );
+        let (low, high) = limits_in(&trace, after - SECOND, after);
+        let beta = if capacity * 2 >= 100 { 24 } else { 12 };
+        prop_assert!(
+            u64::from(low) >= capacity / 2 && u64::from(high) <= 2 * capacity + beta,
+            "capacity {capacity}: limit in {low}..={high} 10 s after the burst"
+        );
+    }
+}
+
+/// Issue 28 finding 7: a limit raised far above what the callers use comes down once a
+/// queue shows (Netflix's `in_flight · 2 < L` check blocked every decrease: the limit stayed
+/// where a burst left it). Capacity 10, 60 callers, 3 s of 0.5 ms answers: legitimate
+/// samples that raise the limit to about 130.
+#[test]
+fn a_limit_above_twice_its_use_still_comes_down() {
+    let limiter = Limiter::with_seed(500, 1);
+    let (warm, burst) = (5 * SECOND, 3 * SECOND);
+    let trace = closed_loop(
+        &limiter,
+        60,
+        10,
+        (warm, burst, Burst::Answers(500_000)),
+        20 * SECOND,
+    );
+    let (_, peak) = limits_in(&trace, warm + burst - SECOND, warm + burst);
+    assert!(peak > 120, "the burst raised the limit to {peak}");
+    let (_, high) = limits_in(&trace, 19 * SECOND, 20 * SECOND);
+    assert!(
+        high < peak - 60,
+        "12 s later it is still {high} (peak {peak})"
+    );
 }

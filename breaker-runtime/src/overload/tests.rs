@@ -328,3 +328,52 @@ fn limiter_converges_on_a_dependencys_capacity_and_follows_it() {
         );
     }
 }
+
+/// Suspected in issue 28, confirmed: a bucket's counts are two 32-bit halves of one word,
+/// and at very long windows one bucket holds more than 2^32 calls (a window of 20 days is
+/// a day a bucket: 50 000 calls a second fill it). The accepts then carried into the
+/// requests (a healthy dependency throttled at the cap) and the requests wrapped to zero.
+/// A bucket whose count reaches 2^31 is halved instead, its proportion kept.
+#[test]
+fn throttle_counts_do_not_overflow_at_very_long_windows() {
+    let day = 24 * 3_600 * S;
+    let t = Throttle::new(2.0, DEFAULT_MAX_THROTTLE, 20 * day);
+    let now = 3 * day;
+    // Every call answered: nothing to shed, however many.
+    let full = u64::from(u32::MAX) - 1;
+    t.preload(now, full, full);
+    for _ in 0..4 {
+        t.record_answer(now, true);
+    }
+    assert_eq!(
+        t.probability(now),
+        0.0,
+        "an accept carried into the requests"
+    );
+    let (requests, accepts) = t.counts(now);
+    assert_eq!(requests, accepts);
+    assert!(
+        requests >= 1 << 30,
+        "the counts kept their size: {requests}"
+    );
+    // A failing dependency stays throttled: the requests do not wrap to zero.
+    t.preload(now, full, 0);
+    for _ in 0..4 {
+        t.record_answer(now, false);
+        t.record_request(now);
+    }
+    assert!(
+        t.probability(now) > 0.89,
+        "the requests wrapped: {:?}",
+        t.counts(now)
+    );
+    // A mix keeps its proportion through a halving: three requests an accept.
+    t.preload(now, (1 << 31) - 3, (1 << 31) / 3);
+    for _ in 0..3 {
+        t.record_answer(now, false);
+    }
+    let (requests, accepts) = t.counts(now);
+    assert!(requests < 1 << 31, "halved");
+    let ratio = requests as f64 / accepts as f64;
+    assert!((ratio - 3.0).abs() < 0.01, "{requests} / {accepts}");
+}

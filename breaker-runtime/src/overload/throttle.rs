@@ -9,7 +9,9 @@
 //! the low 32), so recording a request or an accept is one `fetch_add`. The first caller to
 //! reach a bucket in a new period claims it by a compare-and-swap on its epoch and clears it;
 //! a call racing that claim may lose its count (at most one per racing caller, once per bucket
-//! period), which a probability estimated over thousands of calls does not notice.
+//! period), which a probability estimated over thousands of calls does not notice. A half
+//! that reaches 2^31 (a bucket of a very long window, at tens of thousands of calls a
+//! second) halves both, keeping their proportion, so neither carries nor wraps.
 //!
 //! Reading the window (every [`Throttle::should_refuse`]) is `2 × BUCKETS` relaxed loads and
 //! no write: only the current bucket's cache line is being written by other threads.
@@ -68,6 +70,23 @@ impl Throttle {
         }
     }
 
+    /// Empties the window (`reset()`). A call admitted before and answered after still
+    /// counts in its bucket: one call, where the window held thousands.
+    pub(crate) fn clear(&self) {
+        for bucket in &self.buckets {
+            bucket.counts.store(0, Release);
+        }
+    }
+
+    /// Sets the counts of `now`'s bucket (claiming it), as if that many calls had been
+    /// counted: what billions of calls in one bucket look like, without making them.
+    #[cfg(test)]
+    pub(crate) fn preload(&self, now: Nanos, requests: u64, accepts: u64) {
+        if let Some(bucket) = self.bucket(now / self.granularity) {
+            bucket.counts.store((requests << 32) | accepts, Release);
+        }
+    }
+
     /// The duration one bucket covers: how finely the window slides.
     #[cfg(test)]
     pub(crate) fn granularity(&self) -> Nanos {
@@ -87,7 +106,7 @@ impl Throttle {
     #[inline]
     pub(crate) fn record_request(&self, now: Nanos) {
         if let Some(bucket) = self.bucket(now / self.granularity) {
-            bucket.counts.fetch_add(REQUEST, Relaxed);
+            bucket.add(REQUEST);
         }
     }
 
@@ -101,7 +120,7 @@ impl Throttle {
         let period = admitted_at / self.granularity;
         let bucket = &self.buckets[slot(period)];
         if bucket.epoch.load(Acquire) == period {
-            bucket.counts.fetch_add(1, Relaxed);
+            bucket.add(1);
         }
     }
 
@@ -116,9 +135,7 @@ impl Throttle {
     #[inline]
     pub(crate) fn record_answer(&self, admitted_at: Nanos, accepted: bool) {
         if let Some(bucket) = self.bucket(admitted_at / self.granularity) {
-            bucket
-                .counts
-                .fetch_add(REQUEST + u64::from(accepted), Relaxed);
+            bucket.add(REQUEST + u64::from(accepted));
         }
     }
 
@@ -169,6 +186,33 @@ impl Throttle {
         (seen == period).then_some(bucket)
     }
 }
+
+impl Bucket {
+    /// Adds `packed` (a request, an accept, or both) in one `fetch_add`. A half that
+    /// reached [`HALVE_AT`] halves both (the refusal probability depends on their
+    /// proportion, which halving keeps): a bucket of a very long window may see more than
+    /// 2^32 calls, and a full half would carry into the other or wrap to zero. The 2^31
+    /// calls of headroom absorb every add racing the halving.
+    #[inline]
+    fn add(&self, packed: u64) {
+        let after = self.counts.fetch_add(packed, Relaxed).wrapping_add(packed);
+        if after >> 32 >= HALVE_AT || after & ACCEPTS >= HALVE_AT {
+            self.halve();
+        }
+    }
+
+    #[cold]
+    fn halve(&self) {
+        let _ = self.counts.fetch_update(Relaxed, Relaxed, |c| {
+            let (requests, accepts) = (c >> 32, c & ACCEPTS);
+            (requests >= HALVE_AT || accepts >= HALVE_AT)
+                .then_some(((requests / 2) << 32) | (accepts / 2))
+        });
+    }
+}
+
+/// A bucket's half at which both halves are halved (see [`Bucket::add`]).
+const HALVE_AT: u64 = 1 << 31;
 
 /// `min(cap, max(0, (requests − k·accepts) / (requests + 1)))`.
 pub(crate) fn refusal_probability(requests: u64, accepts: u64, k: f64, cap: f64) -> f64 {

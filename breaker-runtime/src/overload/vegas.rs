@@ -8,9 +8,10 @@
 //!   (so a dependency that got permanently slower does not pin the limit low); a window
 //!   faster than the no-load RTT lowers it; neither moves the limit;
 //! - otherwise `queue = ⌈L · (1 − rtt_noload / rtt)⌉`, and with `l = max(1, ⌊log10 L⌋)`:
-//!   a drop → `L − l`; else if `in_flight · 2 < L` → unchanged (not using the limit, so no
-//!   evidence for growing it); `queue ≤ l` → `L + 6l`; `queue < 3l` → `L + l`;
-//!   `queue > 6l` → `L − l`; otherwise unchanged. `L` stays in `1..=max` (smoothing 1.0).
+//!   a drop or `queue > 6l` → `L − l` (and at most `(L + in_flight) / 2` when `in_flight · 2
+//!   < L`); else if `in_flight · 2 < L` → unchanged (not using the limit, so no evidence for
+//!   growing it); `queue ≤ l` → `L + 6l`; `queue < 3l` → `L + l`; otherwise unchanged. `L`
+//!   stays in `1..=max` (smoothing 1.0).
 //!
 //! The window (Netflix's `WindowedLimit`): samples accumulate (sum and minimum of RTTs, the
 //! largest in-flight count, whether any call dropped); once more than 10 have arrived and one
@@ -33,6 +34,15 @@
 //! - a drop counts towards the window's 10 samples, and a window of drops only (every call
 //!   timed out) lowers the limit; in Netflix such a window never closes and the limit never
 //!   moves while everything times out;
+//! - **a queue lowers the limit even when it is not used**: Netflix checks `in_flight · 2 <
+//!   L` before the queue, so a limit above twice the callers' concurrency never comes down
+//!   (issue 28: 124 against a capacity of 16, seven seconds after the burst that raised it,
+//!   with 60 callers). The check guards growth only; a queue still shrinks the limit, and
+//!   the part above twice what is used halves at each such window (RFC 7661's decay of an
+//!   application-limited congestion window): stepping down through it one ⌊log10 L⌋ a
+//!   window took over ten seconds from 129 with 60 callers;
+//! - the engine feeds failed calls as drops, never as RTT samples (`core::shed`): a burst
+//!   of fast errors looks like a dependency with no queue;
 //! - `⌊log10 L⌋` for every `L` (Netflix switches to a square root at 1000, an accident of
 //!   its lookup table; `Log10RootIntFunction` keeps log10).
 
@@ -244,22 +254,27 @@ impl Vegas {
         }
         let queue = (self.estimate * (1.0 - self.rtt_noload as f64 / rtt as f64)).ceil() as i64;
         let step = log10_step(self.estimate as u32);
-        let next = if window.dropped {
-            self.estimate - f64::from(step)
-        } else if f64::from(window.in_flight) * 2.0 < self.estimate {
-            return;
-        } else {
-            let (threshold, alpha, beta) =
-                (i64::from(step), 3 * i64::from(step), 6 * i64::from(step));
-            if queue <= threshold {
-                self.estimate + beta as f64
-            } else if queue < alpha {
-                self.estimate + f64::from(step)
-            } else if queue > beta {
-                self.estimate - f64::from(step)
+        let (threshold, alpha, beta) = (i64::from(step), 3 * i64::from(step), 6 * i64::from(step));
+        let used = f64::from(window.in_flight);
+        let next = if window.dropped || queue > beta {
+            let lower = self.estimate - f64::from(step);
+            if used * 2.0 < self.estimate {
+                // A queue, or drops, with more than half the limit unused: the unused part
+                // was never validated; halve it (RFC 7661's decay of an application-limited
+                // window) rather than step down through it one ⌊log10 L⌋ a window.
+                lower.min((self.estimate + used) / 2.0)
             } else {
-                return;
+                lower
             }
+        } else if used * 2.0 < self.estimate {
+            // Not using the limit: no evidence for growing it (a queue lowers it above).
+            return;
+        } else if queue <= threshold {
+            self.estimate + beta as f64
+        } else if queue < alpha {
+            self.estimate + f64::from(step)
+        } else {
+            return;
         };
         self.set(next);
     }
@@ -286,6 +301,14 @@ impl Estimator {
 
     pub(crate) fn limit(&self) -> u32 {
         self.vegas.limit()
+    }
+
+    /// Back to the start: the initial limit, no no-load RTT, an empty window (the probe
+    /// jitter's generator goes on).
+    pub(crate) fn restart(&mut self) {
+        let max = self.vegas.max as u32;
+        let seed = self.vegas.rng;
+        *self = Self::new(max, seed);
     }
 
     /// The sample of a call that ended at `end` (its RTT, `None` for a drop), admitted with
