@@ -3,7 +3,7 @@
 //!
 //! | series | kind | labels | what |
 //! | --- | --- | --- | --- |
-//! | `circuit_breaker_calls_total` | counter | `breaker`, `outcome` | calls by outcome: `success`, `failure`, `timeout`, `slow`, `neutral`, `cancelled`, `rejected`, `throttled`, `shadow_rejected` |
+//! | `circuit_breaker_calls_total` | counter | `breaker`, `outcome` | calls by outcome: `success`, `failure`, `timeout`, `slow`, `abandoned` (dropped after `slow_call`), `neutral`, `cancelled`, `rejected`, `throttled`, `shadow_rejected` |
 //! | `circuit_breaker_state` | gauge | `breaker`, `state` | 1 for the current state, 0 for the four others (`closed`, `open`, `half_open`, `forced_open`, `disabled`) |
 //! | `circuit_breaker_transitions_total` | counter | `breaker`, `from`, `to` | transitions, counted as they happen |
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
@@ -130,11 +130,12 @@ pub fn per_key(on: bool) {
 }
 
 /// The values of the `outcome` label, in the order of [`outcomes`].
-pub const OUTCOMES: [&str; 9] = [
+pub const OUTCOMES: [&str; 10] = [
     "success",
     "failure",
     "timeout",
     "slow",
+    "abandoned",
     "neutral",
     "cancelled",
     "rejected",
@@ -160,7 +161,8 @@ pub fn describe() {
         CALLS_TOTAL,
         Unit::Count,
         "Calls through a circuit breaker, by outcome (success, failure, timeout, slow, \
-         neutral, cancelled, rejected, throttled, shadow_rejected); the outcomes are disjoint."
+         abandoned, neutral, cancelled, rejected, throttled, shadow_rejected); the outcomes \
+         are disjoint."
     );
     describe_gauge!(
         STATE,
@@ -341,7 +343,7 @@ pub fn spawn_publisher(every: Duration) -> tokio::task::JoinHandle<()> {
 /// stats.timeouts = 1;
 /// stats.slow_calls = 1;
 /// stats.rejected = 1;
-/// assert_eq!(breaker::metrics::outcomes(&stats), [4, 3, 1, 1, 0, 0, 1, 0, 0]);
+/// assert_eq!(breaker::metrics::outcomes(&stats), [4, 3, 1, 1, 0, 0, 0, 1, 0, 0]);
 /// ```
 pub fn outcomes(stats: &Stats) -> [u64; OUTCOMES.len()] {
     let errors = stats
@@ -352,7 +354,8 @@ pub fn outcomes(stats: &Stats) -> [u64; OUTCOMES.len()] {
         stats.successes,
         errors,
         stats.timeouts,
-        stats.slow_calls,
+        stats.slow_calls.saturating_sub(stats.abandoned),
+        stats.abandoned,
         stats.neutral,
         stats.cancelled,
         stats.rejected.saturating_sub(stats.throttled),

@@ -88,7 +88,7 @@ impl Scrape {
         self.value("circuit_breaker_calls_total", &[("outcome", outcome)])
     }
 
-    fn assert_calls(&self, want: [u64; 9]) {
+    fn assert_calls(&self, want: [u64; 10]) {
         let got = breaker::metrics::OUTCOMES.map(|o| self.calls(o) as u64);
         assert_eq!(got, want, "outcomes {:?}", breaker::metrics::OUTCOMES);
     }
@@ -145,7 +145,7 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     );
     breaker::metrics::publish();
     let s = Scrape::of(&prometheus, NAME);
-    s.assert_calls([0; 9]);
+    s.assert_calls([0; 10]);
     s.assert_state("closed");
     assert_eq!(
         s.value("circuit_breaker_failure_rate", &[]),
@@ -190,11 +190,11 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     assert_eq!(b.state(), State::Closed);
 
     // Nothing moves until published: the call path does no metrics work.
-    Scrape::of(&prometheus, NAME).assert_calls([0; 9]);
+    Scrape::of(&prometheus, NAME).assert_calls([0; 10]);
     breaker::metrics::publish();
     let s = Scrape::of(&prometheus, NAME);
     //              success failure timeout slow neutral cancelled rejected
-    s.assert_calls([4, 1, 1, 1, 1, 1, 0, 0, 0]);
+    s.assert_calls([4, 1, 1, 1, 0, 1, 1, 0, 0, 0]);
     let stats = b.stats();
     assert_eq!(stats.calls, 9);
     assert_eq!(
@@ -216,7 +216,7 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     assert!(b.call(ok()).await.unwrap_err().is_open()); // rejected
     breaker::metrics::publish();
     let s = Scrape::of(&prometheus, NAME);
-    s.assert_calls([4, 3, 1, 1, 1, 1, 1, 0, 0]);
+    s.assert_calls([4, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
     s.assert_state("open");
 
     // open → half-open → closed.
@@ -231,7 +231,7 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     s.assert_state("closed");
     assert_eq!(s.transitions("half_open", "closed"), 1.0);
     breaker::metrics::publish();
-    Scrape::of(&prometheus, NAME).assert_calls([5, 3, 1, 1, 1, 1, 1, 0, 0]);
+    Scrape::of(&prometheus, NAME).assert_calls([5, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
 
     // By hand: forced open, disabled, reset.
     b.handle().force_open();
@@ -264,15 +264,15 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     // published before it.
     assert_eq!(b.stats().calls, 0);
     breaker::metrics::publish();
-    Scrape::of(&prometheus, NAME).assert_calls([5, 3, 1, 1, 1, 1, 1, 0, 0]);
+    Scrape::of(&prometheus, NAME).assert_calls([5, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
     b.call(ok()).await.unwrap();
     breaker::metrics::publish();
     let s = Scrape::of(&prometheus, NAME);
-    s.assert_calls([6, 3, 1, 1, 1, 1, 1, 0, 0]);
+    s.assert_calls([6, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
     s.assert_state("closed");
     // Publishing again changes nothing: the values are absolute.
     breaker::metrics::publish();
-    Scrape::of(&prometheus, NAME).assert_calls([6, 3, 1, 1, 1, 1, 1, 0, 0]);
+    Scrape::of(&prometheus, NAME).assert_calls([6, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
 }
 
 /// A recorder that writes down which breakers' series were touched.
@@ -325,15 +325,15 @@ async fn calls_write_no_series_and_a_dropped_breaker_is_no_longer_published() {
 
     breaker::metrics::publish();
     let names = touched.take();
-    // Per breaker: 9 outcomes, 5 states, the failure rate.
+    // Per breaker: 10 outcomes, 5 states, the failure rate.
     for name in ["metrics::kept", "metrics::gone"] {
-        assert_eq!(names.iter().filter(|n| *n == name).count(), 15, "{name}");
+        assert_eq!(names.iter().filter(|n| *n == name).count(), 16, "{name}");
     }
 
     drop(gone);
     breaker::metrics::publish();
     let names = touched.take();
-    assert_eq!(names.iter().filter(|n| *n == "metrics::kept").count(), 15);
+    assert_eq!(names.iter().filter(|n| *n == "metrics::kept").count(), 16);
     assert!(!names.iter().any(|n| n == "metrics::gone"), "{names:?}");
 }
 
@@ -456,7 +456,7 @@ async fn spawn_publisher_publishes_every_period() {
     let b = Breaker::new("metrics::periodic", Config::default());
     let publisher = breaker::metrics::spawn_publisher(Duration::from_secs(15));
     tokio::task::yield_now().await; // the first tick is at once
-    Scrape::of(&prometheus, "metrics::periodic").assert_calls([0; 9]);
+    Scrape::of(&prometheus, "metrics::periodic").assert_calls([0; 10]);
     b.call(async { Ok::<_, &str>(()) }).await.unwrap();
     tokio::time::advance(Duration::from_secs(14)).await;
     tokio::task::yield_now().await;

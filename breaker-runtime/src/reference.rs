@@ -255,7 +255,10 @@ impl Model {
 
     fn finish(&mut self, call: Call, outcome: Outcome, now: u64) {
         let outcome = match self.k.slow_call {
-            Some(slow) if outcome != Outcome::Cancelled && now - call.started >= slow => {
+            Some(slow) if now - call.started >= slow => {
+                if outcome == Outcome::Cancelled {
+                    self.stats.abandoned += 1;
+                }
                 Outcome::Slow
             }
             _ => outcome,

@@ -55,8 +55,12 @@ pub struct Stats {
     /// Calls that ended with an error `is_failure` (or a classifier) judged neutral: the
     /// caller's fault, counted neither as a success nor as a failure.
     pub neutral: u64,
-    /// Calls whose future was dropped before they finished.
+    /// Calls whose future was dropped before they finished, sooner than `slow_call`.
     pub cancelled: u64,
+    /// Calls dropped before they finished after running at least `slow_call` (the caller,
+    /// or an outer timeout, gave up on them): counted as slow calls, so also in `slow_calls`
+    /// and `failures`. Without `slow_call` every dropped call is `cancelled`.
+    pub abandoned: u64,
     /// Calls shed while closed by adaptive throttling or a recovery ramp (`throttle`,
     /// `ramp`); also counted in `rejected`.
     pub throttled: u64,
@@ -78,6 +82,7 @@ struct Stripe {
     rejected: AtomicU64,
     neutral: AtomicU64,
     cancelled: AtomicU64,
+    abandoned: AtomicU64,
 }
 
 /// Stripes a thread can own. While a thread owns stripe `i` it is the only writer of stripe
@@ -218,6 +223,8 @@ pub(crate) enum Count {
     Rejected,
     Neutral,
     Cancelled,
+    /// Dropped after `slow_call`: a slow call (a failure) that nobody waited for.
+    Abandoned,
 }
 
 /// Adds one: a plain load and store when this thread owns the stripe, else `fetch_add`.
@@ -247,6 +254,11 @@ fn add_to_stripe(s: &Stripe, owned: bool, count: Count) {
         Count::Slow => {
             bump(&s.failures, owned);
             bump(&s.slow_calls, owned);
+        }
+        Count::Abandoned => {
+            bump(&s.failures, owned);
+            bump(&s.slow_calls, owned);
+            bump(&s.abandoned, owned);
         }
     }
 }
@@ -373,6 +385,7 @@ impl Counters {
             rejected: raw.rejected.wrapping_sub(base.rejected),
             neutral: raw.neutral.wrapping_sub(base.neutral),
             cancelled: raw.cancelled.wrapping_sub(base.cancelled),
+            abandoned: raw.abandoned.wrapping_sub(base.abandoned),
             // Counted by the engine's overload part, not on the stripes (`Core::stats`).
             throttled: 0,
             shadow_rejected: 0,
@@ -395,6 +408,7 @@ impl Counters {
             t.slow_calls = t.slow_calls.wrapping_add(s.slow_calls.load(Relaxed));
             t.neutral = t.neutral.wrapping_add(s.neutral.load(Relaxed));
             t.cancelled = t.cancelled.wrapping_add(s.cancelled.load(Relaxed));
+            t.abandoned = t.abandoned.wrapping_add(s.abandoned.load(Relaxed));
         }
         t
     }

@@ -332,7 +332,7 @@ fn all_keys_share_the_policy_and_clones_share_the_map() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn idle_fresh_breakers_are_dropped_when_new_keys_arrive() {
+async fn idle_breakers_are_dropped_when_new_keys_arrive_open_ones_too() {
     let config = Config::default()
         .threshold(1)
         .cool_off(600 * SEC)
@@ -340,14 +340,17 @@ async fn idle_fresh_breakers_are_dropped_when_new_keys_arrive() {
     let k = KeyedBreaker::<String>::new("p2::idle", config);
     let _ = k.call_sync("healthy", || Ok::<_, ()>(()));
     let _ = k.call_sync("sick", || Err::<(), _>(()));
-    advance(61 * SEC).await;
+    let _ = k.call_sync("called", || Err::<(), _>(()));
+    advance(30 * SEC).await;
+    // Refused, but called: someone still depends on this key's state.
+    let _ = k.call_sync("called", || Ok::<_, ()>(()));
+    advance(31 * SEC).await;
     let _ = k.call_sync("newcomer", || Ok::<_, ()>(()));
-    assert_eq!(
-        k.len(),
-        2,
-        "the idle healthy breaker went; the open one stays"
-    );
-    assert_eq!(k.breaker("sick").state(), State::Open);
+    // Part four: an open key nobody called for `idle` protects nobody; it goes like a
+    // fresh one (and gives back its `max_open` place).
+    assert_eq!(k.len(), 2, "the idle ones went, open or not");
+    assert!(!k.contains("sick") && !k.contains("healthy"));
+    assert_eq!(k.breaker("called").state(), State::Open);
     assert!(
         common::left_registry("p2::idle[healthy]"),
         "it left the registry"

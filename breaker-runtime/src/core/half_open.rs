@@ -239,17 +239,18 @@ impl Core {
             }
             return;
         }
-        let outcome = match (admission.started, self.settings.policy.slow_call) {
-            (Some(started), Some(slow))
-                if outcome != Outcome::Cancelled
-                    && outcome != Outcome::Timeout
-                    && clock.now().saturating_sub(started) >= slow =>
-            {
-                Outcome::Slow
+        let slow = match (admission.started, self.settings.policy.slow_call) {
+            (Some(started), Some(slow)) if outcome != Outcome::Timeout => {
+                clock.now().saturating_sub(started) >= slow
             }
-            _ => outcome,
+            _ => false,
         };
+        // A call dropped after running `slow_call` was slower than that, whoever gave up on
+        // it (an outer timeout, a caller): abandoned, a slow call. Dropped sooner: cancelled.
+        let abandoned = slow && outcome == Outcome::Cancelled;
+        let outcome = if slow { Outcome::Slow } else { outcome };
         let count = match outcome {
+            _ if abandoned => Some(Count::Abandoned),
             Outcome::Success => Some(Count::Success),
             Outcome::Failure => Some(Count::Failure),
             Outcome::Timeout => Some(Count::Timeout),
