@@ -1149,3 +1149,86 @@ async fn a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones() {
         "the same breaker, its streak kept"
     );
 }
+
+// ---- Part three, hardened (issue 28) ----
+
+/// Publishes a real opening of `sentinel` (its key, then its message) and waits until the
+/// sentinel member opened: every message published before it has been read and applied
+/// (the sentinel's name sorts after the others, so a shared read-back applies it last).
+async fn after_a_sentinel(server: &RedisServer, sentinel: &Breaker) {
+    let key = format!("{{t:{}}}:open", sentinel.name());
+    assert_eq!(server.command(&["SET", &key, "x", "PX", "5000"]), "+OK");
+    publish(
+        server,
+        format!("breaker-fleet/1 open other 5000 {}", sentinel.name()).as_bytes(),
+    );
+    wait_for("the sentinel open", WITHIN, || {
+        sentinel.state() == State::Open
+    })
+    .await;
+    // Whatever the same read-back applied after it.
+    settle().await;
+}
+
+/// Issue 28, finding 1: a forged `reset` closed a member opened on its own and cleared its
+/// counts. A reset is confirmed by the key that records it; a message alone changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forged_reset_neither_closes_nor_clears_a_member_opened_on_its_own() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::forged_reset", 2, 2, 60_000).await;
+    let (sentinel, _) = member("fleet::forged_reset~sentinel", 60_000);
+    members[0].0.join(&sentinel);
+    settle().await;
+    trip(&members[0].1); // alone: the quorum of 2 is not met, it is open locally
+    assert_eq!(members[0].1.state(), State::Open);
+    let before = members[0].1.stats();
+    assert_eq!(before.failures, 1);
+    publish(&server, b"breaker-fleet/1 reset evil 0 fleet::forged_reset");
+    after_a_sentinel(&server, &sentinel).await;
+    let b = &members[0].1;
+    assert_eq!(b.state(), State::Open, "closed by a forged reset");
+    assert_eq!(b.stats().failures, 1, "counts cleared by a forged reset");
+    assert!(b.retry_in().unwrap() > Duration::from_secs(50));
+    // A real reset still resets.
+    members[1].0.reset("fleet::forged_reset").await.unwrap();
+    wait_for("the real reset", WITHIN, || b.state() == State::Closed).await;
+    assert_eq!(b.stats().failures, 0);
+}
+
+/// Issue 28, finding 1: with quorum 1, members held open by the fleet's gate (waiting for
+/// the one probe) were closed by a forged `reset` or `close`: the one-probe rule bypassed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_resets_and_closes_leave_gated_members_waiting_for_the_probe() {
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::forged_gate", 2, 1, 300).await;
+    let (sentinel, _) = member("fleet::forged_gate~sentinel", 60_000);
+    members[1].0.join(&sentinel);
+    settle().await;
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    // The fleet's open period ends: both stay open, gated, until the fleet's probe (no call
+    // comes, so nobody asks for it).
+    wait_for("the open period to end", WITHIN, || {
+        members
+            .iter()
+            .all(|(_, b, _)| b.retry_in() == Some(Duration::ZERO))
+    })
+    .await;
+    publish(&server, b"breaker-fleet/1 reset evil 0 fleet::forged_gate");
+    publish(&server, b"breaker-fleet/1 close evil 0 fleet::forged_gate");
+    after_a_sentinel(&server, &sentinel).await;
+    for (_, b, _) in &members {
+        assert_eq!(
+            b.state(),
+            State::Open,
+            "a forged message closed a gated member"
+        );
+        assert_eq!(b.retry_in(), Some(Duration::ZERO), "held for the probe");
+    }
+    // The one probe still closes them all.
+    let (hits, _) = recover(&members, 20).await;
+    assert_eq!(hits, 1);
+}

@@ -56,8 +56,12 @@ pub(crate) struct Group {
     pub(crate) wanted: bool,
     /// The timer armed for this group (stale heap entries do not match it).
     pub(crate) deadline: Option<Instant>,
-    /// A `reset` message was heard: reset the members if the keys confirm it.
-    pub(crate) reset_heard: bool,
+    /// The last reset's token this instance saw in the manual key (`protocol::RESET`): a
+    /// token not seen yet is a reset to apply.
+    pub(crate) reset_seen: Option<String>,
+    /// The keys were read once: what they held then is where this instance starts from,
+    /// not news (a reset of before the member joined is not applied to it).
+    pub(crate) read: bool,
 }
 
 impl Group {
@@ -69,7 +73,8 @@ impl Group {
             manual: None,
             wanted: false,
             deadline: None,
-            reset_heard: false,
+            reset_seen: None,
+            read: false,
         }
     }
 

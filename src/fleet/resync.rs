@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::{
     group::{Group, Manual, Phase},
     lease::LEASE,
-    protocol::{Keys, CLOSED, DISABLED, FORCED},
+    protocol::{Keys, CLOSED, DISABLED, FORCED, RESET},
 };
 
 /// A name's keys as read: the open key's `PTTL`, the probe key, the manual key.
@@ -26,15 +26,23 @@ pub(crate) fn read(pipe: &mut redis::Pipeline, keys: &Keys) {
 /// Makes `group` agree with what Redis holds; returns the deadline to arm, if any.
 pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> {
     let (pttl, probe, manual) = seen;
-    let manual = match manual.as_deref() {
-        Some(FORCED) => Some(Manual::Forced),
-        Some(DISABLED) => Some(Manual::Disabled),
-        _ => None,
+    let (manual, reset) = match manual.as_deref() {
+        Some(FORCED) => (Some(Manual::Forced), None),
+        Some(DISABLED) => (Some(Manual::Disabled), None),
+        Some(other) => (None, other.strip_prefix(RESET)),
+        None => (None, None),
     };
-    if manual != group.manual || (group.reset_heard && manual.is_none()) {
+    // A reset is the key's new token, never a message: a forged `reset` finds no new token.
+    let reset_here = group.read && reset.is_some_and(|t| group.reset_seen.as_deref() != Some(t));
+    if manual != group.manual || reset_here {
         group.operator(manual);
     }
-    group.reset_heard = false;
+    if let Some(token) = reset {
+        if group.reset_seen.as_deref() != Some(token) {
+            group.reset_seen = Some(token.to_owned());
+        }
+    }
+    group.read = true;
     if manual.is_some() {
         return None; // the operator's: the fleet's phases wait for the reset
     }

@@ -579,6 +579,10 @@ impl Task {
             name,
         }
         .encode();
+        let token = format!(
+            "{:016x}",
+            std::collections::hash_map::RandomState::new().hash_one(self.s.instance.as_str())
+        );
         let mut pipe = redis::pipe();
         pipe.atomic();
         match set {
@@ -591,10 +595,14 @@ impl Task {
                 pipe.cmd("SET").arg(&keys.manual).arg(value).ignore();
             }
             None => {
-                pipe.cmd("DEL")
+                // The reset is recorded with a token of its own, for a day: what confirms
+                // the message (and a lost message, at the next read-back).
+                pipe.cmd("DEL").arg(&keys.open).arg(&keys.probe).ignore();
+                pipe.cmd("SET")
                     .arg(&keys.manual)
-                    .arg(&keys.open)
-                    .arg(&keys.probe)
+                    .arg(format!("{}{token}", protocol::RESET))
+                    .arg("PX")
+                    .arg(protocol::MAX_MS)
                     .ignore();
             }
         }
@@ -613,6 +621,9 @@ impl Task {
         if let Some(key) = self.groups.get_key_value(name).map(|(k, _)| k.clone()) {
             if let Some(group) = self.groups.get_mut(&key) {
                 group.operator(set);
+                if set.is_none() {
+                    group.reset_seen = Some(token);
+                }
             }
             self.track(&key);
         }
@@ -631,9 +642,6 @@ impl Task {
         let Some(key) = self.groups.get_key_value(m.name).map(|(k, _)| k.clone()) else {
             return;
         };
-        if let Some(group) = self.groups.get_mut(&key) {
-            group.reset_heard |= m.kind == Kind::Reset;
-        }
         self.confirm.push(key);
     }
 
