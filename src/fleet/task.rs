@@ -76,6 +76,8 @@ pub(crate) enum Command {
         set: Option<Manual>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// How many entries the timer heap holds (tests: it stays one per armed name).
+    Timers { reply: oneshot::Sender<usize> },
 }
 
 /// Where Redis is.
@@ -308,11 +310,23 @@ impl Task {
         wake
     }
 
+    /// Sets `name`'s deadline. An armed deadline is never armed again (a resync that agrees
+    /// re-states it every 2 s: each push was 32 bytes more per open name, for as long as it
+    /// stayed open); a moved one leaves a stale entry, and stale entries are dropped once
+    /// they outnumber the live ones, so the heap holds about one entry per armed name.
     fn arm(&mut self, name: &Arc<str>, at: Option<Instant>) {
         if let Some(group) = self.groups.get_mut(name) {
-            group.deadline = at;
-            if let Some(at) = at {
-                self.timers.push(Reverse((at, name.clone())));
+            if group.deadline != at {
+                group.deadline = at;
+                if let Some(at) = at {
+                    self.timers.push(Reverse((at, name.clone())));
+                    if self.timers.len() > 2 * self.active.len() + 64 {
+                        let groups = &self.groups;
+                        self.timers.retain(|Reverse((at, name))| {
+                            groups.get(name).is_some_and(|g| g.deadline == Some(*at))
+                        });
+                    }
+                }
             }
         }
         self.track(name);
@@ -359,6 +373,9 @@ impl Task {
             }
             Command::Manual { name, set, reply } => {
                 let _ = reply.send(self.manual(&name, set).await);
+            }
+            Command::Timers { reply } => {
+                let _ = reply.send(self.timers.len());
             }
         }
     }
@@ -989,7 +1006,12 @@ impl Task {
             }
             group.deadline = None;
         }
-        self.timers.clear();
+        // Deadlines go with their entries (a group keeps none without one: see `arm`).
+        for Reverse((_, name)) in self.timers.drain() {
+            if let Some(group) = self.groups.get_mut(&name) {
+                group.deadline = None;
+            }
+        }
         self.fresh.clear();
         self.subscribed.clear();
         self.confirm.clear();
