@@ -1292,3 +1292,80 @@ async fn names_open_for_long_keep_the_timers_and_the_traffic_flat() {
         "Redis commands per resync grow: {commands:?}"
     );
 }
+
+/// Issue 28, finding 8: a member gated by one fleet stayed gated (`Open`, no retry) after
+/// it joined another, long past its cool-off: nothing released the gate of the fleet left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_a_fleet_releases_its_gate_and_the_member_follows_only_the_new_one() {
+    const NAME: &str = "fleet::moved";
+    let server = RedisServer::start();
+    let first = instances(&server, NAME, 2, 1, 300).await;
+    let (_, x, _) = &first[0];
+    trip(&first[1].1);
+    wait_for("x open by the first fleet", WITHIN, || {
+        x.state() == State::Open
+    })
+    .await;
+    wait_for("x gated, waiting for the fleet's probe", WITHIN, || {
+        x.retry_in() == Some(Duration::ZERO)
+    })
+    .await;
+    // x joins a second fleet (another prefix on the same Redis), where the name is closed.
+    let second = |i: usize| {
+        Fleet::builder(server.url())
+            .instance(format!("moved#{i}"))
+            .prefix("u")
+            .connect()
+    };
+    let (b0, b1) = (second(0).await.unwrap(), second(1).await.unwrap());
+    b0.join(x);
+    settle().await;
+    // The first fleet's gate is gone: x probes by itself, and a success closes it.
+    close_by_calls(x).await;
+    assert_eq!(x.state(), State::Closed);
+    // An opening in the first fleet no longer reaches x ...
+    close_by_calls(&first[1].1).await;
+    trip(&first[1].1);
+    wait_for("the first fleet's key", WITHIN, || {
+        server.command(&["EXISTS", "{t:fleet::moved}:open"]) == ":1"
+    })
+    .await;
+    // ... one in the second does.
+    let (y, _) = member(NAME, 300);
+    b1.join(&y);
+    settle().await;
+    assert_eq!(x.state(), State::Closed, "x followed the fleet it left");
+    trip(&y);
+    wait_for("x open by the second fleet", WITHIN, || {
+        x.state() == State::Open
+    })
+    .await;
+}
+
+/// Issue 28, finding 13: the fleet knew a member by its name's text pointer, and equal
+/// static texts share one: of two breakers with one name (two functions sharing a default
+/// name), only the first joined, and only it followed the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_breakers_with_one_name_text_are_two_members() {
+    static TEXT: &str = "fleet::one_text";
+    let server = RedisServer::start();
+    let here = fleet(&server, "one_text#0", 1).await;
+    let config = || {
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(30))
+    };
+    let alpha = Breaker::new_named(breaker::Name::from_static(&TEXT), config());
+    let beta = Breaker::new_named(breaker::Name::from_static(&TEXT), config());
+    here.join(&alpha);
+    here.join(&beta);
+    let there = fleet(&server, "one_text#1", 1).await;
+    let (other, _) = member(TEXT, 30_000);
+    there.join(&other);
+    settle().await;
+    trip(&other);
+    wait_for("both breakers of the name open", WITHIN, || {
+        alpha.state() == State::Open && beta.state() == State::Open
+    })
+    .await;
+}

@@ -13,7 +13,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use breaker_runtime::{Handle, Name, State, WeakHandle};
+use breaker_runtime::{Handle, State, WeakHandle};
 use tokio::time::Instant;
 
 use super::protocol::Keys;
@@ -43,8 +43,6 @@ pub(crate) enum Manual {
 
 pub(crate) struct Member {
     pub(crate) handle: WeakHandle,
-    /// Keeps the name allocated: its address is the member's identity (see `task::identity`).
-    pub(crate) _name: Name,
 }
 
 pub(crate) struct Group {
@@ -97,9 +95,9 @@ impl Group {
         self.wanted = false;
         for (id, h) in self.live() {
             if Some(id) != except {
-                h.fleet_open(Duration::from_millis(ms));
+                h.fleet_open(Duration::from_millis(ms), id);
             }
-            h.fleet_gate(true);
+            h.fleet_gate(true, id);
         }
         until
     }
@@ -109,11 +107,11 @@ impl Group {
     pub(crate) fn hold(&mut self, phase: Phase) {
         let fresh = matches!(self.phase, Phase::Idle | Phase::Open { .. });
         self.phase = phase;
-        for (_, h) in self.live() {
+        for (id, h) in self.live() {
             if fresh {
-                h.fleet_open(Duration::ZERO); // the fleet's part of the open time is over
+                h.fleet_open(Duration::ZERO, id); // the fleet's part of the open time is over
             }
-            h.fleet_gate(true);
+            h.fleet_gate(true, id);
         }
     }
 
@@ -122,9 +120,9 @@ impl Group {
         self.phase = Phase::Idle;
         self.wanted = false;
         for (id, h) in self.live() {
-            h.fleet_gate(false);
+            h.fleet_gate(false, id);
             if Some(id) != except {
-                h.fleet_close();
+                h.fleet_close(id);
             }
         }
     }
@@ -133,22 +131,23 @@ impl Group {
     pub(crate) fn local(&mut self) {
         self.phase = Phase::Idle;
         self.wanted = false;
-        for (_, h) in self.live() {
-            h.fleet_gate(false);
+        for (id, h) in self.live() {
+            h.fleet_gate(false, id);
         }
     }
 
     /// Grants the probe to one member, one with a call waiting if any. `false`: none lives.
     pub(crate) fn grant(&mut self, now: Instant, renew_at: Instant) -> bool {
-        let mut live: Vec<Handle> = self.live().map(|(_, h)| h).collect();
+        let mut live: Vec<(u64, Handle)> = self.live().collect();
         let pick = live
             .iter()
-            .position(Handle::fleet_wanted)
+            .position(|(id, h)| h.fleet_wanted(*id))
             .unwrap_or_default();
         if live.is_empty() {
             return false;
         }
-        live.swap_remove(pick).fleet_grant_probe();
+        let (id, h) = live.swap_remove(pick);
+        h.fleet_grant_probe(id);
         self.phase = Phase::Probing {
             renew_at,
             granted_at: now,
@@ -169,14 +168,14 @@ impl Group {
         self.phase = Phase::Idle;
         self.deadline = None;
         self.wanted = false;
-        for (_, h) in self.live() {
-            h.fleet_gate(false);
+        for (id, h) in self.live() {
+            h.fleet_gate(false, id);
             apply_manual(&h, set);
         }
     }
 
     /// What a member joining now must learn from this instance's view.
-    pub(crate) fn welcome(&self, h: &Handle) {
+    pub(crate) fn welcome(&self, id: u64, h: &Handle) {
         if let Some(manual) = self.manual {
             apply_manual(h, Some(manual));
             return;
@@ -184,12 +183,12 @@ impl Group {
         match self.phase {
             Phase::Idle => {}
             Phase::Open { until } => {
-                h.fleet_open(until.saturating_duration_since(Instant::now()));
-                h.fleet_gate(true);
+                h.fleet_open(until.saturating_duration_since(Instant::now()), id);
+                h.fleet_gate(true, id);
             }
             Phase::Lapsed | Phase::Waiting { .. } | Phase::Probing { .. } => {
-                h.fleet_open(Duration::ZERO);
-                h.fleet_gate(true);
+                h.fleet_open(Duration::ZERO, id);
+                h.fleet_gate(true, id);
             }
         }
     }

@@ -93,7 +93,8 @@
 //! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
 //! | an instance starts mid-incident | its members learn the open period (`PTTL`), the pending probe or the operator's setting when they join |
 //! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
-//! | a breaker joins a second fleet | it leaves the first: a breaker is a member of one fleet |
+//! | a breaker joins a second fleet | it leaves the first (whose gate is released at once): a breaker is a member of one fleet, and the one it left has no more say |
+//! | two breakers share one name text (two functions with one default name) | each is a member: the fleet knows a member by its breaker, never by its name |
 //! | a malformed or foreign message | ignored |
 
 use std::fmt;
@@ -134,8 +135,7 @@ pub struct Fleet {
 struct Inner {
     tx: tokio::sync::mpsc::UnboundedSender<task::Command>,
     instance: String,
-    next_member: AtomicU64,
-    /// Members by breaker identity, shared with the fleet's observer.
+    /// Members by breaker id.
     members: task::Members,
     /// Held by every handle; the task ends once it is gone and no member lives.
     _alive: Arc<()>,
@@ -242,29 +242,30 @@ impl Fleet {
         if breaker.is_dry_run() {
             return;
         }
-        let name = breaker.shared_name();
-        let key = task::identity(&name);
+        // Process-wide: a breaker that leaves this fleet for another is never mistaken for
+        // one of the other's members by a hook of this one.
+        static NEXT_MEMBER: AtomicU64 = AtomicU64::new(0);
         let handle = breaker.handle();
+        let key = handle.id();
         let member = {
             let mut members = task::lock(&self.inner.members);
             if members.contains_key(&key) {
                 return; // joined already
             }
-            let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
+            let member = NEXT_MEMBER.fetch_add(1, Ordering::Relaxed);
             members.insert(key, member);
-            // Sent under the lock: the observer (which takes it too) reports this breaker's
-            // transitions under `member` only after this `Join` in the task's queue.
-            task::send_join(&self.inner.tx, member, name, &handle);
             member
         };
-        // The member's link: a call waiting for the fleet's probe is told through it, and
-        // dropping the breaker drops it, which takes the member off the fleet.
+        // The member's link: its transitions and a call waiting for the fleet's probe are
+        // told through it, and dropping it (the breaker drops, or joins another fleet) takes
+        // the member off the fleet. Attached first: it releases the gate of a fleet left.
         handle.fleet_attach(Box::new(task::MemberLink {
             member,
-            identity: key,
+            breaker: key,
             tx: self.inner.tx.clone(),
             members: self.inner.members.clone(),
         }));
+        task::send_join(&self.inner.tx, member, breaker.shared_name(), &handle);
     }
 
     /// Forces every member named `name` open, in every instance of the fleet, until
@@ -324,7 +325,7 @@ impl Fleet {
     /// dashboard's buttons then act fleet-wide.
     #[cfg(feature = "dashboard")]
     pub(crate) fn is_member(&self, handle: &crate::Handle) -> bool {
-        task::lock(&self.inner.members).contains_key(&task::identity(handle.name()))
+        task::lock(&self.inner.members).contains_key(&handle.id())
     }
 }
 
@@ -412,7 +413,6 @@ impl FleetBuilder {
             inner: Arc::new(Inner {
                 tx,
                 instance,
-                next_member: AtomicU64::new(0),
                 members,
                 _alive: alive,
             }),

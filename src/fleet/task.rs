@@ -23,7 +23,7 @@ use std::{
     time::Duration,
 };
 
-use breaker_runtime::{Cause, Handle, Name, Observer, State, WeakHandle};
+use breaker_runtime::{Cause, Handle, Name, State, Transition, WeakHandle};
 use redis::Client;
 use tokio::{
     sync::{mpsc, oneshot},
@@ -40,19 +40,13 @@ use super::{
     slots::SlotChannels,
 };
 
-/// A fleet's members: breaker identity (see [`identity`]) to member id. Shared by the
-/// fleet's handles (`join` adds), its observer (reads) and the members' links (a member's
-/// link removes it when the breaker drops).
-pub(crate) type Members = Arc<Mutex<Sharded<usize, u64>>>;
+/// A fleet's members: breaker id ([`Handle::id`], unique in the process and never reused)
+/// to member id. Shared by the fleet's handles (`join` adds, the dashboard asks) and the
+/// members' links (a member's link removes it when the breaker drops or joins another
+/// fleet). Never a name nor its address: breakers of one name text are each a member.
+pub(crate) type Members = Arc<Mutex<Sharded<u64, u64>>>;
 
-/// A breaker's identity: the address of its name. Every breaker allocates its own name;
-/// the fleet holds a clone of each member's name until the member leaves, so no other
-/// breaker can get that address meanwhile.
-pub(crate) fn identity(name: &str) -> usize {
-    name.as_ptr() as usize
-}
-
-/// What the fleet's handles, its observer and its members tell the task.
+/// What the fleet's handles and its members tell the task.
 pub(crate) enum Command {
     Join {
         member: u64,
@@ -63,7 +57,7 @@ pub(crate) enum Command {
     Leave { member: u64 },
     /// A call of the member was refused because the fleet holds it open.
     Wanted { member: u64 },
-    /// A member's transition (from the observer).
+    /// A member's transition (from its link).
     Transition {
         member: u64,
         to: State,
@@ -128,24 +122,10 @@ pub(crate) async fn start(
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let members = Members::default();
-    let (seen, report) = (members.clone(), tx.clone());
-    // Every transition of every breaker passes here: one map lookup for the non-members.
-    let observer = breaker_runtime::observe(move |t| {
-        let member = lock(&seen).get(&identity(&t.name)).copied();
-        if let Some(member) = member {
-            let _ = report.send(Command::Transition {
-                member,
-                to: t.to,
-                cause: t.cause,
-                cool_off: t.cool_off,
-            });
-        }
-    });
     let now = Instant::now();
     let seed = std::collections::hash_map::RandomState::new().hash_one(&settings.instance);
     let task = Task {
         alive,
-        _observer: observer,
         backoff: Backoff::new(seed),
         s: settings,
         link,
@@ -187,8 +167,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Task {
     /// Gone once every handle of the fleet is dropped.
     alive: Weak<()>,
-    /// Keeps the fleet's observer subscribed while the task runs.
-    _observer: Observer,
     s: Settings,
     link: Option<Link>,
     /// Sharded, as the maps below: none grows all at once (see `shards`).
@@ -397,14 +375,8 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
-        group.welcome(&h);
-        group.members.insert(
-            member,
-            Member {
-                handle,
-                _name: name,
-            },
-        );
+        group.welcome(member, &h);
+        group.members.insert(member, Member { handle });
         self.members.insert(member, key);
     }
 
@@ -861,7 +833,7 @@ impl Task {
         match group.phase {
             Phase::Idle | Phase::Lapsed => {}
             Phase::Open { .. } | Phase::Waiting { .. } => {
-                let wanted = group.wanted || group.live().any(|(_, h)| h.fleet_wanted());
+                let wanted = group.wanted || group.live().any(|(id, h)| h.fleet_wanted(id));
                 group.hold(Phase::Lapsed);
                 group.wanted = wanted;
                 if wanted {
@@ -1043,29 +1015,43 @@ impl Task {
     }
 }
 
-/// What a member holds of its fleet: tells the task when a call waits for the fleet's probe,
-/// and that the member left when the breaker drops.
+/// What a member holds of its fleet: tells the task when a call waits for the fleet's probe
+/// and of each transition, and that the member left when the breaker drops (or joins
+/// another fleet).
 pub(crate) struct MemberLink {
     pub(crate) member: u64,
-    pub(crate) identity: usize,
+    /// The breaker's id: its key in `members`.
+    pub(crate) breaker: u64,
     pub(crate) tx: mpsc::UnboundedSender<Command>,
     pub(crate) members: Members,
 }
 
 impl breaker_runtime::FleetLink for MemberLink {
+    fn member(&self) -> u64 {
+        self.member
+    }
+
     fn wanted(&self) {
         let _ = self.tx.send(Command::Wanted {
             member: self.member,
+        });
+    }
+
+    fn transition(&self, t: &Transition) {
+        let _ = self.tx.send(Command::Transition {
+            member: self.member,
+            to: t.to,
+            cause: t.cause,
+            cool_off: t.cool_off,
         });
     }
 }
 
 impl Drop for MemberLink {
     fn drop(&mut self) {
-        // Off the observer's list before the task lets the name (the identity) go.
         let mut members = lock(&self.members);
-        if members.get(&self.identity) == Some(&self.member) {
-            members.remove(&self.identity);
+        if members.get(&self.breaker) == Some(&self.member) {
+            members.remove(&self.breaker);
         }
         drop(members);
         let _ = self.tx.send(Command::Leave {
@@ -1074,8 +1060,8 @@ impl Drop for MemberLink {
     }
 }
 
-/// Joins `h` under `member`; the caller holds the members lock, so that the observer reports
-/// its transitions only after this `Join` in the queue.
+/// Joins `h` under `member` (after its link is attached: transitions before the `Join` are
+/// of a member the task does not know yet, and change nothing).
 pub(crate) fn send_join(tx: &mpsc::UnboundedSender<Command>, member: u64, name: Name, h: &Handle) {
     let _ = tx.send(Command::Join {
         member,
