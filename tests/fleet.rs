@@ -1369,3 +1369,34 @@ async fn two_breakers_with_one_name_text_are_two_members() {
     })
     .await;
 }
+
+/// Issue 28, finding 10: the WARN for a transaction Redis discarded said `EXECABORT` and
+/// nothing more, so a full Redis and a read-only replica looked the same. It names the
+/// command's own error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discarded_transaction_is_warned_of_by_its_commands_own_error() {
+    let warnings = warn_log::install();
+    let server = RedisServer::start();
+    let members = instances(&server, "fleet::oom", 2, 1, 200).await;
+    // Redis is full and evicts nothing: every write is refused with OOM.
+    assert_eq!(
+        server.command(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]),
+        "+OK"
+    );
+    assert_eq!(server.command(&["CONFIG", "SET", "maxmemory", "1"]), "+OK");
+    trip(&members[0].1); // the opening's transaction (SET, DEL, PUBLISH) is discarded
+    wait_for("a WARN naming OOM", WITHIN, || {
+        warn_log::count(warnings, "fleet::oom#", "OOM") >= 1
+    })
+    .await;
+    let lines = warnings.lock().unwrap().clone();
+    let line = lines
+        .iter()
+        .find(|(i, m)| i.starts_with("fleet::oom#") && m.contains("refused"))
+        .map(|(_, m)| m.clone())
+        .unwrap();
+    println!("{line}");
+    assert!(line.contains("OOM command not allowed"), "{line}");
+    // Nothing was held open by the refusal: the member is a local breaker.
+    close_by_calls(&members[0].1).await;
+}

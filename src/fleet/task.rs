@@ -945,12 +945,17 @@ impl Task {
             group.deadline = None;
         }
         let code = why.split_whitespace().next().unwrap_or(why).to_owned();
+        let hint = if code == "NOPERM" {
+            " (see the ACL a fleet needs in breaker::fleet)"
+        } else {
+            ""
+        };
         if self.refusals.insert(code) {
             tracing::warn!(
                 target: "breaker",
                 instance = %self.s.instance,
                 "fleet: Redis refused a command for {name} ({why}); its breakers behave as \
-                 local ones (see the ACL a fleet needs in breaker::fleet)"
+                 local ones{hint}"
             );
         }
     }
