@@ -679,17 +679,23 @@ async fn setup_errors_are_reported_without_the_password() {
         .await
         .unwrap_err();
     assert!(matches!(e, breaker::fleet::FleetError::Setting(_)), "{e}");
-    let e = Fleet::connect("redis://:hunter2@127.0.0.1:1/")
+    // Redis unreachable, or refusing the password: not an error (a service starts; its
+    // breakers are local until Redis answers), and the WARN does not show the password.
+    let warnings = warn_log::install();
+    Fleet::builder("redis://:hunter2@127.0.0.1:1/")
+        .instance("setup#0")
+        .connect()
         .await
-        .unwrap_err();
-    assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
-    assert!(!e.to_string().contains("hunter2"), "{e}");
+        .expect("a fleet starts without Redis");
     // `rediss://`: TLS with feature `redis-tls`, an invalid URL without it.
-    let e = Fleet::connect("rediss://127.0.0.1:1/").await.unwrap_err();
+    let e = Fleet::connect("rediss://127.0.0.1:1/").await;
     if cfg!(feature = "redis-tls") {
-        assert!(matches!(e, breaker::fleet::FleetError::Connect(_)), "{e}");
+        assert!(e.is_ok());
     } else {
-        assert!(matches!(e, breaker::fleet::FleetError::Url(_)), "{e}");
+        assert!(
+            matches!(e, Err(breaker::fleet::FleetError::Url(_))),
+            "{e:?}"
+        );
     }
     // A password in the URL is used: a server that requires one accepts it.
     let server = RedisServer::start();
@@ -698,12 +704,27 @@ async fn setup_errors_are_reported_without_the_password() {
         "+OK"
     );
     let url = format!("redis://:s3cret@127.0.0.1:{}/", server.port);
-    Fleet::connect(url)
+    let f = Fleet::builder(url)
+        .instance("setup#1")
+        .connect()
         .await
         .expect("connect with the password");
     let url = format!("redis://:wrong@127.0.0.1:{}/", server.port);
-    let e = Fleet::connect(url).await.unwrap_err();
-    assert!(!e.to_string().contains("wrong"), "{e}");
+    Fleet::builder(url)
+        .instance("setup#2")
+        .connect()
+        .await
+        .expect("a wrong password is an outage, not an error");
+    wait_for("the WARNs of both outages", WITHIN, || {
+        warn_log::count(warnings, "setup#", "fleet: Redis unreachable") >= 2
+    })
+    .await;
+    let lines = warnings.lock().unwrap().clone();
+    for (i, m) in lines.iter().filter(|(i, _)| i.starts_with("setup#")) {
+        assert!(!m.contains("hunter2") && !m.contains("wrong"), "{i}: {m}");
+        assert!(i != "setup#1", "a good password warned: {m}");
+    }
+    drop(f);
 }
 
 /// The fleet's log lines, counted by instance and words, through a process-wide subscriber.
@@ -1399,4 +1420,47 @@ async fn a_discarded_transaction_is_warned_of_by_its_commands_own_error() {
     assert!(line.contains("OOM command not allowed"), "{line}");
     // Nothing was held open by the refusal: the member is a local breaker.
     close_by_calls(&members[0].1).await;
+}
+
+/// Issue 28, finding 11: `Fleet::connect` with Redis down at startup failed, and a service
+/// had to choose between not starting and running without its fleet for good. It starts:
+/// its members are local breakers until Redis answers (one WARN), then join.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_starts_without_redis_and_joins_once_redis_answers() {
+    const NAME: &str = "fleet::no_redis_yet";
+    let warnings = warn_log::install();
+    let mut server = RedisServer::start();
+    server.kill(); // nothing listens on its port now
+    let here = fleet(&server, "no_redis_yet#0", 1).await;
+    let (b, _) = member(NAME, 200);
+    here.join(&b);
+    // A local breaker meanwhile: it opens and closes by itself.
+    trip(&b);
+    assert_eq!(b.state(), State::Open);
+    close_by_calls(&b).await;
+    wait_for("one WARN", WITHIN, || {
+        warn_log::count(warnings, "no_redis_yet#0", "unreachable at startup") == 1
+    })
+    .await;
+    server.restart();
+    let there = fleet(&server, "no_redis_yet#1", 1).await;
+    let (other, _) = member(NAME, 10_000);
+    there.join(&other);
+    settle().await;
+    // Another instance opens the name: once this fleet is connected, it reads it back.
+    trip(&other);
+    wait_for("the member open by the fleet", WITHIN, || {
+        b.state() == State::Open
+    })
+    .await;
+    assert!(b.retry_in().unwrap() > Duration::from_secs(5));
+    assert_eq!(
+        warn_log::count(warnings, "no_redis_yet#0", "fleet: Redis unreachable"),
+        1,
+        "one WARN for the whole outage"
+    );
+    wait_for("the INFO that it is over", WITHIN, || {
+        warn_log::count(warnings, "no_redis_yet#0", "fleet: Redis is back") == 1
+    })
+    .await;
 }

@@ -164,8 +164,9 @@ pub enum FleetError {
     /// A setting is invalid: the instance id or prefix (1 to 128 characters, no space, no
     /// brace), or a quorum of 0.
     Setting(String),
-    /// The first connection failed (unreachable, refused, wrong password). Later outages
-    /// are not errors: the breakers behave as local ones until Redis is back.
+    /// Not returned any more: a fleet starts without Redis (unreachable, refusing, a wrong
+    /// password), its breakers local until Redis answers, as in any later outage. Kept so
+    /// that code matching on it still builds.
     Connect(String),
     /// A fleet-wide action ([`Fleet::force_open`], [`Fleet::disable`], [`Fleet::reset`])
     /// was not done: Redis is away or refused it.
@@ -361,8 +362,11 @@ impl FleetBuilder {
         self
     }
 
-    /// Checks the options, connects once (an error here is returned) and starts the fleet's
-    /// background task on the current tokio runtime.
+    /// Checks the options (an invalid URL or option is the only error), tries Redis once
+    /// (at most about a second) and starts the fleet's background task on the current tokio
+    /// runtime. Redis unreachable or refusing at startup is not an error: the members are
+    /// local breakers, with one `WARN`, until Redis answers; then they join as after an
+    /// outage (every name read back), so a service starts whatever its Redis is doing.
     pub async fn connect(self) -> Result<Fleet, FleetError> {
         let instance = self.instance.unwrap_or_else(default_instance);
         if !protocol::valid_id(&instance) {
@@ -406,9 +410,7 @@ impl FleetBuilder {
             url: redact(&self.url),
         };
         let alive = Arc::new(());
-        let (tx, members) = task::start(settings, Arc::downgrade(&alive))
-            .await
-            .map_err(|e| FleetError::Connect(format!("{}: {e}", redact(&self.url))))?;
+        let (tx, members) = task::start(settings, Arc::downgrade(&alive)).await;
         Ok(Fleet {
             inner: Arc::new(Inner {
                 tx,

@@ -104,17 +104,18 @@ const BATCH: usize = 256;
 /// (`examples/fleet_scale.rs 2 100000`).
 const SLICE: usize = 64;
 
-/// Connects once and starts the task; the first connection's error is the caller's. The
-/// task ends when `alive` is gone (every handle dropped) and no member lives.
+/// Connects once and starts the task. Whatever the first attempt meets (Redis unreachable,
+/// a wrong password, a refused subscription) is an outage like any later one: the members
+/// are local breakers until Redis answers, then join as after an outage. The task ends when
+/// `alive` is gone (every handle dropped) and no member lives.
 pub(crate) async fn start(
     settings: Settings,
     alive: Weak<()>,
-) -> Result<(mpsc::UnboundedSender<Command>, Members), String> {
-    // Connecting must work; a refused SUBSCRIBE is an outage like any later refusal.
-    let (link, refused) = match Link::open(&settings).await {
+) -> (mpsc::UnboundedSender<Command>, Members) {
+    let (link, failed) = match Link::open(&settings).await {
         Ok(link) => (Some(link), None),
-        Err(super::link::OpenError::Connect(why)) => return Err(why),
-        Err(super::link::OpenError::Refused(why)) => (None, Some(why)),
+        Err(super::link::OpenError::Connect(why)) => (None, Some((why, false))),
+        Err(super::link::OpenError::Refused(why)) => (None, Some((why, true))),
     };
     let slots = match &settings.target {
         Target::Cluster(_) => Some(SlotChannels::of_prefix(&settings.prefix).await),
@@ -145,19 +146,30 @@ pub(crate) async fn start(
         next_resync: now + RESYNC,
     };
     let mut task = task;
-    if let Some(why) = refused {
+    if let Some((why, refused)) = failed {
         task.warned = true;
-        tracing::warn!(
-            target: "breaker",
-            instance = %task.s.instance,
-            url = %task.s.url,
-            "fleet: Redis refused the subscription ({why}); breakers behave as local ones \
-             (see the ACL a fleet needs in breaker::fleet)"
-        );
+        if refused {
+            tracing::warn!(
+                target: "breaker",
+                instance = %task.s.instance,
+                url = %task.s.url,
+                "fleet: Redis refused the subscription ({why}); breakers behave as local ones \
+                 (see the ACL a fleet needs in breaker::fleet)"
+            );
+        } else {
+            tracing::warn!(
+                target: "breaker",
+                instance = %task.s.instance,
+                url = %task.s.url,
+                "fleet: Redis unreachable at startup ({why}); breakers behave as local ones \
+                 until it answers"
+            );
+        }
+        // Resynchronised (and the outage over) once a link opens: see `reconnect`.
         task.reconnect_at = now + task.backoff.wait();
     }
     tokio::spawn(task.run(rx));
-    Ok((tx, members))
+    (tx, members)
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
