@@ -1464,3 +1464,57 @@ async fn a_fleet_starts_without_redis_and_joins_once_redis_answers() {
     })
     .await;
 }
+
+/// Issue 35 (DESIGN: "a fleet member applies its own cap to an opening it hears"): an
+/// instance whose breaker opens for an hour held every member of the fleet open for that
+/// hour. A member is held at most its own cap (`max_cool_off`, else the default cap of an
+/// `OpenFor`); then it may ask for the one probe, whose success closes the fleet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_heard_opening_holds_a_member_at_most_its_own_cap() {
+    const NAME: &str = "fleet::capped";
+    let server = RedisServer::start();
+    let long = fleet(&server, "capped#0", 1).await;
+    let hour = Breaker::new(
+        NAME,
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(3_600)),
+    );
+    long.join(&hour);
+    let short = fleet(&server, "capped#1", 1).await;
+    let capped = Breaker::new(
+        NAME,
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(200))
+            .max_cool_off(Duration::from_secs(1)),
+    );
+    short.join(&capped);
+    settle().await;
+    trip(&hour);
+    wait_for("the capped member open", WITHIN, || {
+        capped.state() == State::Open
+    })
+    .await;
+    let held = capped.retry_in().unwrap();
+    assert!(
+        held <= Duration::from_secs(1),
+        "held {held:?} by a heard opening"
+    );
+    // Past its cap it asks for the probe (the hour-long key notwithstanding), and the
+    // probe's success closes the fleet: the long instance too.
+    let started = Instant::now();
+    close_by_calls(&capped).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(5), "closed after {took:?}");
+    wait_for(
+        "the hour-long member closed by the fleet's probe",
+        WITHIN,
+        || hour.state() == State::Closed,
+    )
+    .await;
+    assert_eq!(server.command(&["EXISTS", "{t:fleet::capped}:open"]), ":0");
+    // A resync later, nothing holds it again.
+    tokio::time::sleep(Duration::from_millis(2_200)).await;
+    assert_eq!(capped.state(), State::Closed);
+}

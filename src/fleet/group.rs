@@ -60,7 +60,17 @@ pub(crate) struct Group {
     /// The keys were read once: what they held then is where this instance starts from,
     /// not news (a reset of before the member joined is not applied to it).
     pub(crate) read: bool,
+    /// The longest an opening heard here holds the members: the smallest of their caps
+    /// (`Handle::fleet_cap`: `max_cool_off`, else the default cap of an `OpenFor`).
+    pub(crate) cap: Duration,
+    /// An opening longer than `cap`: where its key ends, and where this instance ends it.
+    /// Past that, the key's remaining time is ignored here (the members may ask for the
+    /// probe), until an opening that ends elsewhere is set.
+    pub(crate) capped: Option<(Instant, Instant)>,
 }
+
+/// How far apart two readings of one open key's end may fall (round trips, a busy task).
+const SAME_OPENING: Duration = Duration::from_secs(1);
 
 impl Group {
     pub(crate) fn new(keys: Keys) -> Group {
@@ -73,6 +83,46 @@ impl Group {
             deadline: None,
             reset_seen: None,
             read: false,
+            cap: Duration::MAX,
+            capped: None,
+        }
+    }
+
+    /// The capped opening whose key ends at `key_end`, if this is it.
+    fn capped_at(&self, key_end: Instant) -> Option<Instant> {
+        let (end, until) = self.capped?;
+        let apart = if end > key_end {
+            end - key_end
+        } else {
+            key_end - end
+        };
+        (apart < SAME_OPENING).then_some(until)
+    }
+
+    /// Whether an open key with `ms` left is an opening this instance capped, and its cap
+    /// has passed: then it holds nothing here.
+    pub(crate) fn capped_out(&self, now: Instant, ms: u64) -> bool {
+        self.capped_at(now + Duration::from_millis(ms))
+            .is_some_and(|until| until <= now)
+    }
+
+    /// What the lease script may ignore of the open key (ms left, at most): the rest of an
+    /// opening capped here whose cap has passed; else 0 (any open key is an opening).
+    pub(crate) fn ignore_ms(&self, now: Instant) -> u64 {
+        match self.capped {
+            Some((end, until)) if until <= now => {
+                (end.saturating_duration_since(now) + SAME_OPENING).as_millis() as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// Where this instance agrees the open key ends, if it is open here.
+    pub(crate) fn open_end(&self) -> Option<Instant> {
+        match (self.capped, self.phase) {
+            (Some((end, _)), _) => Some(end),
+            (None, Phase::Open { until }) => Some(until),
+            _ => None,
         }
     }
 
@@ -88,14 +138,30 @@ impl Group {
     }
 
     /// The fleet is open for `ms` from now (what Redis's open key says): every member opens
-    /// for that long, or has its fleet time set to it, and waits for the fleet's probe.
+    /// for that long, or has its fleet time set to it, and waits for the fleet's probe. An
+    /// opening longer than the members' cap holds them for the cap (from when it was first
+    /// heard here), however often it is read back.
     pub(crate) fn open(&mut self, ms: u64, except: Option<u64>) -> Instant {
-        let until = Instant::now() + Duration::from_millis(ms);
+        let now = Instant::now();
+        let key_end = now + Duration::from_millis(ms);
+        let until = match self.capped_at(key_end) {
+            Some(until) => until,
+            None if Duration::from_millis(ms) > self.cap => {
+                let until = now + self.cap;
+                self.capped = Some((key_end, until));
+                until
+            }
+            None => {
+                self.capped = None;
+                key_end
+            }
+        };
         self.phase = Phase::Open { until };
         self.wanted = false;
+        let left = until.saturating_duration_since(now);
         for (id, h) in self.live() {
             if Some(id) != except {
-                h.fleet_open(Duration::from_millis(ms), id);
+                h.fleet_open(left, id);
             }
             h.fleet_gate(true, id);
         }
@@ -118,6 +184,7 @@ impl Group {
     /// The fleet's probe succeeded: every member closes.
     pub(crate) fn close(&mut self, except: Option<u64>) {
         self.phase = Phase::Idle;
+        self.capped = None;
         self.wanted = false;
         for (id, h) in self.live() {
             h.fleet_gate(false, id);
@@ -130,6 +197,7 @@ impl Group {
     /// Redis refused or is away: every member is a local breaker again.
     pub(crate) fn local(&mut self) {
         self.phase = Phase::Idle;
+        self.capped = None;
         self.wanted = false;
         for (id, h) in self.live() {
             h.fleet_gate(false, id);
@@ -166,6 +234,7 @@ impl Group {
     pub(crate) fn operator(&mut self, set: Option<Manual>) {
         self.manual = set;
         self.phase = Phase::Idle;
+        self.capped = None;
         self.deadline = None;
         self.wanted = false;
         for (id, h) in self.live() {

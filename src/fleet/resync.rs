@@ -47,14 +47,20 @@ pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> 
         return None; // the operator's: the fleet's phases wait for the reset
     }
     let now = Instant::now();
+    // An opening capped here whose cap has passed holds nothing here: as if it had ended.
+    let pttl = if pttl > 0 && group.capped_out(now, pttl as u64) {
+        0
+    } else {
+        pttl
+    };
     if pttl > 0 {
         let until = now + Duration::from_millis(pttl as u64);
         // Already agreeing (within a few ms of the round trip): nothing to redo.
-        if let Phase::Open { until: mine } = group.phase {
-            let diff = if mine > until {
-                mine - until
+        if let (Some(end), Phase::Open { until: mine }) = (group.open_end(), group.phase) {
+            let diff = if end > until {
+                end - until
             } else {
-                until - mine
+                until - end
             };
             if diff < Duration::from_millis(50) {
                 return Some(mine);

@@ -387,6 +387,7 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
+        group.cap = group.cap.min(h.fleet_cap());
         group.welcome(member, &h);
         group.members.insert(member, Member { handle });
         self.members.insert(member, key);
@@ -885,7 +886,11 @@ impl Task {
         let Some(group) = self.groups.get(name) else {
             return;
         };
-        let cmd = lease::try_cmd(&group.keys, &self.s.instance);
+        let cmd = lease::try_cmd(
+            &group.keys,
+            &self.s.instance,
+            group.ignore_ms(Instant::now()),
+        );
         let Some(answer) = self.command_for::<(i64, i64)>(name, &cmd).await else {
             return;
         };
