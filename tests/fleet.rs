@@ -1518,3 +1518,100 @@ async fn a_heard_opening_holds_a_member_at_most_its_own_cap() {
     tokio::time::sleep(Duration::from_millis(2_200)).await;
     assert_eq!(capped.state(), State::Closed);
 }
+
+/// The fleets of `a_mass_opening_of_keyed_members_delays_another_opening_little`: each
+/// keyed breaker joins its keys through a plain `fn`.
+static MASS_A: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
+static MASS_B: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
+
+fn join_mass_a(b: &Breaker) {
+    if let Some(f) = MASS_A.get() {
+        f.join(b);
+    }
+}
+
+fn join_mass_b(b: &Breaker) {
+    if let Some(f) = MASS_B.get() {
+        f.join(b);
+    }
+}
+
+/// Issue 28's suspected defect, confirmed: tens of thousands of keyed members opening at
+/// once delayed the propagation of another opening behind them. 20 000 keys of instance A
+/// fail at once, then A's member of another name opens: B's member of that name opened
+/// 11.0 s later (debug build, loopback), A writing each opening in its own round trip. A
+/// burst's openings now go in one transaction per batch: 1.5-1.6 s, nearly all of it A's
+/// task taking in 20 000 transitions (B follows within 50 ms of A's write).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
+    const KEYS: u64 = 20_000;
+    let server = RedisServer::start();
+    assert!(MASS_A.set(fleet(&server, "mass#0", 1).await).is_ok());
+    assert!(MASS_B.set(fleet(&server, "mass#1", 1).await).is_ok());
+    let config = || {
+        Config::default()
+            .threshold(1)
+            .max_keys(KEYS as usize)
+            .cool_off(Duration::from_secs(60))
+    };
+    let a = breaker::KeyedBreaker::<u64>::new("fleet::mass", config());
+    a.on_new(join_mass_a);
+    let b = breaker::KeyedBreaker::<u64>::new("fleet::mass", config());
+    b.on_new(join_mass_b);
+    for k in 0..KEYS {
+        a.call_sync(&k, || Ok::<_, ()>(())).unwrap();
+        b.call_sync(&k, || Ok::<_, ()>(())).unwrap();
+        if k % 256 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let (late_a, _) = member("fleet::mass_late", 60_000);
+    MASS_A.get().unwrap().join(&late_a);
+    let (late_b, _) = member("fleet::mass_late", 60_000);
+    MASS_B.get().unwrap().join(&late_b);
+    // Every join taken in: an opening of B's last key reaches it.
+    let last = b.breaker(&(KEYS - 1));
+    let name = last.name().to_owned();
+    assert_eq!(
+        server.command(&["SET", &format!("{{t:{name}}}:open"), "x", "PX", "60000"]),
+        "+OK"
+    );
+    publish(
+        &server,
+        format!("breaker-fleet/1 open other 60000 {name}").as_bytes(),
+    );
+    wait_for("the joins taken in", WITHIN * 3, || {
+        last.state() == State::Open
+    })
+    .await;
+    let b_last = b.breaker(&(KEYS - 2));
+    // The mass opening: every key of A fails at once, then one more name opens.
+    let started = Instant::now();
+    for k in 0..KEYS {
+        let _ = a.call_sync(&k, || Err::<(), _>("down"));
+    }
+    let failed = started.elapsed();
+    trip(&late_a);
+    let tripped = Instant::now();
+    wait_for("A's write of the other name's opening", WITHIN * 3, || {
+        server.command(&["EXISTS", "{t:fleet::mass_late}:open"]) == ":1"
+    })
+    .await;
+    let written = tripped.elapsed();
+    wait_for("B's member of the other name open", WITHIN * 3, || {
+        late_b.state() == State::Open
+    })
+    .await;
+    let behind = tripped.elapsed();
+    wait_for("B's keys open", WITHIN * 3, || {
+        b_last.state() == State::Open
+    })
+    .await;
+    let all = started.elapsed();
+    println!(
+        "{KEYS} keys failed in {failed:?}; another opening was written by A {written:?} and \
+         reached B {behind:?} after it happened; B's keys all open {all:?} after the first \
+         failure"
+    );
+    assert!(behind < Duration::from_secs(6), "{behind:?}");
+}
