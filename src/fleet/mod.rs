@@ -39,11 +39,18 @@
 //!   breaker that joins while the fleet is open learns it when it joins.
 //! - **Redis refuses**: an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, `OOM`, …) is an
 //!   outage for the name the command touched: its members are local breakers (each closes by
-//!   its own probe after its own cool-off), with one `WARN` naming the error. [`Fleet::connect`]
-//!   succeeds whatever the user may do.
+//!   its own probe after its own cool-off), with one `WARN` naming the error (for a
+//!   transaction Redis discarded, `EXECABORT`, its command's own error).
+//! - **A fleet starts without Redis**: [`Fleet::connect`] fails only for an invalid URL or
+//!   option. Redis unreachable (or refusing) at startup is an outage like any later one: the
+//!   members are local breakers, with one `WARN`, until Redis answers; then they join.
 //! - **A message alone proves nothing**: a message is confirmed against the name's keys
-//!   before it changes a member (an opening against its open key's `PTTL`), so whoever can
-//!   `PUBLISH` cannot hold a fleet open.
+//!   before it changes a member (an opening against its open key's `PTTL`, a close against
+//!   the probe key, a reset against the token [`Fleet::reset`] leaves in the manual key), so
+//!   whoever can `PUBLISH` can neither hold a fleet open nor close, clear or release it.
+//! - **Each member keeps its own cap**: an opening heard from another instance holds a
+//!   member at most its `max_cool_off` (else the default cap of an `OpenFor`); past it, a
+//!   call waiting asks for the one probe.
 //! - **Fleet-wide manual control**: [`Fleet::force_open`], [`Fleet::disable`] and
 //!   [`Fleet::reset`] act on every member of a name in every instance, late joiners included
 //!   (the setting is kept in Redis until reset).
@@ -73,8 +80,8 @@
 //!     +cluster|slots
 //! ```
 //!
-//! (Without `+cluster|slots` the cluster client cannot connect: [`Fleet::connect`] fails
-//! with `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
+//! (Without `+cluster|slots` the cluster client cannot connect: the fleet starts with its
+//! members local and one `WARN` naming `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
 //! with exactly each list, on one node and on a cluster, and find `ACL LOG` empty. Whatever
 //! is refused leaves the names it touched local, never stuck.
 //!
@@ -85,6 +92,7 @@
 //! | what happens | what the breakers do |
 //! | --- | --- |
 //! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
+//! | Redis down when the fleet starts | `connect` returns it anyway; one `WARN`; members are local until Redis answers, then join |
 //! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect every name's keys are read back |
 //! | Redis refuses a command (ACL, replica, wrong type, out of memory) | the members of that name are local breakers; one `WARN` naming the error |
 //! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s |
@@ -284,7 +292,9 @@ impl Fleet {
 
     /// Resets every member named `name` in every instance (closed, counts cleared), and
     /// clears the fleet's state of that name (open period, lease, a forced or disabled
-    /// setting).
+    /// setting). The reset is recorded in the name's manual key (`=reset:<token>`, for a
+    /// day): what confirms its message to the other instances, so that a forged `reset`
+    /// message resets nothing, and a lost one is made up at the next read-back.
     pub async fn reset(&self, name: &str) -> Result<(), FleetError> {
         self.manual(name, None).await
     }
