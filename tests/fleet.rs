@@ -1615,3 +1615,57 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
     );
     assert!(behind < Duration::from_secs(6), "{behind:?}");
 }
+
+/// The fleet of `fleet_openings_of_keyed_members_respect_max_open`.
+static CAPPED_KEYS: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
+
+fn join_capped_keys(b: &Breaker) {
+    if let Some(f) = CAPPED_KEYS.get() {
+        f.join(b);
+    }
+}
+
+/// DESIGN (part three, hardened): "Fleet openings of keyed members respect the cap too".
+/// Another instance opening every key's name opened every key here, past
+/// `max_open_percent`: the fleet's openings did not ask for a place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_openings_of_keyed_members_respect_max_open() {
+    const KEYS: u64 = 20;
+    let server = RedisServer::start();
+    assert!(CAPPED_KEYS
+        .set(fleet(&server, "capkeys#0", 1).await)
+        .is_ok());
+    let keyed = breaker::KeyedBreaker::<u64>::new(
+        "fleet::capkeys",
+        Config::default()
+            .threshold(1)
+            .max_open_percent(10)
+            .cool_off(Duration::from_secs(30)),
+    );
+    keyed.on_new(join_capped_keys);
+    for k in 0..KEYS {
+        keyed.call_sync(&k, || Ok::<_, ()>(())).unwrap();
+    }
+    let other = fleet(&server, "capkeys#1", 1).await;
+    let mut theirs = Vec::new();
+    for k in 0..KEYS {
+        let (b, _) = member(&format!("fleet::capkeys[{k}]"), 30_000);
+        other.join(&b);
+        theirs.push(b);
+    }
+    let (sentinel, _) = member("fleet::capkeys~sentinel", 30_000);
+    CAPPED_KEYS.get().unwrap().join(&sentinel);
+    settle().await;
+    for b in &theirs {
+        trip(b);
+    }
+    let open = || {
+        (0..KEYS)
+            .filter(|k| keyed.breaker(k).state() == State::Open)
+            .count()
+    };
+    wait_for("the keys' places taken", WITHIN, || open() >= 2).await;
+    after_a_sentinel(&server, &sentinel).await;
+    let n = open();
+    assert_eq!(n, 2, "{n} of {KEYS} keys open under max_open_percent(10)");
+}

@@ -67,14 +67,22 @@ impl Core {
     /// it: a resync found the fleet's open key shorter or gone), never below the breaker's
     /// own cool-off. Forced-open and disabled breakers are the operator's: left alone. The
     /// time is capped as the breaker's own `OpenFor` is ([`fleet_cap`](Self::fleet_cap)):
-    /// an opening heard from another instance cannot park this one longer.
+    /// an opening heard from another instance cannot park this one longer. A closed key of
+    /// a keyed breaker opens only with a place under its `max_open_percent`, as for an
+    /// opening of its own: without one it stays closed, still counting.
     pub(crate) fn fleet_open(&self, open_for: Nanos, member: u64, clock: &impl Clock) {
         let open_for = self.cap_open_for(open_for);
+        // Asked outside the lock (it may log), as `trip` does.
+        let placed = self.peek() != State::Closed || self.may_open();
         let mut inner = lock(&self.inner);
-        if !inner.member_is(member) {
+        let w = self.word();
+        if !inner.member_is(member) || !placed {
+            drop(inner);
+            if placed && !matches!(self.peek(), State::Open | State::HalfOpen) {
+                self.left_open(); // a place taken for nothing: given back
+            }
             return;
         }
-        let w = self.word();
         let now = clock.now();
         let until = now.saturating_add(open_for);
         let moved = match w.state() {
