@@ -125,7 +125,8 @@ impl Handle {
     }
 
     /// Fleet: the longest an opening heard from another instance may hold this breaker
-    /// open (its `max_cool_off`, else the default cap of an `OpenFor`).
+    /// open: the longest it would open by itself (its `max_cool_off`, else its cool-off or
+    /// the default cap of an `OpenFor`, whichever is longer).
     pub fn fleet_cap(&self) -> Duration {
         Duration::from_nanos(self.shared.core.fleet_cap())
     }

@@ -61,7 +61,7 @@ pub(crate) struct Group {
     /// not news (a reset of before the member joined is not applied to it).
     pub(crate) read: bool,
     /// The longest an opening heard here holds the members: the smallest of their caps
-    /// (`Handle::fleet_cap`: `max_cool_off`, else the default cap of an `OpenFor`).
+    /// (`Handle::fleet_cap`: the longest each would open by itself).
     pub(crate) cap: Duration,
     /// An opening longer than `cap`: where its key ends, and where this instance ends it.
     /// Past that, the key's remaining time is ignored here (the members may ask for the

@@ -49,8 +49,9 @@
 //!   the probe key, a reset against the token [`Fleet::reset`] leaves in the manual key), so
 //!   whoever can `PUBLISH` can neither hold a fleet open nor close, clear or release it.
 //! - **Each member keeps its own cap**: an opening heard from another instance holds a
-//!   member at most its `max_cool_off` (else the default cap of an `OpenFor`); past it, a
-//!   call waiting asks for the one probe.
+//!   member at most as long as it would open by itself (its `max_cool_off`, else its
+//!   cool-off or the default cap of an `OpenFor`, whichever is longer); past it, a call
+//!   waiting asks for the one probe.
 //! - **Fleet-wide manual control**: [`Fleet::force_open`], [`Fleet::disable`] and
 //!   [`Fleet::reset`] act on every member of a name in every instance, late joiners included
 //!   (the setting is kept in Redis until reset).

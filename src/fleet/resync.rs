@@ -93,3 +93,49 @@ pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> 
         (Phase::Lapsed, _) => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lapsed() -> Group {
+        let mut g = Group::new(Keys::new("t", "n", None));
+        g.phase = Phase::Lapsed;
+        g
+    }
+
+    fn seen(manual: Option<&str>) -> Seen {
+        (-2, None, manual.map(str::to_owned))
+    }
+
+    #[test]
+    fn a_reset_is_a_token_not_seen_before_and_never_the_first_one_read() {
+        let mut g = lapsed();
+        // The first read: where this instance starts from, not news.
+        apply(&mut g, seen(Some("=reset:a")), "me");
+        assert_eq!(g.phase, Phase::Lapsed);
+        // The same token again (a forged `reset` message makes the task read it): nothing.
+        apply(&mut g, seen(Some("=reset:a")), "me");
+        assert_eq!(g.phase, Phase::Lapsed);
+        // The token gone (expired) or foreign text: nothing either.
+        apply(&mut g, seen(None), "me");
+        apply(&mut g, seen(Some("reset")), "me");
+        assert_eq!(g.phase, Phase::Lapsed);
+        assert_eq!(g.reset_seen.as_deref(), Some("a"));
+        // A new token: a reset, applied once.
+        apply(&mut g, seen(Some("=reset:b")), "me");
+        assert_eq!(g.phase, Phase::Idle);
+        g.phase = Phase::Lapsed;
+        apply(&mut g, seen(Some("=reset:b")), "me");
+        assert_eq!(g.phase, Phase::Lapsed);
+    }
+
+    #[test]
+    fn an_operators_setting_then_its_reset_are_followed() {
+        let mut g = lapsed();
+        apply(&mut g, seen(Some("forced")), "me");
+        assert_eq!(g.manual, Some(Manual::Forced));
+        apply(&mut g, seen(Some("=reset:c")), "me");
+        assert_eq!((g.manual, g.phase), (None, Phase::Idle));
+    }
+}

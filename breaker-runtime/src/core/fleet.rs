@@ -56,22 +56,28 @@ impl Core {
         }
     }
 
-    /// The longest the fleet may hold this breaker open for an opening it heard: what
-    /// caps an `OpenFor` of its own (`max_cool_off`, else the engine's default cap).
+    /// The longest the fleet may hold this breaker open for an opening it heard: the
+    /// longest it would open by itself, its longest cool-off (`max_cool_off`, else its
+    /// cool-off, with jitter) or what caps an `OpenFor` of its own (`max_cool_off`, else
+    /// the engine's default cap), whichever is longer.
     pub(crate) fn fleet_cap(&self) -> Nanos {
-        self.cap_open_for(Nanos::MAX)
+        let policy = &self.settings.policy;
+        let own = policy
+            .cool_off_after(u32::MAX)
+            .saturating_add(policy.jitter);
+        own.max(self.cap_open_for(Nanos::MAX))
     }
 
     /// Fleet: open for `open_for` (another instance opened), from closed or half-open.
     /// Already open: the fleet's time replaces what the fleet set before (it may shorten
     /// it: a resync found the fleet's open key shorter or gone), never below the breaker's
     /// own cool-off. Forced-open and disabled breakers are the operator's: left alone. The
-    /// time is capped as the breaker's own `OpenFor` is ([`fleet_cap`](Self::fleet_cap)):
-    /// an opening heard from another instance cannot park this one longer. A closed key of
+    /// time is capped ([`fleet_cap`](Self::fleet_cap)): an opening heard from another
+    /// instance cannot park this one longer than it would park itself. A closed key of
     /// a keyed breaker opens only with a place under its `max_open_percent`, as for an
     /// opening of its own: without one it stays closed, still counting.
     pub(crate) fn fleet_open(&self, open_for: Nanos, member: u64, clock: &impl Clock) {
-        let open_for = self.cap_open_for(open_for);
+        let open_for = open_for.min(self.fleet_cap());
         // Asked outside the lock (it may log), as `trip` does.
         let placed = self.peek() != State::Closed || self.may_open();
         let mut inner = lock(&self.inner);
