@@ -96,7 +96,7 @@
 //! | Redis down when the fleet starts | `connect` returns it anyway; one `WARN`; members are local until Redis answers, then join |
 //! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect every name's keys are read back |
 //! | Redis refuses a command (ACL, replica, wrong type, out of memory) | the members of that name are local breakers; one `WARN` naming the error |
-//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s |
+//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s (at most 1 024 a time, in turn) |
 //! | a forged message | confirmed against the keys first: changes nothing without them |
 //! | the probing instance dies or gets no call | its lease (3 s, renewed each second while it probes) lapses or is released; an instance with a call waiting takes it |
 //! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
