@@ -536,6 +536,9 @@ impl Task {
             self.opening(&mut pipe, &name, &group.keys, ms);
             pipes.push((name, source, ms, pipe));
         }
+        if pipes.is_empty() {
+            return;
+        }
         let answers: Vec<Result<(), Failure>> = if link.sharded() {
             let mut answers = Vec::with_capacity(pipes.len());
             for slice in pipes.chunks(SLICE) {
