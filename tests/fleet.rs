@@ -1222,8 +1222,11 @@ async fn a_forged_reset_neither_closes_nor_clears_a_member_opened_on_its_own() {
 async fn forged_resets_and_closes_leave_gated_members_waiting_for_the_probe() {
     let server = RedisServer::start();
     let members = instances(&server, "fleet::forged_gate", 2, 1, 300).await;
+    // One sentinel in each instance: both have read the forgeries once both are open.
     let (sentinel, _) = member("fleet::forged_gate~sentinel", 60_000);
     members[1].0.join(&sentinel);
+    let (sentinel_0, _) = member("fleet::forged_gate~sentinel", 60_000);
+    members[0].0.join(&sentinel_0);
     settle().await;
     trip(&members[0].1);
     wait_for("every instance open", WITHIN, || {
@@ -1241,6 +1244,10 @@ async fn forged_resets_and_closes_leave_gated_members_waiting_for_the_probe() {
     publish(&server, b"breaker-fleet/1 reset evil 0 fleet::forged_gate");
     publish(&server, b"breaker-fleet/1 close evil 0 fleet::forged_gate");
     after_a_sentinel(&server, &sentinel).await;
+    wait_for("the other sentinel open", WITHIN, || {
+        sentinel_0.state() == State::Open
+    })
+    .await;
     for (_, b, _) in &members {
         assert_eq!(
             b.state(),
