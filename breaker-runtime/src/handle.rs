@@ -83,38 +83,52 @@ impl Handle {
 
 #[doc(hidden)]
 impl Handle {
-    /// Fleet: open now for `open_for` (cause [`Cause::Fleet`](crate::Cause::Fleet)).
-    pub fn fleet_open(&self, open_for: Duration) {
+    // The hooks below name the `member` the fleet knows the breaker as (its link's): a
+    // breaker that left that fleet since (joined another) ignores them.
+
+    /// Fleet: open now for `open_for` (cause [`Cause::Fleet`](crate::Cause::Fleet)), at most
+    /// [`fleet_cap`](Self::fleet_cap).
+    pub fn fleet_open(&self, open_for: Duration, member: u64) {
         let nanos = crate::clock::to_nanos(open_for);
-        self.shared.core.fleet_open(nanos, &self.shared.clock);
+        self.shared
+            .core
+            .fleet_open(nanos, member, &self.shared.clock);
     }
 
     /// Fleet: close if open or half-open (the fleet's probe succeeded).
-    pub fn fleet_close(&self) {
-        self.shared.core.fleet_close(&self.shared.clock);
+    pub fn fleet_close(&self, member: u64) {
+        self.shared.core.fleet_close(member, &self.shared.clock);
     }
 
     /// Fleet: while on, an open breaker whose cool-off ended waits for
     /// [`fleet_grant_probe`](Self::fleet_grant_probe) before it admits a probe.
-    pub fn fleet_gate(&self, on: bool) {
-        self.shared.core.fleet_gate(on);
+    pub fn fleet_gate(&self, on: bool, member: u64) {
+        self.shared.core.fleet_gate(on, member);
     }
 
     /// Fleet: this instance holds the fleet's probe lease; the next call after the cool-off
     /// may probe.
-    pub fn fleet_grant_probe(&self) {
-        self.shared.core.fleet_grant_probe();
+    pub fn fleet_grant_probe(&self, member: u64) {
+        self.shared.core.fleet_grant_probe(member);
     }
 
-    /// Fleet: attaches the fleet's link: told when a call waits for the fleet's probe,
-    /// dropped with the breaker.
+    /// Fleet: attaches the fleet's link: told when a call waits for the fleet's probe and
+    /// of each transition, dropped with the breaker. Replacing a link releases the gate
+    /// of the fleet it was.
     pub fn fleet_attach(&self, link: Box<dyn crate::FleetLink>) {
         self.shared.core.fleet_attach(link);
     }
 
     /// Fleet: whether the gate holds the breaker open and a call was refused meanwhile.
-    pub fn fleet_wanted(&self) -> bool {
-        self.shared.core.fleet_wanted()
+    pub fn fleet_wanted(&self, member: u64) -> bool {
+        self.shared.core.fleet_wanted(member)
+    }
+
+    /// Fleet: the longest an opening heard from another instance may hold this breaker
+    /// open: the longest it would open by itself (its `max_cool_off`, else its cool-off or
+    /// the default cap of an `OpenFor`, whichever is longer).
+    pub fn fleet_cap(&self) -> Duration {
+        Duration::from_nanos(self.shared.core.fleet_cap())
     }
 
     /// Fleet: a handle that does not keep the breaker alive.

@@ -13,7 +13,7 @@
 
 use std::{collections::HashMap, time::Duration};
 
-use breaker_runtime::{Handle, Name, State, WeakHandle};
+use breaker_runtime::{Handle, State, WeakHandle};
 use tokio::time::Instant;
 
 use super::protocol::Keys;
@@ -43,8 +43,6 @@ pub(crate) enum Manual {
 
 pub(crate) struct Member {
     pub(crate) handle: WeakHandle,
-    /// Keeps the name allocated: its address is the member's identity (see `task::identity`).
-    pub(crate) _name: Name,
 }
 
 pub(crate) struct Group {
@@ -56,9 +54,23 @@ pub(crate) struct Group {
     pub(crate) wanted: bool,
     /// The timer armed for this group (stale heap entries do not match it).
     pub(crate) deadline: Option<Instant>,
-    /// A `reset` message was heard: reset the members if the keys confirm it.
-    pub(crate) reset_heard: bool,
+    /// The last reset's token this instance saw in the manual key (`protocol::RESET`): a
+    /// token not seen yet is a reset to apply.
+    pub(crate) reset_seen: Option<String>,
+    /// The keys were read once: what they held then is where this instance starts from,
+    /// not news (a reset of before the member joined is not applied to it).
+    pub(crate) read: bool,
+    /// The longest an opening heard here holds the members: the smallest of their caps
+    /// (`Handle::fleet_cap`: the longest each would open by itself).
+    pub(crate) cap: Duration,
+    /// An opening longer than `cap`: where its key ends, and where this instance ends it.
+    /// Past that, the key's remaining time is ignored here (the members may ask for the
+    /// probe), until an opening that ends elsewhere is set.
+    pub(crate) capped: Option<(Instant, Instant)>,
 }
+
+/// How far apart two readings of one open key's end may fall (round trips, a busy task).
+const SAME_OPENING: Duration = Duration::from_secs(1);
 
 impl Group {
     pub(crate) fn new(keys: Keys) -> Group {
@@ -69,7 +81,48 @@ impl Group {
             manual: None,
             wanted: false,
             deadline: None,
-            reset_heard: false,
+            reset_seen: None,
+            read: false,
+            cap: Duration::MAX,
+            capped: None,
+        }
+    }
+
+    /// The capped opening whose key ends at `key_end`, if this is it.
+    fn capped_at(&self, key_end: Instant) -> Option<Instant> {
+        let (end, until) = self.capped?;
+        let apart = if end > key_end {
+            end - key_end
+        } else {
+            key_end - end
+        };
+        (apart < SAME_OPENING).then_some(until)
+    }
+
+    /// Whether an open key with `ms` left is an opening this instance capped, and its cap
+    /// has passed: then it holds nothing here.
+    pub(crate) fn capped_out(&self, now: Instant, ms: u64) -> bool {
+        self.capped_at(now + Duration::from_millis(ms))
+            .is_some_and(|until| until <= now)
+    }
+
+    /// What the lease script may ignore of the open key (ms left, at most): the rest of an
+    /// opening capped here whose cap has passed; else 0 (any open key is an opening).
+    pub(crate) fn ignore_ms(&self, now: Instant) -> u64 {
+        match self.capped {
+            Some((end, until)) if until <= now => {
+                (end.saturating_duration_since(now) + SAME_OPENING).as_millis() as u64
+            }
+            _ => 0,
+        }
+    }
+
+    /// Where this instance agrees the open key ends, if it is open here.
+    pub(crate) fn open_end(&self) -> Option<Instant> {
+        match (self.capped, self.phase) {
+            (Some((end, _)), _) => Some(end),
+            (None, Phase::Open { until }) => Some(until),
+            _ => None,
         }
     }
 
@@ -85,16 +138,32 @@ impl Group {
     }
 
     /// The fleet is open for `ms` from now (what Redis's open key says): every member opens
-    /// for that long, or has its fleet time set to it, and waits for the fleet's probe.
+    /// for that long, or has its fleet time set to it, and waits for the fleet's probe. An
+    /// opening longer than the members' cap holds them for the cap (from when it was first
+    /// heard here), however often it is read back.
     pub(crate) fn open(&mut self, ms: u64, except: Option<u64>) -> Instant {
-        let until = Instant::now() + Duration::from_millis(ms);
+        let now = Instant::now();
+        let key_end = now + Duration::from_millis(ms);
+        let until = match self.capped_at(key_end) {
+            Some(until) => until,
+            None if Duration::from_millis(ms) > self.cap => {
+                let until = now + self.cap;
+                self.capped = Some((key_end, until));
+                until
+            }
+            None => {
+                self.capped = None;
+                key_end
+            }
+        };
         self.phase = Phase::Open { until };
         self.wanted = false;
+        let left = until.saturating_duration_since(now);
         for (id, h) in self.live() {
             if Some(id) != except {
-                h.fleet_open(Duration::from_millis(ms));
+                h.fleet_open(left, id);
             }
-            h.fleet_gate(true);
+            h.fleet_gate(true, id);
         }
         until
     }
@@ -104,22 +173,23 @@ impl Group {
     pub(crate) fn hold(&mut self, phase: Phase) {
         let fresh = matches!(self.phase, Phase::Idle | Phase::Open { .. });
         self.phase = phase;
-        for (_, h) in self.live() {
+        for (id, h) in self.live() {
             if fresh {
-                h.fleet_open(Duration::ZERO); // the fleet's part of the open time is over
+                h.fleet_open(Duration::ZERO, id); // the fleet's part of the open time is over
             }
-            h.fleet_gate(true);
+            h.fleet_gate(true, id);
         }
     }
 
     /// The fleet's probe succeeded: every member closes.
     pub(crate) fn close(&mut self, except: Option<u64>) {
         self.phase = Phase::Idle;
+        self.capped = None;
         self.wanted = false;
         for (id, h) in self.live() {
-            h.fleet_gate(false);
+            h.fleet_gate(false, id);
             if Some(id) != except {
-                h.fleet_close();
+                h.fleet_close(id);
             }
         }
     }
@@ -127,23 +197,25 @@ impl Group {
     /// Redis refused or is away: every member is a local breaker again.
     pub(crate) fn local(&mut self) {
         self.phase = Phase::Idle;
+        self.capped = None;
         self.wanted = false;
-        for (_, h) in self.live() {
-            h.fleet_gate(false);
+        for (id, h) in self.live() {
+            h.fleet_gate(false, id);
         }
     }
 
     /// Grants the probe to one member, one with a call waiting if any. `false`: none lives.
     pub(crate) fn grant(&mut self, now: Instant, renew_at: Instant) -> bool {
-        let mut live: Vec<Handle> = self.live().map(|(_, h)| h).collect();
+        let mut live: Vec<(u64, Handle)> = self.live().collect();
         let pick = live
             .iter()
-            .position(Handle::fleet_wanted)
+            .position(|(id, h)| h.fleet_wanted(*id))
             .unwrap_or_default();
         if live.is_empty() {
             return false;
         }
-        live.swap_remove(pick).fleet_grant_probe();
+        let (id, h) = live.swap_remove(pick);
+        h.fleet_grant_probe(id);
         self.phase = Phase::Probing {
             renew_at,
             granted_at: now,
@@ -162,16 +234,17 @@ impl Group {
     pub(crate) fn operator(&mut self, set: Option<Manual>) {
         self.manual = set;
         self.phase = Phase::Idle;
+        self.capped = None;
         self.deadline = None;
         self.wanted = false;
-        for (_, h) in self.live() {
-            h.fleet_gate(false);
+        for (id, h) in self.live() {
+            h.fleet_gate(false, id);
             apply_manual(&h, set);
         }
     }
 
     /// What a member joining now must learn from this instance's view.
-    pub(crate) fn welcome(&self, h: &Handle) {
+    pub(crate) fn welcome(&self, id: u64, h: &Handle) {
         if let Some(manual) = self.manual {
             apply_manual(h, Some(manual));
             return;
@@ -179,12 +252,12 @@ impl Group {
         match self.phase {
             Phase::Idle => {}
             Phase::Open { until } => {
-                h.fleet_open(until.saturating_duration_since(Instant::now()));
-                h.fleet_gate(true);
+                h.fleet_open(until.saturating_duration_since(Instant::now()), id);
+                h.fleet_gate(true, id);
             }
             Phase::Lapsed | Phase::Waiting { .. } | Phase::Probing { .. } => {
-                h.fleet_open(Duration::ZERO);
-                h.fleet_gate(true);
+                h.fleet_open(Duration::ZERO, id);
+                h.fleet_gate(true, id);
             }
         }
     }

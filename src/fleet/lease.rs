@@ -13,10 +13,11 @@ pub(crate) const LEASE: Duration = Duration::from_millis(3_000);
 pub(crate) const RENEW: Duration = Duration::from_millis(1_000);
 
 /// Try the lease; tell why not: `{1, pttl}` open again, `{2, 0}` won, `{3, 0}` closed by the
-/// probe, `{4, pttl}` held by another instance.
+/// probe, `{4, pttl}` held by another instance. An open key with at most `ARGV[4]` ms left
+/// is an opening the asking instance capped (its cap passed): not a reason to wait.
 const TRY: &str = r#"
 local open = redis.call('PTTL', KEYS[1])
-if open > 0 then return {1, open} end
+if open > tonumber(ARGV[4]) then return {1, open} end
 if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {2, 0} end
 if redis.call('GET', KEYS[2]) == ARGV[3] then return {3, 0} end
 return {4, redis.call('PTTL', KEYS[2])}
@@ -42,7 +43,7 @@ pub(crate) enum Answer {
     Held(u64),
 }
 
-pub(crate) fn try_cmd(keys: &Keys, instance: &str) -> redis::Cmd {
+pub(crate) fn try_cmd(keys: &Keys, instance: &str, ignore_ms: u64) -> redis::Cmd {
     let mut cmd = redis::cmd("EVAL");
     cmd.arg(TRY)
         .arg(2)
@@ -50,7 +51,8 @@ pub(crate) fn try_cmd(keys: &Keys, instance: &str) -> redis::Cmd {
         .arg(&keys.probe)
         .arg(instance)
         .arg(LEASE.as_millis() as u64)
-        .arg(CLOSED);
+        .arg(CLOSED)
+        .arg(ignore_ms);
     cmd
 }
 

@@ -65,12 +65,30 @@ impl From<RedisError> for Failure {
         {
             Failure::Outage(e.to_string())
         } else {
-            // As Redis said it (`NOPERM this user has no permissions …`), code first.
-            Failure::Refused(match e.code() {
-                Some(code) => format!("{code} {}", e.detail().unwrap_or_default()),
-                None => e.to_string(),
-            })
+            Failure::Refused(named(e))
         }
+    }
+}
+
+/// What Redis said, code first (`NOPERM this user has no permissions …`). A transaction
+/// Redis discarded (`EXECABORT`, nothing after it) is named by its command's own error
+/// (`OOM`, `READONLY`, `NOPERM`, …): the one an operator can act on.
+fn named(e: RedisError) -> String {
+    let aborted = e.code() == Some("EXECABORT");
+    let said = match e.code() {
+        Some(code) => format!("{code} {}", e.detail().unwrap_or_default()),
+        None => e.to_string(),
+    };
+    let own = e.into_server_errors().and_then(|errors| {
+        errors
+            .iter()
+            .find(|(_, error)| error.code() != "EXECABORT")
+            .map(|(_, error)| format!("{} {}", error.code(), error.details().unwrap_or_default()))
+    });
+    match own {
+        Some(own) if aborted => format!("{own} (the transaction was discarded: EXECABORT)"),
+        Some(own) => own,
+        None => said.trim_end().to_owned(),
     }
 }
 

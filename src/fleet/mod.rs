@@ -39,11 +39,19 @@
 //!   breaker that joins while the fleet is open learns it when it joins.
 //! - **Redis refuses**: an error reply (`NOPERM`, `READONLY`, `WRONGTYPE`, `OOM`, …) is an
 //!   outage for the name the command touched: its members are local breakers (each closes by
-//!   its own probe after its own cool-off), with one `WARN` naming the error. [`Fleet::connect`]
-//!   succeeds whatever the user may do.
+//!   its own probe after its own cool-off), with one `WARN` naming the error (for a
+//!   transaction Redis discarded, `EXECABORT`, its command's own error).
+//! - **A fleet starts without Redis**: [`Fleet::connect`] fails only for an invalid URL or
+//!   option. Redis unreachable (or refusing) at startup is an outage like any later one: the
+//!   members are local breakers, with one `WARN`, until Redis answers; then they join.
 //! - **A message alone proves nothing**: a message is confirmed against the name's keys
-//!   before it changes a member (an opening against its open key's `PTTL`), so whoever can
-//!   `PUBLISH` cannot hold a fleet open.
+//!   before it changes a member (an opening against its open key's `PTTL`, a close against
+//!   the probe key, a reset against the token [`Fleet::reset`] leaves in the manual key), so
+//!   whoever can `PUBLISH` can neither hold a fleet open nor close, clear or release it.
+//! - **Each member keeps its own cap**: an opening heard from another instance holds a
+//!   member at most as long as it would open by itself (its `max_cool_off`, else its
+//!   cool-off or the default cap of an `OpenFor`, whichever is longer); past it, a call
+//!   waiting asks for the one probe.
 //! - **Fleet-wide manual control**: [`Fleet::force_open`], [`Fleet::disable`] and
 //!   [`Fleet::reset`] act on every member of a name in every instance, late joiners included
 //!   (the setting is kept in Redis until reset).
@@ -73,8 +81,8 @@
 //!     +cluster|slots
 //! ```
 //!
-//! (Without `+cluster|slots` the cluster client cannot connect: [`Fleet::connect`] fails
-//! with `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
+//! (Without `+cluster|slots` the cluster client cannot connect: the fleet starts with its
+//! members local and one `WARN` naming `NOPERM`. `HELLO` and `AUTH` need no permission.) The tests run a fleet as a user
 //! with exactly each list, on one node and on a cluster, and find `ACL LOG` empty. Whatever
 //! is refused leaves the names it touched local, never stuck.
 //!
@@ -85,15 +93,17 @@
 //! | what happens | what the breakers do |
 //! | --- | --- |
 //! | Redis slow or paused (`CLIENT PAUSE`) | calls go on unaffected; the task waits up to 1 s per round trip, then treats Redis as down |
+//! | Redis down when the fleet starts | `connect` returns it anyway; one `WARN`; members are local until Redis answers, then join |
 //! | Redis down or restarted | one `WARN` per fleet; members are ungated and behave as local breakers; reconnect every 50 ms to 2 s (backoff, jitter); on reconnect every name's keys are read back |
 //! | Redis refuses a command (ACL, replica, wrong type, out of memory) | the members of that name are local breakers; one `WARN` naming the error |
-//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s |
+//! | a pub/sub message lost | the subscription broke: the reconnection reads every name back; names with fleet state are also read back every 2 s (at most 1 024 a time, in turn) |
 //! | a forged message | confirmed against the keys first: changes nothing without them |
 //! | the probing instance dies or gets no call | its lease (3 s, renewed each second while it probes) lapses or is released; an instance with a call waiting takes it |
 //! | one instance's own path is broken | with `quorum(n)`, n ≥ 2, it opens alone; the rest stay closed |
 //! | an instance starts mid-incident | its members learn the open period (`PTTL`), the pending probe or the operator's setting when they join |
 //! | a breaker is dropped | it leaves the fleet; the fleet never keeps a breaker alive |
-//! | a breaker joins a second fleet | it leaves the first: a breaker is a member of one fleet |
+//! | a breaker joins a second fleet | it leaves the first (whose gate is released at once): a breaker is a member of one fleet, and the one it left has no more say |
+//! | two breakers share one name text (two functions with one default name) | each is a member: the fleet knows a member by its breaker, never by its name |
 //! | a malformed or foreign message | ignored |
 
 use std::fmt;
@@ -134,8 +144,7 @@ pub struct Fleet {
 struct Inner {
     tx: tokio::sync::mpsc::UnboundedSender<task::Command>,
     instance: String,
-    next_member: AtomicU64,
-    /// Members by breaker identity, shared with the fleet's observer.
+    /// Members by breaker id.
     members: task::Members,
     /// Held by every handle; the task ends once it is gone and no member lives.
     _alive: Arc<()>,
@@ -164,8 +173,9 @@ pub enum FleetError {
     /// A setting is invalid: the instance id or prefix (1 to 128 characters, no space, no
     /// brace), or a quorum of 0.
     Setting(String),
-    /// The first connection failed (unreachable, refused, wrong password). Later outages
-    /// are not errors: the breakers behave as local ones until Redis is back.
+    /// Not returned any more: a fleet starts without Redis (unreachable, refusing, a wrong
+    /// password), its breakers local until Redis answers, as in any later outage. Kept so
+    /// that code matching on it still builds.
     Connect(String),
     /// A fleet-wide action ([`Fleet::force_open`], [`Fleet::disable`], [`Fleet::reset`])
     /// was not done: Redis is away or refused it.
@@ -242,29 +252,30 @@ impl Fleet {
         if breaker.is_dry_run() {
             return;
         }
-        let name = breaker.shared_name();
-        let key = task::identity(&name);
+        // Process-wide: a breaker that leaves this fleet for another is never mistaken for
+        // one of the other's members by a hook of this one.
+        static NEXT_MEMBER: AtomicU64 = AtomicU64::new(0);
         let handle = breaker.handle();
+        let key = handle.id();
         let member = {
             let mut members = task::lock(&self.inner.members);
             if members.contains_key(&key) {
                 return; // joined already
             }
-            let member = self.inner.next_member.fetch_add(1, Ordering::Relaxed);
+            let member = NEXT_MEMBER.fetch_add(1, Ordering::Relaxed);
             members.insert(key, member);
-            // Sent under the lock: the observer (which takes it too) reports this breaker's
-            // transitions under `member` only after this `Join` in the task's queue.
-            task::send_join(&self.inner.tx, member, name, &handle);
             member
         };
-        // The member's link: a call waiting for the fleet's probe is told through it, and
-        // dropping the breaker drops it, which takes the member off the fleet.
+        // The member's link: its transitions and a call waiting for the fleet's probe are
+        // told through it, and dropping it (the breaker drops, or joins another fleet) takes
+        // the member off the fleet. Attached first: it releases the gate of a fleet left.
         handle.fleet_attach(Box::new(task::MemberLink {
             member,
-            identity: key,
+            breaker: key,
             tx: self.inner.tx.clone(),
             members: self.inner.members.clone(),
         }));
+        task::send_join(&self.inner.tx, member, breaker.shared_name(), &handle);
     }
 
     /// Forces every member named `name` open, in every instance of the fleet, until
@@ -282,7 +293,9 @@ impl Fleet {
 
     /// Resets every member named `name` in every instance (closed, counts cleared), and
     /// clears the fleet's state of that name (open period, lease, a forced or disabled
-    /// setting).
+    /// setting). The reset is recorded in the name's manual key (`=reset:<token>`, for a
+    /// day): what confirms its message to the other instances, so that a forged `reset`
+    /// message resets nothing, and a lost one is made up at the next read-back.
     pub async fn reset(&self, name: &str) -> Result<(), FleetError> {
         self.manual(name, None).await
     }
@@ -304,6 +317,17 @@ impl Fleet {
         }
     }
 
+    /// How many deadlines the fleet's task holds (tests: one per name with an armed
+    /// deadline, however long names stay open). Not part of the API.
+    #[doc(hidden)]
+    pub async fn timer_entries(&self) -> usize {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.inner.tx.send(task::Command::Timers { reply }).is_err() {
+            return 0;
+        }
+        answer.await.unwrap_or_default()
+    }
+
     /// This instance's id in the fleet.
     pub fn instance(&self) -> &str {
         &self.inner.instance
@@ -313,7 +337,7 @@ impl Fleet {
     /// dashboard's buttons then act fleet-wide.
     #[cfg(feature = "dashboard")]
     pub(crate) fn is_member(&self, handle: &crate::Handle) -> bool {
-        task::lock(&self.inner.members).contains_key(&task::identity(handle.name()))
+        task::lock(&self.inner.members).contains_key(&handle.id())
     }
 }
 
@@ -349,8 +373,11 @@ impl FleetBuilder {
         self
     }
 
-    /// Checks the options, connects once (an error here is returned) and starts the fleet's
-    /// background task on the current tokio runtime.
+    /// Checks the options (an invalid URL or option is the only error), tries Redis once
+    /// (at most about a second) and starts the fleet's background task on the current tokio
+    /// runtime. Redis unreachable or refusing at startup is not an error: the members are
+    /// local breakers, with one `WARN`, until Redis answers; then they join as after an
+    /// outage (every name read back), so a service starts whatever its Redis is doing.
     pub async fn connect(self) -> Result<Fleet, FleetError> {
         let instance = self.instance.unwrap_or_else(default_instance);
         if !protocol::valid_id(&instance) {
@@ -394,14 +421,11 @@ impl FleetBuilder {
             url: redact(&self.url),
         };
         let alive = Arc::new(());
-        let (tx, members) = task::start(settings, Arc::downgrade(&alive))
-            .await
-            .map_err(|e| FleetError::Connect(format!("{}: {e}", redact(&self.url))))?;
+        let (tx, members) = task::start(settings, Arc::downgrade(&alive)).await;
         Ok(Fleet {
             inner: Arc::new(Inner {
                 tx,
                 instance,
-                next_member: AtomicU64::new(0),
                 members,
                 _alive: alive,
             }),

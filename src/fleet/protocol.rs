@@ -7,7 +7,8 @@
 //!                             "=closed" for a short while after a probe closed the fleet
 //! {prefix:name}:trip:<id>     instance <id> opened on its own; PX = its cool-off (quorum)
 //! {prefix:name}:trips         the set of instance ids that wrote a trip key (quorum)
-//! {prefix:name}:manual        "forced" or "disabled": the operator's, fleet-wide, no expiry
+//! {prefix:name}:manual        "forced" or "disabled": the operator's, fleet-wide, no expiry;
+//!                             "=reset:<token>" for a day after a reset (what confirms it)
 //!
 //! channel prefix:fleet        "breaker-fleet/1 open <id> <ms> <name>"
 //!                             "breaker-fleet/1 close <id> 0 <name>"
@@ -66,6 +67,10 @@ impl Kind {
 /// The value of the manual key.
 pub(crate) const FORCED: &str = "forced";
 pub(crate) const DISABLED: &str = "disabled";
+/// The manual key after a reset: this, then a token unique to that reset. A `reset`
+/// message changes a member only when the key holds a token this instance has not seen, so
+/// whoever can `PUBLISH` cannot reset (close, clear) anything.
+pub(crate) const RESET: &str = "=reset:";
 
 /// One message of the channel.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use std::{
     time::Duration,
 };
 
-use breaker_runtime::{Cause, Handle, Name, Observer, State, WeakHandle};
+use breaker_runtime::{Cause, Handle, Name, State, Transition, WeakHandle};
 use redis::Client;
 use tokio::{
     sync::{mpsc, oneshot},
@@ -40,19 +40,13 @@ use super::{
     slots::SlotChannels,
 };
 
-/// A fleet's members: breaker identity (see [`identity`]) to member id. Shared by the
-/// fleet's handles (`join` adds), its observer (reads) and the members' links (a member's
-/// link removes it when the breaker drops).
-pub(crate) type Members = Arc<Mutex<Sharded<usize, u64>>>;
+/// A fleet's members: breaker id ([`Handle::id`], unique in the process and never reused)
+/// to member id. Shared by the fleet's handles (`join` adds, the dashboard asks) and the
+/// members' links (a member's link removes it when the breaker drops or joins another
+/// fleet). Never a name nor its address: breakers of one name text are each a member.
+pub(crate) type Members = Arc<Mutex<Sharded<u64, u64>>>;
 
-/// A breaker's identity: the address of its name. Every breaker allocates its own name;
-/// the fleet holds a clone of each member's name until the member leaves, so no other
-/// breaker can get that address meanwhile.
-pub(crate) fn identity(name: &str) -> usize {
-    name.as_ptr() as usize
-}
-
-/// What the fleet's handles, its observer and its members tell the task.
+/// What the fleet's handles and its members tell the task.
 pub(crate) enum Command {
     Join {
         member: u64,
@@ -63,7 +57,7 @@ pub(crate) enum Command {
     Leave { member: u64 },
     /// A call of the member was refused because the fleet holds it open.
     Wanted { member: u64 },
-    /// A member's transition (from the observer).
+    /// A member's transition (from its link).
     Transition {
         member: u64,
         to: State,
@@ -76,6 +70,8 @@ pub(crate) enum Command {
         set: Option<Manual>,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// How many entries the timer heap holds (tests: it stays one per armed name).
+    Timers { reply: oneshot::Sender<usize> },
 }
 
 /// Where Redis is.
@@ -96,6 +92,12 @@ pub(crate) struct Settings {
 
 /// How often names with fleet state are read back (making up for a lost message).
 const RESYNC: Duration = Duration::from_secs(2);
+/// The most names read back per resync: with more names with fleet state, each is read in
+/// turn (20 000 open names: each every 40 s), so that the resync's traffic is bounded
+/// (about 1 500 commands a second an instance) however many names stay open (it was 3
+/// commands a name every 2 s: 30 000 a second with 20 000 names open). A message lost
+/// without the subscription breaking is rare (a broken one reads every name back at once).
+const RESYNC_NAMES: usize = 1_024;
 /// The liveness check of an idle link: one `PING` a second, whatever the member count.
 const PING: Duration = Duration::from_secs(1);
 /// How long the probe key says `=closed` after the probe closed the fleet.
@@ -108,17 +110,18 @@ const BATCH: usize = 256;
 /// (`examples/fleet_scale.rs 2 100000`).
 const SLICE: usize = 64;
 
-/// Connects once and starts the task; the first connection's error is the caller's. The
-/// task ends when `alive` is gone (every handle dropped) and no member lives.
+/// Connects once and starts the task. Whatever the first attempt meets (Redis unreachable,
+/// a wrong password, a refused subscription) is an outage like any later one: the members
+/// are local breakers until Redis answers, then join as after an outage. The task ends when
+/// `alive` is gone (every handle dropped) and no member lives.
 pub(crate) async fn start(
     settings: Settings,
     alive: Weak<()>,
-) -> Result<(mpsc::UnboundedSender<Command>, Members), String> {
-    // Connecting must work; a refused SUBSCRIBE is an outage like any later refusal.
-    let (link, refused) = match Link::open(&settings).await {
+) -> (mpsc::UnboundedSender<Command>, Members) {
+    let (link, failed) = match Link::open(&settings).await {
         Ok(link) => (Some(link), None),
-        Err(super::link::OpenError::Connect(why)) => return Err(why),
-        Err(super::link::OpenError::Refused(why)) => (None, Some(why)),
+        Err(super::link::OpenError::Connect(why)) => (None, Some((why, false))),
+        Err(super::link::OpenError::Refused(why)) => (None, Some((why, true))),
     };
     let slots = match &settings.target {
         Target::Cluster(_) => Some(SlotChannels::of_prefix(&settings.prefix).await),
@@ -126,24 +129,10 @@ pub(crate) async fn start(
     };
     let (tx, rx) = mpsc::unbounded_channel();
     let members = Members::default();
-    let (seen, report) = (members.clone(), tx.clone());
-    // Every transition of every breaker passes here: one map lookup for the non-members.
-    let observer = breaker_runtime::observe(move |t| {
-        let member = lock(&seen).get(&identity(&t.name)).copied();
-        if let Some(member) = member {
-            let _ = report.send(Command::Transition {
-                member,
-                to: t.to,
-                cause: t.cause,
-                cool_off: t.cool_off,
-            });
-        }
-    });
     let now = Instant::now();
     let seed = std::collections::hash_map::RandomState::new().hash_one(&settings.instance);
     let task = Task {
         alive,
-        _observer: observer,
         backoff: Backoff::new(seed),
         s: settings,
         link,
@@ -155,6 +144,8 @@ pub(crate) async fn start(
         slots,
         subscribed: HashSet::new(),
         confirm: Vec::new(),
+        resync_queue: Vec::new(),
+        openings: Vec::new(),
         warned: false,
         resyncing: false,
         refusals: HashSet::new(),
@@ -163,19 +154,30 @@ pub(crate) async fn start(
         next_resync: now + RESYNC,
     };
     let mut task = task;
-    if let Some(why) = refused {
+    if let Some((why, refused)) = failed {
         task.warned = true;
-        tracing::warn!(
-            target: "breaker",
-            instance = %task.s.instance,
-            url = %task.s.url,
-            "fleet: Redis refused the subscription ({why}); breakers behave as local ones \
-             (see the ACL a fleet needs in breaker::fleet)"
-        );
+        if refused {
+            tracing::warn!(
+                target: "breaker",
+                instance = %task.s.instance,
+                url = %task.s.url,
+                "fleet: Redis refused the subscription ({why}); breakers behave as local ones \
+                 (see the ACL a fleet needs in breaker::fleet)"
+            );
+        } else {
+            tracing::warn!(
+                target: "breaker",
+                instance = %task.s.instance,
+                url = %task.s.url,
+                "fleet: Redis unreachable at startup ({why}); breakers behave as local ones \
+                 until it answers"
+            );
+        }
+        // Resynchronised (and the outage over) once a link opens: see `reconnect`.
         task.reconnect_at = now + task.backoff.wait();
     }
     tokio::spawn(task.run(rx));
-    Ok((tx, members))
+    (tx, members)
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -185,8 +187,6 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Task {
     /// Gone once every handle of the fleet is dropped.
     alive: Weak<()>,
-    /// Keeps the fleet's observer subscribed while the task runs.
-    _observer: Observer,
     s: Settings,
     link: Option<Link>,
     /// Sharded, as the maps below: none grows all at once (see `shards`).
@@ -206,6 +206,11 @@ struct Task {
     subscribed: HashSet<Arc<str>>,
     /// Names a message said changed: confirmed against their keys in the next pipeline.
     confirm: Vec<Arc<str>>,
+    /// Names with fleet state not yet read back in this round of resyncs.
+    resync_queue: Vec<Arc<str>>,
+    /// Openings of members here not yet written (name, member, ms): a burst of them goes
+    /// to Redis in one round trip (see `open_batch`).
+    openings: Vec<(Arc<str>, u64, u64)>,
     /// Warned of this outage already.
     warned: bool,
     /// Reconnected; every name not yet read back.
@@ -308,11 +313,23 @@ impl Task {
         wake
     }
 
+    /// Sets `name`'s deadline. An armed deadline is never armed again (a resync that agrees
+    /// re-states it every 2 s: each push was 32 bytes more per open name, for as long as it
+    /// stayed open); a moved one leaves a stale entry, and stale entries are dropped once
+    /// they outnumber the live ones, so the heap holds about one entry per armed name.
     fn arm(&mut self, name: &Arc<str>, at: Option<Instant>) {
         if let Some(group) = self.groups.get_mut(name) {
-            group.deadline = at;
-            if let Some(at) = at {
-                self.timers.push(Reverse((at, name.clone())));
+            if group.deadline != at {
+                group.deadline = at;
+                if let Some(at) = at {
+                    self.timers.push(Reverse((at, name.clone())));
+                    if self.timers.len() > 2 * self.active.len() + 64 {
+                        let groups = &self.groups;
+                        self.timers.retain(|Reverse((at, name))| {
+                            groups.get(name).is_some_and(|g| g.deadline == Some(*at))
+                        });
+                    }
+                }
             }
         }
         self.track(name);
@@ -328,6 +345,17 @@ impl Task {
     }
 
     async fn command(&mut self, command: Command) {
+        let deferred = matches!(
+            command,
+            Command::Transition {
+                to: State::Open,
+                ..
+            }
+        );
+        if !deferred && !self.openings.is_empty() {
+            // In order: the openings taken before this command are written first.
+            self.open_batch().await;
+        }
         match command {
             Command::Join {
                 member,
@@ -360,6 +388,9 @@ impl Task {
             Command::Manual { name, set, reply } => {
                 let _ = reply.send(self.manual(&name, set).await);
             }
+            Command::Timers { reply } => {
+                let _ = reply.send(self.timers.len());
+            }
         }
     }
 
@@ -380,14 +411,9 @@ impl Task {
         let Some(group) = self.groups.get_mut(&key) else {
             return;
         };
-        group.welcome(&h);
-        group.members.insert(
-            member,
-            Member {
-                handle,
-                _name: name,
-            },
-        );
+        group.cap = group.cap.min(h.fleet_cap());
+        group.welcome(member, &h);
+        group.members.insert(member, Member { handle });
         self.members.insert(member, key);
     }
 
@@ -422,7 +448,13 @@ impl Task {
             State::Open => {
                 let ms = millis(cool_off);
                 let reopen = probing && matches!(cause, Cause::ProbeFailed);
-                if reopen || self.tally(name, ms).await {
+                if reopen || self.s.quorum <= 1 {
+                    // Written with the burst it came in (the batch of commands taken).
+                    self.openings.push((name.clone(), member, ms));
+                    if self.openings.len() >= BATCH {
+                        self.open_batch().await;
+                    }
+                } else if self.tally(name, ms).await {
                     self.open_fleet(name, member, ms).await;
                 }
             }
@@ -485,11 +517,69 @@ impl Task {
         opened >= self.s.quorum as usize
     }
 
-    /// Opens the fleet for `ms`: the key, the lease cleared, the message; then the members.
-    async fn open_fleet(&mut self, name: &Arc<str>, source: u64, ms: u64) {
-        let Some(group) = self.groups.get(name) else {
+    /// Writes the openings taken: on one node all in one transaction (one round trip for a
+    /// burst: 20 000 keys failing at once took 20 000 round trips, one after the other, and
+    /// an opening behind them reached the other instances 11 s late); on a cluster each
+    /// name's own transaction (its shard's), [`SLICE`] at once.
+    async fn open_batch(&mut self) {
+        let openings = std::mem::take(&mut self.openings);
+        let Some(link) = self.link.as_ref() else {
             return;
         };
+        let mut pipes = Vec::with_capacity(openings.len());
+        for (name, source, ms) in openings {
+            let Some(group) = self.groups.get(&name) else {
+                continue;
+            };
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            self.opening(&mut pipe, &name, &group.keys, ms);
+            pipes.push((name, source, ms, pipe));
+        }
+        if pipes.is_empty() {
+            return;
+        }
+        let answers: Vec<Result<(), Failure>> = if link.sharded() {
+            let mut answers = Vec::with_capacity(pipes.len());
+            for slice in pipes.chunks(SLICE) {
+                let writes = slice.iter().map(|(_, _, _, pipe)| link.query::<()>(pipe));
+                answers.extend(futures_util::future::join_all(writes).await);
+            }
+            answers
+        } else {
+            let mut all = redis::pipe();
+            all.atomic();
+            for (_, _, _, pipe) in &pipes {
+                for cmd in pipe.cmd_iter() {
+                    all.add_command(cmd.clone()).ignore();
+                }
+            }
+            let answer = link.query::<()>(&all).await;
+            pipes
+                .iter()
+                .map(|_| match &answer {
+                    Ok(()) => Ok(()),
+                    Err(Failure::Outage(why)) => Err(Failure::Outage(why.clone())),
+                    Err(Failure::Refused(why)) => Err(Failure::Refused(why.clone())),
+                })
+                .collect()
+        };
+        for ((name, source, ms, _), answer) in pipes.into_iter().zip(answers) {
+            if self.answered(&name, answer).is_none() {
+                if self.link.is_none() {
+                    return;
+                }
+                continue;
+            }
+            if let Some(group) = self.groups.get_mut(&name) {
+                let until = group.open(ms, Some(source));
+                self.arm(&name, Some(until));
+            }
+        }
+    }
+
+    /// Appends one opening to `pipe`: the open key for `ms`, the lease cleared, the message.
+    fn opening(&self, pipe: &mut redis::Pipeline, name: &str, keys: &Keys, ms: u64) {
         let message = Message {
             kind: Kind::Open,
             instance: &self.s.instance,
@@ -497,18 +587,26 @@ impl Task {
             name,
         }
         .encode();
-        let mut pipe = redis::pipe();
-        pipe.atomic()
-            .cmd("SET")
-            .arg(&group.keys.open)
+        pipe.cmd("SET")
+            .arg(&keys.open)
             .arg(&self.s.instance)
             .arg("PX")
             .arg(ms)
             .ignore()
             .cmd("DEL")
-            .arg(&group.keys.probe)
+            .arg(&keys.probe)
             .ignore();
-        self.publish(&mut pipe, &group.keys, message);
+        self.publish(pipe, keys, message);
+    }
+
+    /// Opens the fleet for `ms`: the key, the lease cleared, the message; then the members.
+    async fn open_fleet(&mut self, name: &Arc<str>, source: u64, ms: u64) {
+        let Some(group) = self.groups.get(name) else {
+            return;
+        };
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        self.opening(&mut pipe, name, &group.keys, ms);
         if self.query::<()>(name, &pipe).await.is_some() {
             if let Some(group) = self.groups.get_mut(name) {
                 let until = group.open(ms, Some(source));
@@ -579,6 +677,10 @@ impl Task {
             name,
         }
         .encode();
+        let token = format!(
+            "{:016x}",
+            std::collections::hash_map::RandomState::new().hash_one(self.s.instance.as_str())
+        );
         let mut pipe = redis::pipe();
         pipe.atomic();
         match set {
@@ -591,10 +693,14 @@ impl Task {
                 pipe.cmd("SET").arg(&keys.manual).arg(value).ignore();
             }
             None => {
-                pipe.cmd("DEL")
+                // The reset is recorded with a token of its own, for a day: what confirms
+                // the message (and a lost message, at the next read-back).
+                pipe.cmd("DEL").arg(&keys.open).arg(&keys.probe).ignore();
+                pipe.cmd("SET")
                     .arg(&keys.manual)
-                    .arg(&keys.open)
-                    .arg(&keys.probe)
+                    .arg(format!("{}{token}", protocol::RESET))
+                    .arg("PX")
+                    .arg(protocol::MAX_MS)
                     .ignore();
             }
         }
@@ -613,6 +719,9 @@ impl Task {
         if let Some(key) = self.groups.get_key_value(name).map(|(k, _)| k.clone()) {
             if let Some(group) = self.groups.get_mut(&key) {
                 group.operator(set);
+                if set.is_none() {
+                    group.reset_seen = Some(token);
+                }
             }
             self.track(&key);
         }
@@ -631,15 +740,15 @@ impl Task {
         let Some(key) = self.groups.get_key_value(m.name).map(|(k, _)| k.clone()) else {
             return;
         };
-        if let Some(group) = self.groups.get_mut(&key) {
-            group.reset_heard |= m.kind == Kind::Reset;
-        }
         self.confirm.push(key);
     }
 
     /// Reads the keys of the fresh names and of the names messages spoke of, in pipelines
     /// of at most [`BATCH`] names, and agrees with them.
     async fn flush(&mut self) {
+        if !self.openings.is_empty() {
+            self.open_batch().await;
+        }
         if self.link.as_ref().is_some_and(Link::sharded) {
             // A cluster: the sharded channel of each fresh name's slot is subscribed (once
             // per link) before its keys are read, so no message between the two is missed.
@@ -804,14 +913,19 @@ impl Task {
         }
         if now >= self.next_resync {
             self.next_resync = now + RESYNC;
-            // The names with fleet state only, not a walk of every group every 2 s.
-            let groups = &self.groups;
-            self.active
-                .retain(|name| groups.get(name).is_some_and(Group::active));
-            let active: Vec<Arc<str>> = self.active.iter().cloned().collect();
-            if !active.is_empty() {
+            // The names with fleet state only, not a walk of every group every 2 s; at most
+            // RESYNC_NAMES of them a period, in turn.
+            if self.resync_queue.is_empty() {
+                let groups = &self.groups;
+                self.active
+                    .retain(|name| groups.get(name).is_some_and(Group::active));
+                self.resync_queue.extend(self.active.iter().cloned());
+            }
+            let turn = self.resync_queue.len().saturating_sub(RESYNC_NAMES);
+            let names = self.resync_queue.split_off(turn);
+            if !names.is_empty() {
                 self.next_ping = now + PING; // the resync is the link's check too
-                self.confirm.extend(active);
+                self.confirm.extend(names);
             }
         }
         if now >= self.next_ping {
@@ -836,7 +950,7 @@ impl Task {
         match group.phase {
             Phase::Idle | Phase::Lapsed => {}
             Phase::Open { .. } | Phase::Waiting { .. } => {
-                let wanted = group.wanted || group.live().any(|(_, h)| h.fleet_wanted());
+                let wanted = group.wanted || group.live().any(|(id, h)| h.fleet_wanted(id));
                 group.hold(Phase::Lapsed);
                 group.wanted = wanted;
                 if wanted {
@@ -876,7 +990,11 @@ impl Task {
         let Some(group) = self.groups.get(name) else {
             return;
         };
-        let cmd = lease::try_cmd(&group.keys, &self.s.instance);
+        let cmd = lease::try_cmd(
+            &group.keys,
+            &self.s.instance,
+            group.ignore_ms(Instant::now()),
+        );
         let Some(answer) = self.command_for::<(i64, i64)>(name, &cmd).await else {
             return;
         };
@@ -948,12 +1066,17 @@ impl Task {
             group.deadline = None;
         }
         let code = why.split_whitespace().next().unwrap_or(why).to_owned();
+        let hint = if code == "NOPERM" {
+            " (see the ACL a fleet needs in breaker::fleet)"
+        } else {
+            ""
+        };
         if self.refusals.insert(code) {
             tracing::warn!(
                 target: "breaker",
                 instance = %self.s.instance,
                 "fleet: Redis refused a command for {name} ({why}); its breakers behave as \
-                 local ones (see the ACL a fleet needs in breaker::fleet)"
+                 local ones{hint}"
             );
         }
     }
@@ -981,10 +1104,17 @@ impl Task {
             }
             group.deadline = None;
         }
-        self.timers.clear();
+        // Deadlines go with their entries (a group keeps none without one: see `arm`).
+        for Reverse((_, name)) in self.timers.drain() {
+            if let Some(group) = self.groups.get_mut(&name) {
+                group.deadline = None;
+            }
+        }
         self.fresh.clear();
         self.subscribed.clear();
         self.confirm.clear();
+        self.resync_queue.clear();
+        self.openings.clear();
         self.backoff.reset();
         self.reconnect_at = Instant::now() + self.backoff.wait();
     }
@@ -1013,29 +1143,43 @@ impl Task {
     }
 }
 
-/// What a member holds of its fleet: tells the task when a call waits for the fleet's probe,
-/// and that the member left when the breaker drops.
+/// What a member holds of its fleet: tells the task when a call waits for the fleet's probe
+/// and of each transition, and that the member left when the breaker drops (or joins
+/// another fleet).
 pub(crate) struct MemberLink {
     pub(crate) member: u64,
-    pub(crate) identity: usize,
+    /// The breaker's id: its key in `members`.
+    pub(crate) breaker: u64,
     pub(crate) tx: mpsc::UnboundedSender<Command>,
     pub(crate) members: Members,
 }
 
 impl breaker_runtime::FleetLink for MemberLink {
+    fn member(&self) -> u64 {
+        self.member
+    }
+
     fn wanted(&self) {
         let _ = self.tx.send(Command::Wanted {
             member: self.member,
+        });
+    }
+
+    fn transition(&self, t: &Transition) {
+        let _ = self.tx.send(Command::Transition {
+            member: self.member,
+            to: t.to,
+            cause: t.cause,
+            cool_off: t.cool_off,
         });
     }
 }
 
 impl Drop for MemberLink {
     fn drop(&mut self) {
-        // Off the observer's list before the task lets the name (the identity) go.
         let mut members = lock(&self.members);
-        if members.get(&self.identity) == Some(&self.member) {
-            members.remove(&self.identity);
+        if members.get(&self.breaker) == Some(&self.member) {
+            members.remove(&self.breaker);
         }
         drop(members);
         let _ = self.tx.send(Command::Leave {
@@ -1044,8 +1188,8 @@ impl Drop for MemberLink {
     }
 }
 
-/// Joins `h` under `member`; the caller holds the members lock, so that the observer reports
-/// its transitions only after this `Join` in the queue.
+/// Joins `h` under `member` (after its link is attached: transitions before the `Join` are
+/// of a member the task does not know yet, and change nothing).
 pub(crate) fn send_join(tx: &mpsc::UnboundedSender<Command>, member: u64, name: Name, h: &Handle) {
     let _ = tx.send(Command::Join {
         member,

@@ -54,6 +54,7 @@ impl Core {
             }));
         }
         events::notify_observers(t);
+        self.fleet_announce(t);
     }
 }
 
