@@ -41,7 +41,7 @@
 //! **Judging**: an answer is judged by [`verdict`](crate::http::verdict): 5xx and 408 are
 //! failures, other 4xx count for nothing, and a 429 or a 503 with `Retry-After` opens that
 //! host's breaker at once for exactly as long as the server asked, whatever `cool_off` is
-//! (capped by `max_cool_off`, one hour without it; a 429 without `Retry-After` opens for the
+//! (capped by `max_cool_off`, 5 minutes without it; a 429 without `Retry-After` opens for the
 //! cool-off), so the client stays away exactly as long as it was told to: with
 //! [`new`](CircuitBreakerMiddleware::new)'s 10 s cool-off, `Retry-After: 2` means the
 //! server is called again after 2 s. Every answer still reaches the caller as it is. A request that
