@@ -50,6 +50,7 @@ mod clock;
 mod config;
 mod core;
 mod departures;
+mod digest;
 mod error;
 mod events;
 mod future;
@@ -89,6 +90,7 @@ pub use crate::core::fleet::FleetLink;
 #[doc(hidden)]
 pub mod __internals {
     pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
+    pub use crate::digest::sha256;
     pub use crate::{
         call::{Host, Shared},
         core::Engine,

@@ -116,12 +116,35 @@
 //! inside cannot claim `/ops/breakers/` (your router's fallback answers it, 404 by
 //! default).
 //!
-//! The control routes refuse cross-site requests (a `Sec-Fetch-Site` other than
-//! `same-origin`/`none`, or an `Origin` whose host is not the `Host`), so another site cannot
-//! make a logged-in operator's browser open a breaker; `curl` and other tools, which send
-//! neither header, are let through to your authentication. The page is sent with a
-//! Content-Security-Policy that allows it to talk to its own origin only, and may not be
-//! framed.
+//! # What the dashboard checks, and what is yours to do
+//!
+//! - **`Host`** (DNS rebinding): every route answers `403` to a request whose `Host` is a name
+//!   other than `localhost` or one you allowed with [`AllowHosts::allow_hosts`]; IP literals
+//!   (`127.0.0.1:3100`, `[::1]:3100`, `10.0.0.5`) are answered. A page of any site can make
+//!   its own name resolve to your dashboard's address and, being then "same-origin" with it,
+//!   read and control it from a browser inside your network; the `Host` it sends is its own
+//!   name, which gives it away. Reached by a name of yours (`ops.example.com`, a proxy that
+//!   keeps the client's `Host`), allow that name: `router().allow_hosts(["ops.example.com"])`.
+//! - **Cross-site control**: the control routes refuse a request a browser sent from another
+//!   site (a `Sec-Fetch-Site` other than `same-origin`/`none`, or an `Origin` that is not the
+//!   request's own origin, scheme included: behind no proxy the dashboard is plain HTTP and
+//!   an `https` Origin is another origin; a proxy that ends TLS says `X-Forwarded-Proto:
+//!   https`), so another site cannot make a logged-in operator's browser open a breaker;
+//!   `curl` and other tools, which send neither header, are let through to your
+//!   authentication.
+//! - **The page** is sent with a Content-Security-Policy that runs its one script by its
+//!   SHA-256 (no `'unsafe-inline'` script), lets it talk to its own origin only, and forbids
+//!   framing; every answer (the page, JSON, events, errors, refusals) carries
+//!   `X-Content-Type-Options: nosniff`.
+//! - **Yours**: who may see and control the breakers. None of the above authenticates
+//!   anyone: anything that reaches the dashboard by an allowed host (a port-forward, another
+//!   process on the machine, anyone on an internal network) reads every breaker and, with
+//!   controls, opens them. Mount it behind your authentication, as above, and on an address
+//!   only operators reach.
+
+mod guard;
+
+pub use guard::AllowHosts;
 
 use std::{
     collections::VecDeque,
@@ -131,7 +154,7 @@ use std::{
 
 use axum::{
     extract::Path,
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{header, HeaderMap, StatusCode, Uri},
     response::{
         sse::{Event, Sse},
         IntoResponse, Response,
@@ -151,15 +174,50 @@ const CONTROLS_OFF: &str = r#"<meta name="breaker-controls" content="off">"#;
 /// Transitions kept for new and reconnecting clients.
 const KEEP: usize = 500;
 
-const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                   connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
-                   frame-ancestors 'none'";
+/// The page's Content-Security-Policy: its one script allowed by its hash (a script
+/// injected into the page, were a name ever parsed as HTML, would not run), requests to its
+/// own origin only, no framing.
+fn csp() -> &'static str {
+    static CSP: LazyLock<String> = LazyLock::new(|| {
+        let script = PAGE
+            .split_once("<script>")
+            .and_then(|(_, rest)| rest.split_once("</script>"))
+            .map_or("", |(script, _)| script);
+        let hash = base64(&breaker_runtime::__internals::sha256(script.as_bytes()));
+        format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
+             frame-ancestors 'none'"
+        )
+    });
+    &CSP
+}
+
+/// Standard base64, padded (a CSP hash source).
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 /// The dashboard without controls: the page, `/snapshot.json` and `/events`. Read-only, but
 /// it shows every breaker's name and figures: mount it behind your authentication (see the
 /// [module docs](self)).
 pub fn router() -> Router {
-    pages(false)
+    guard::layer(pages(false))
 }
 
 /// The dashboard with manual controls: [`router()`] plus `POST /breakers/{name}/force_open`,
@@ -169,10 +227,12 @@ pub fn router() -> Router {
 /// installed fleet they act fleet-wide (see [Fleets](self#fleets)). Anyone who reaches these routes can open your breakers: mount it
 /// behind your authentication (see the [module docs](self)).
 pub fn router_with_controls() -> Router {
-    pages(true)
-        .route("/breakers/{name}/force_open", post(force_open))
-        .route("/breakers/{name}/disable", post(disable))
-        .route("/breakers/{name}/reset", post(reset))
+    guard::layer(
+        pages(true)
+            .route("/breakers/{name}/force_open", post(force_open))
+            .route("/breakers/{name}/disable", post(disable))
+            .route("/breakers/{name}/reset", post(reset)),
+    )
 }
 
 fn pages(controls: bool) -> Router {
@@ -194,8 +254,7 @@ async fn page_response(page: Arc<str>) -> Response {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
-            (header::CONTENT_SECURITY_POLICY, CSP),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, csp()),
             (header::X_FRAME_OPTIONS, "DENY"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
@@ -287,16 +346,16 @@ async fn events(headers: HeaderMap) -> Response {
     ([(header::CACHE_CONTROL, "no-store")], Sse::new(stream)).into_response()
 }
 
-async fn force_open(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::ForceOpen).await
+async fn force_open(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::ForceOpen).await
 }
 
-async fn disable(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::Disable).await
+async fn disable(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::Disable).await
 }
 
-async fn reset(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::Reset).await
+async fn reset(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::Reset).await
 }
 
 #[derive(Clone, Copy)]
@@ -317,8 +376,8 @@ impl Action {
     }
 }
 
-async fn control(headers: &HeaderMap, name: &str, action: Action) -> Response {
-    if cross_site(headers) {
+async fn control(uri: &Uri, headers: &HeaderMap, name: &str, action: Action) -> Response {
+    if guard::cross_site(headers, uri) {
         return (
             StatusCode::FORBIDDEN,
             "cross-site requests may not control breakers\n",
@@ -365,27 +424,6 @@ async fn fleet_wide(fleet: &crate::fleet::Fleet, handle: &Handle, action: Action
         }
     }
     Json(with(handle.snapshot(), &fields)).into_response()
-}
-
-/// Whether a browser sent this request from another site: `Sec-Fetch-Site` when the browser
-/// sends it, else an `Origin` whose host is not the `Host`. Tools that send neither pass.
-fn cross_site(headers: &HeaderMap) -> bool {
-    let value = |name| {
-        headers
-            .get(name)
-            .and_then(|v: &HeaderValue| v.to_str().ok())
-    };
-    if let Some(site) = value("sec-fetch-site") {
-        return !matches!(site, "same-origin" | "none");
-    }
-    match (value("origin"), value("host")) {
-        (Some(origin), Some(host)) => {
-            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-            !origin_host.eq_ignore_ascii_case(host)
-        }
-        (Some(_), None) => true,
-        (None, _) => false,
-    }
 }
 
 /// One transition, ready to send.
