@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use crate::{Name, State};
+use crate::{name::Escaped, Name, State};
 
 /// What made a transition happen: the figures an operator wants in the log line.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,7 +108,8 @@ pub struct Transition {
     pub cool_off: Option<std::time::Duration>,
 }
 
-/// Emits the one `tracing` event of a transition.
+/// Emits the one `tracing` event of a transition; the name in its message escaped (a key is
+/// caller's text: a newline in it would forge a log line).
 pub(crate) fn log(t: &Transition) {
     let cool_off_ms = t.cool_off.map(|d| d.as_millis() as u64);
     if t.to == State::Open || t.to == State::ForcedOpen {
@@ -120,7 +121,7 @@ pub(crate) fn log(t: &Transition) {
             cause = %t.cause,
             generation = t.generation,
             cool_off_ms,
-            "circuit breaker `{}` opened: {}", t.name, t.cause
+            "circuit breaker `{}` opened: {}", Escaped(&t.name), t.cause
         );
     } else {
         tracing::info!(
@@ -130,7 +131,7 @@ pub(crate) fn log(t: &Transition) {
             to = t.to.as_str(),
             cause = %t.cause,
             generation = t.generation,
-            "circuit breaker `{}` is {}: {}", t.name, t.to, t.cause
+            "circuit breaker `{}` is {}: {}", Escaped(&t.name), t.to, t.cause
         );
     }
 }
