@@ -55,13 +55,17 @@
 //!
 //! **Keys**: the URL's host and port (`port_or_known_default`), as `"host:port"`
 //! (`"[::1]:8080"` for IPv6): two ports of one host are two breakers; the breakers are
-//! named `reqwest[host:port]` in errors, events and the registry.
+//! named `reqwest[host:port]` in errors, events and the registry. A `host:port` longer than
+//! 256 bytes (no DNS name is) is kept by a digest of it: its breaker is named
+//! `reqwest[{first 16 bytes}…#{16 hex digits}]`, and costs what a short host's does.
 
 use std::fmt::{self, Write as _};
 
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
+
+use breaker_runtime::__internals::{bounded_key, LONGEST_KEY};
 
 use crate::{Breaker, BreakerError, CallError, Config, KeyedBreaker, Verdict};
 
@@ -97,7 +101,7 @@ impl CircuitBreakerMiddleware {
     /// The breaker of `host_port` (`"example.com:443"`), created if it has none yet: to read
     /// its state or `retry_in`, or to control it by hand.
     pub fn breaker(&self, host_port: &str) -> Breaker {
-        self.keyed.breaker(host_port)
+        self.keyed.breaker(&*bounded_key(host_port))
     }
 
     /// Every host's breaker, as one keyed breaker.
@@ -151,16 +155,18 @@ fn judge(result: &reqwest_middleware::Result<Response>) -> Verdict {
     }
 }
 
-/// `host:port` written on the stack: finding a known host's breaker allocates nothing.
+/// `host:port` written on the stack: finding a known host's breaker allocates nothing. Up to
+/// the longest key a name shows whole (a DNS name is at most 253 bytes); a longer one is not
+/// written here.
 struct HostPort {
-    buf: [u8; 300],
+    buf: [u8; LONGEST_KEY],
     len: usize,
 }
 
 impl HostPort {
     fn of(url: &reqwest::Url) -> Option<HostPort> {
         let mut key = HostPort {
-            buf: [0; 300],
+            buf: [0; LONGEST_KEY],
             len: 0,
         };
         let host = url.host_str().unwrap_or("");
@@ -196,12 +202,14 @@ impl Middleware for CircuitBreakerMiddleware {
     ) -> reqwest_middleware::Result<Response> {
         let breaker = match HostPort::of(req.url()) {
             Some(key) => self.keyed.breaker(key.as_str()),
-            // A host name longer than DNS allows: no stack buffer, same breaker.
-            None => self.keyed.breaker(&format!(
+            // A host name longer than DNS allows (anyone can send one, and it fails only at
+            // DNS): kept by a digest of it, as its name shows it, so 10 000 hosts of 60 KB
+            // cost what 10 000 short ones do.
+            None => self.keyed.breaker(&*bounded_key(&format!(
                 "{}:{}",
                 req.url().host_str().unwrap_or(""),
                 req.url().port_or_known_default().unwrap_or(0)
-            )),
+            ))),
         };
         match breaker
             .call_classified(judge, next.run(req, extensions))

@@ -91,7 +91,7 @@ pub use crate::core::fleet::FleetLink;
 pub mod __internals {
     pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
     pub use crate::digest::sha256;
-    pub use crate::name::bounded_key;
+    pub use crate::name::{bounded_key, LONGEST_KEY};
     pub use crate::{
         call::{Host, Shared},
         core::Engine,

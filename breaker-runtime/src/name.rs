@@ -184,10 +184,10 @@ impl PartialEq<Name> for &str {
 /// The longest key text a name shows whole: a longer key is named by a prefix of it and a
 /// digest of all of it, so a key's breaker costs the same whatever its caller sends (a
 /// 60 KB host name cost its name 60 KB, its registry entry and every event of it as much).
-pub(crate) const LONGEST_KEY: usize = 256;
+pub const LONGEST_KEY: usize = 256;
 
 /// How much of a longer key its name shows.
-const PREFIX: usize = 32;
+const PREFIX: usize = 16;
 
 /// A key's text as a name shows it: whole up to [`LONGEST_KEY`] bytes, else a prefix and a
 /// digest (`bounded_key("a".repeat(300))` is `aaa…a…#` and 16 hex digits). What the HTTP

@@ -48,7 +48,7 @@ fn a_key_longer_than_256_bytes_is_named_by_a_prefix_and_a_digest() {
     for n in [a.name(), b.name()] {
         assert!(n.len() < 80, "{} bytes", n.len());
         assert!(
-            n.starts_with(&format!("names::long[{}…#", "h".repeat(32))),
+            n.starts_with(&format!("names::long[{}…#", "h".repeat(16))),
             "{n}"
         );
     }
@@ -62,7 +62,7 @@ fn a_key_longer_than_256_bytes_is_named_by_a_prefix_and_a_digest() {
     let cut = format!("{whole}é");
     let name = k.breaker(&cut).name().to_owned();
     assert!(
-        name.starts_with(&format!("names::long[{}…#", "é".repeat(16))),
+        name.starts_with(&format!("names::long[{}…#", "é".repeat(8))),
         "{name}"
     );
 }

@@ -173,7 +173,7 @@ where
 }
 
 /// A key's breaker name: `{name}[{key}]`, or `{name}[{prefix}…#{digest}]` for a key whose
-/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 32 bytes at most, and 16 hex digits
+/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 16 bytes at most, and 16 hex digits
 /// of the SHA-256 of all of it).
 pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
 
