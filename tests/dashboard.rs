@@ -635,6 +635,106 @@ async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
     );
 }
 
+/// Issue 35, finding 2: 100 000 keyed breakers made `/snapshot.json` 30 MB, written on the
+/// async workers (an unrelated route waited seconds). A keyed breaker is now one summary,
+/// its keys that are not closed listed (at most `limit`), built off the async workers.
+/// Real time and a one-thread runtime: a snapshot built on that thread would hold every
+/// other route until it is done.
+#[tokio::test]
+async fn a_snapshot_of_100_000_keyed_breakers_is_bounded_and_holds_up_no_other_route() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const KEYS: u64 = 100_000;
+    let hosts = breaker::KeyedBreaker::<u64>::new(
+        "dash_keyed::hosts",
+        Config::default().threshold(1).max_keys(2 * KEYS as usize),
+    );
+    for i in 0..KEYS {
+        hosts.breaker(&i);
+    }
+    for i in [10, 20, 30, 40, 50] {
+        let _ = hosts.call_sync(&i, || Err::<(), _>("down"));
+    }
+    hosts.breaker(&7).handle().force_open();
+    let app = Router::new()
+        .route("/ping", get(|| async { "pong" }))
+        .merge(breaker::dashboard::router());
+    let (base, _) = serve(app).await;
+
+    let (status, headers, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    assert_eq!(status, 200);
+    assert!(headers["content-type"].starts_with("application/json"));
+    assert!(body.len() < 1_000_000, "{} bytes", body.len());
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let summary = v["keyed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "dash_keyed::hosts")
+        .unwrap()
+        .clone();
+    assert_eq!(summary["keys"], KEYS);
+    assert_eq!(summary["states"]["closed"], KEYS - 6);
+    assert_eq!(summary["states"]["open"], 5);
+    assert_eq!(summary["states"]["forced_open"], 1);
+    assert_eq!(
+        (&summary["not_closed"], &summary["listed"]),
+        (&json!(6), &json!(6))
+    );
+    let listed = |v: &Value| {
+        v["breakers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|b| b["keyed"] == "dash_keyed::hosts")
+            .map(|b| b["name"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        listed(&v),
+        ["10", "20", "30", "40", "50", "7"].map(|k| format!("dash_keyed::hosts[{k}]")),
+        "open ones first, then forced open"
+    );
+
+    // `?limit=N`: at most N keys a keyed breaker, the total still given.
+    let (_, _, body) = http(&base, "GET", "/snapshot.json?limit=2", &[]).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(listed(&v).len(), 2);
+    let summary = &v["keyed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "dash_keyed::hosts")
+        .unwrap();
+    assert_eq!(
+        (&summary["not_closed"], &summary["listed"]),
+        (&json!(6), &json!(2))
+    );
+    let (status, _, _) = http(&base, "GET", "/snapshot.json?limit=many", &[]).await;
+    assert_eq!(status, 400);
+
+    // Eight snapshots at once, and meanwhile another route answers at once (loosely: well
+    // under the second a snapshot of them all took on the one thread).
+    let snapshots: Vec<_> = (0..8)
+        .map(|_| {
+            let base = base.clone();
+            tokio::spawn(async move { http(&base, "GET", "/snapshot.json", &[]).await.0 })
+        })
+        .collect();
+    tokio::task::yield_now().await;
+    let started = std::time::Instant::now();
+    let (status, _, body) = http(&base, "GET", "/ping", &[]).await;
+    let took = started.elapsed();
+    assert_eq!((status, body.as_str()), (200, "pong"));
+    assert!(
+        took < Duration::from_millis(500),
+        "the other route took {took:?}"
+    );
+    for s in snapshots {
+        assert_eq!(s.await.unwrap(), 200);
+    }
+    drop(hosts);
+}
+
 /// Reads server-sent events until `done` says so; bounded by the bytes that arrive.
 ///
 /// Everything here runs on the test's paused clock, so the timeout only fires when nothing

@@ -143,6 +143,7 @@
 //!   only operators reach.
 
 mod guard;
+mod listing;
 
 pub use guard::AllowHosts;
 
@@ -245,7 +246,7 @@ fn pages(controls: bool) -> Router {
     };
     Router::new()
         .route("/", get(move || page_response(page.clone())))
-        .route("/snapshot.json", get(snapshot))
+        .route("/snapshot.json", get(listing::snapshot))
         .route("/events", get(events))
 }
 
@@ -261,32 +262,6 @@ async fn page_response(page: Arc<str>) -> Response {
         page.to_string(),
     )
         .into_response()
-}
-
-async fn snapshot() -> Response {
-    let body = serde_json::json!({ "breakers": listed() });
-    ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
-}
-
-/// Every live breaker's snapshot, with `"fleet"`: whether it is a member of the installed
-/// fleet (its buttons act fleet-wide).
-fn listed() -> Vec<Value> {
-    #[cfg(feature = "redis")]
-    if let Some(fleet) = crate::fleet::installed() {
-        return registry()
-            .handles()
-            .into_iter()
-            .map(|h| {
-                let member = fleet.is_member(&h);
-                with(h.snapshot(), &[("fleet", Value::Bool(member))])
-            })
-            .collect();
-    }
-    registry()
-        .snapshot()
-        .into_iter()
-        .map(|s| with(s, &[("fleet", Value::Bool(false))]))
-        .collect()
 }
 
 /// A snapshot's JSON with `fields` added.
