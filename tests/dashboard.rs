@@ -1650,6 +1650,116 @@ async fn at_1300_px_wide_every_column_is_in_view() {
     browser.close().await;
 }
 
+/// Issue 35, findings 2 and 6 on the page: a keyed breaker is one line of counts, with rows
+/// for its keys that are not closed only, and the page asks for no more than it draws; names
+/// that hide or reverse text are shown escaped (no row looks like `shop::inventory` but
+/// it); breakers named `.` and `..` are controlled like any other.
+#[tokio::test(start_paused = true)]
+async fn the_page_summarises_keyed_breakers_escapes_look_alikes_and_controls_dot_names() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const REAL: &str = "dash_names::shop::inventory";
+    const REVERSED: &str = "\u{202E}yrotnevni::pohs::dash_names";
+    const INVISIBLE: &str = "dash_names::shop::inventory\u{200B}";
+    let real = Breaker::new(REAL, slow_to_open(5));
+    let reversed = Breaker::new(REVERSED, slow_to_open(5));
+    let invisible = Breaker::new(INVISIBLE, slow_to_open(5));
+    let dot = Breaker::new(".", slow_to_open(5));
+    let dots = Breaker::new("..", slow_to_open(5));
+    for b in [&real, &reversed, &invisible, &dot, &dots] {
+        succeed(b).await;
+    }
+    let keys = breaker::KeyedBreaker::<u64>::new("dash_names::keyed", slow_to_open(1));
+    for i in 0..500 {
+        keys.breaker(&i);
+    }
+    for i in [3, 5, 8] {
+        let _ = keys.call_sync(&i, || Err::<(), _>("down"));
+    }
+
+    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    browser.eval("dashboard.refresh()").await;
+    browser.row_in("dash_names::keyed[8]", "open").await;
+
+    // The look-alikes, escaped: one row reads `shop::inventory`, the others show why not.
+    let names = browser
+        .eval("[...document.querySelectorAll('#rows td.name')].map((td) => td.textContent)")
+        .await;
+    let names: Vec<String> = serde_json::from_value(names).unwrap();
+    assert_eq!(
+        names.iter().filter(|n| n.as_str() == REAL).count(),
+        1,
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"\\u{202E}yrotnevni::pohs::dash_names".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"dash_names::shop::inventory\\u{200B}".to_owned()),
+        "{names:?}"
+    );
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains('\u{202E}') && !n.contains('\u{200B}')),
+        "{names:?}"
+    );
+    let asked = browser
+        .asked(&click(
+            "\\u{202E}yrotnevni::pohs::dash_names",
+            "button.force_open",
+        ))
+        .await;
+    assert!(
+        asked.contains("“\\u{202E}yrotnevni::pohs::dash_names”") && !asked.contains('\u{202E}'),
+        "{asked}"
+    );
+    browser
+        .eval("document.getElementById('confirm-cancel').click()")
+        .await;
+
+    // The keyed breaker: its counts on one line, rows for its three open keys only.
+    let line = browser
+        .eval(
+            "document.querySelector('#keyed .family[data-name=\"dash_names::keyed\"]').textContent",
+        )
+        .await;
+    assert_eq!(line, "dash_names::keyed500 keys: 3 open · 497 closed");
+    let key_rows = browser
+        .eval(
+            "[...document.querySelectorAll('#rows td.name')].map((td) => td.textContent) \
+               .filter((n) => n.startsWith('dash_names::keyed['))",
+        )
+        .await;
+    assert_eq!(
+        key_rows,
+        json!([
+            "dash_names::keyed[3]",
+            "dash_names::keyed[5]",
+            "dash_names::keyed[8]"
+        ])
+    );
+    let polled = browser.requests.lock().unwrap().clone();
+    assert!(
+        polled
+            .iter()
+            .any(|u| u == &format!("{base}/snapshot.json?limit=200")),
+        "the page asks for what it draws: {polled:?}"
+    );
+
+    // `.` and `..`, forced open from their rows.
+    for (name, b) in [(".", &dot), ("..", &dots)] {
+        browser.confirm(&click(name, "button.force_open")).await;
+        browser.row_in(name, "forced_open").await;
+        assert_eq!(b.state(), State::ForcedOpen, "{name}");
+    }
+    assert_eq!(real.state(), State::Closed);
+    browser.close().await;
+    drop(keys);
+}
+
 /// Overload (issue 21): a dry-run breaker that sheds and has an adaptive bulkhead says all
 /// three under its state, and the rejected count's tooltip splits out the throttled calls.
 #[tokio::test(start_paused = true)]

@@ -5,9 +5,9 @@
 //! | route | what |
 //! | --- | --- |
 //! | `GET /` | the page: one self-contained HTML file (its CSS and script inline, no CDN, no fonts, no build step; it works offline and asks nothing of any other host) |
-//! | `GET /snapshot.json` | `{"breakers": [Snapshot, …]}`, every live breaker (the [`Snapshot`](crate::Snapshot) JSON shape, see below) |
+//! | `GET /snapshot.json` | `{"breakers": [Snapshot, …], "keyed": [summary, …], "limit": 1000}`: every live breaker that is not a key, each keyed breaker summarised with its keys that are not closed listed (see below); `?limit=N` |
 //! | `GET /events` | server-sent events: one `transition` event per transition, as it happens |
-//! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`] |
+//! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`]; `?name=` (percent-encoded) names the breaker instead of the path, for names `.` and `..` |
 //!
 //! The page shows each breaker's state in colour, its calls per second, failure rate and
 //! calls, time left open, and a timeline of the last five minutes (state as a band, failure
@@ -15,7 +15,11 @@
 //! Many breakers stay usable: open ones first (or sort by name, failure rate, calls per
 //! second), a filter by name, a filter by state from the summary, and at most 200 rows drawn
 //! at once. With controls, each row has *force open*, *disable* and *reset* buttons, each asking
-//! for confirmation first. Names are shown as text, never parsed as HTML.
+//! for confirmation first. Names are shown as text, never parsed as HTML, with control,
+//! bidirectional and invisible characters as `\u{…}` escapes (a name with a `\u{202E}` cannot
+//! reverse its row, one ending in a `\u{200B}` cannot pass for another). A keyed breaker is
+//! one line of counts per state, with rows for its keys that are not closed; the page polls
+//! `snapshot.json?limit=200`, what it draws.
 //!
 //! # JSON shapes
 //!
@@ -31,8 +35,19 @@
 //!   "failure_rate": 44.4,
 //!   "retry_in_ms": 4200,
 //!   "fleet": false
-//! }]}
+//! }],
+//! "keyed": [{"name": "reqwest", "keys": 100000, "not_closed": 3, "listed": 3,
+//!            "states": {"open": 2, "forced_open": 1, "half_open": 0, "disabled": 0,
+//!                       "closed": 99997}}],
+//! "limit": 1000}
 //! ```
+//!
+//! A keyed breaker may hold 100 000 keys: it is one summary in `keyed` (its keys per state),
+//! and `breakers` holds, besides every breaker that is not a key, only its keys that are not
+//! closed, the most severe first (open, forced open, half-open, disabled), at most `limit`
+//! of them (`?limit=N`: default 1 000, at most 10 000), each with `"keyed": "<its keyed
+//! breaker>"`; `not_closed` says how many there are, `listed` how many are listed. The answer
+//! is built on tokio's blocking pool: the async workers go on serving the other routes.
 //!
 //! # Fleets
 //!
@@ -359,6 +374,8 @@ async fn control(uri: &Uri, headers: &HeaderMap, name: &str, action: Action) -> 
         )
             .into_response();
     }
+    let named = uri.query().and_then(name_in_query);
+    let name = named.as_deref().unwrap_or(name);
     let Some(handle) = registry().get(name) else {
         return (
             StatusCode::NOT_FOUND,
@@ -376,6 +393,28 @@ async fn control(uri: &Uri, headers: &HeaderMap, name: &str, action: Action) -> 
         ("scope", Value::from("instance")),
     ];
     Json(with(handle.snapshot(), &fields)).into_response()
+}
+
+/// `name=…` of a query, percent-decoded (`+` a space, as forms write it): the name of a
+/// breaker called `.` or `..`, which cannot be a path segment (a URL drops dot segments, even
+/// percent-encoded). The page sends those names so.
+fn name_in_query(query: &str) -> Option<String> {
+    let raw = query.split('&').find_map(|p| p.strip_prefix("name="))?;
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut rest = raw.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        match b {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let hex = rest.get(..2).and_then(|h| std::str::from_utf8(h).ok())?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &rest[2..];
+            }
+            b => bytes.push(b),
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// `action` on every member of `handle`'s name in every instance. Redis away or refusing:
