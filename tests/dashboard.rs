@@ -712,8 +712,8 @@ async fn a_snapshot_of_100_000_keyed_breakers_is_bounded_and_holds_up_no_other_r
     let (status, _, _) = http(&base, "GET", "/snapshot.json?limit=many", &[]).await;
     assert_eq!(status, 400);
 
-    // Eight snapshots at once, and meanwhile another route answers at once (loosely: well
-    // under the second a snapshot of them all took on the one thread).
+    // Eight snapshots at once, and meanwhile another route answers at once. Loosely, for a
+    // loaded machine: built on this one thread, the eight held it 32.7 s in a debug build.
     let snapshots: Vec<_> = (0..8)
         .map(|_| {
             let base = base.clone();
@@ -726,7 +726,7 @@ async fn a_snapshot_of_100_000_keyed_breakers_is_bounded_and_holds_up_no_other_r
     let took = started.elapsed();
     assert_eq!((status, body.as_str()), (200, "pong"));
     assert!(
-        took < Duration::from_millis(500),
+        took < Duration::from_secs(2),
         "the other route took {took:?}"
     );
     for s in snapshots {
