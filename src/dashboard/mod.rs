@@ -231,7 +231,9 @@ fn base64(bytes: &[u8]) -> String {
 
 /// The dashboard without controls: the page, `/snapshot.json` and `/events`. Read-only, but
 /// it shows every breaker's name and figures: mount it behind your authentication (see the
-/// [module docs](self)).
+/// [module docs](self)). It answers at `localhost` and IP addresses only, and at the names
+/// you allow with [`allow_hosts`](AllowHosts::allow_hosts) (DNS rebinding: see
+/// [what it checks](self#what-the-dashboard-checks-and-what-is-yours-to-do)).
 pub fn router() -> Router {
     guard::layer(pages(false))
 }
