@@ -345,6 +345,23 @@ async fn allow_hosts_names_the_hosts_answered_besides_loopback() {
     assert_eq!(status, 200);
     let (status, _, _) = http(&base, "GET", "/", &[("Host", "evil.example")]).await;
     assert_eq!(status, 403);
+
+    // Said on the router it is nested in, for every dashboard inside; calls add up.
+    let app = Router::new()
+        .nest_service(
+            "/ops",
+            breaker::dashboard::router().allow_hosts(["inner.internal"]),
+        )
+        .allow_hosts(["outer.internal"]);
+    let (base, _) = serve(app).await;
+    for (host, expected) in [
+        ("inner.internal", 200),
+        ("outer.internal", 200),
+        ("evil.example", 403),
+    ] {
+        let (status, _, _) = http(&base, "GET", "/ops/snapshot.json", &[("Host", host)]).await;
+        assert_eq!(status, expected, "{host}");
+    }
 }
 
 /// The `Origin` check compares the scheme too: behind no proxy the dashboard is served over
