@@ -15,7 +15,8 @@
 //! | 600..=999 (not HTTP) | `Failure` | whatever answered is not a well-behaved server |
 //!
 //! An `OpenFor` verdict opens the breaker at once for exactly that long, shorter than
-//! `cool_off` or not, capped by the engine at `max_cool_off` (one hour when unset);
+//! `cool_off` or not, capped by the engine at `max_cool_off` (5 minutes when unset: one
+//! answer, which anyone in the path can forge, never parks a host for longer);
 //! `retry_in` and the `BreakerError::Open` of refused calls report it. The `Ok` still reaches the caller as it
 //! is: judging changes what the breaker counts, never what the caller gets.
 //!
@@ -45,7 +46,7 @@ use crate::Verdict;
 
 /// The longest wait [`retry_after`] reports: one day. A `Retry-After` of years is a
 /// misconfigured server, not a plan; the breaker caps an `OpenFor` further anyway (at
-/// `max_cool_off`, else one hour).
+/// `max_cool_off`, else 5 minutes).
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long the server asked us to wait, from its `Retry-After` header

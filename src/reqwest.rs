@@ -41,7 +41,7 @@
 //! **Judging**: an answer is judged by [`verdict`](crate::http::verdict): 5xx and 408 are
 //! failures, other 4xx count for nothing, and a 429 or a 503 with `Retry-After` opens that
 //! host's breaker at once for exactly as long as the server asked, whatever `cool_off` is
-//! (capped by `max_cool_off`, one hour without it; a 429 without `Retry-After` opens for the
+//! (capped by `max_cool_off`, 5 minutes without it; a 429 without `Retry-After` opens for the
 //! cool-off), so the client stays away exactly as long as it was told to: with
 //! [`new`](CircuitBreakerMiddleware::new)'s 10 s cool-off, `Retry-After: 2` means the
 //! server is called again after 2 s. Every answer still reaches the caller as it is. A request that
@@ -59,13 +59,17 @@
 //!
 //! **Keys**: the URL's host and port (`port_or_known_default`), as `"host:port"`
 //! (`"[::1]:8080"` for IPv6): two ports of one host are two breakers; the breakers are
-//! named `reqwest[host:port]` in errors, events and the registry.
+//! named `reqwest[host:port]` in errors, events and the registry. A `host:port` longer than
+//! 256 bytes (no DNS name is) is kept by a digest of it: its breaker is named
+//! `reqwest[{first 16 bytes}…#{16 hex digits}]`, and costs what a short host's does.
 
 use std::fmt::{self, Write as _};
 
 use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
+
+use breaker_runtime::__internals::{bounded_key, LONGEST_KEY};
 
 use crate::{Breaker, BreakerError, BreakerKey, CallError, Config, KeyedBreaker, Verdict};
 
@@ -111,7 +115,7 @@ impl<C> CircuitBreakerMiddleware<ByHost, C> {
     /// The breaker of `host_port` (`"example.com:443"`), created if it has none yet: to read
     /// its state or `retry_in`, or to control it by hand.
     pub fn breaker(&self, host_port: &str) -> Breaker {
-        self.pick.keyed.breaker(host_port)
+        self.pick.keyed.breaker(&*bounded_key(host_port))
     }
 
     /// Every host's breaker, as one keyed breaker (to join it to a fleet, read its size, or
@@ -214,12 +218,14 @@ impl PickBreaker for ByHost {
     fn pick(&self, req: &Request) -> Breaker {
         match HostPort::of(req.url()) {
             Some(key) => self.keyed.breaker(key.as_str()),
-            // A host name longer than DNS allows: no stack buffer, same breaker.
-            None => self.keyed.breaker(&format!(
+            // A host name longer than DNS allows (anyone can send one, and it fails only at
+            // DNS): kept by a digest of it, as its name shows it, so 10 000 hosts of 60 KB
+            // cost what 10 000 short ones do.
+            None => self.keyed.breaker(&*bounded_key(&format!(
                 "{}:{}",
                 req.url().host_str().unwrap_or(""),
                 req.url().port_or_known_default().unwrap_or(0)
-            )),
+            ))),
         }
     }
 }
@@ -311,16 +317,18 @@ pub fn breaker_error(error: &reqwest_middleware::Error) -> Option<&BreakerError>
     }
 }
 
-/// `host:port` written on the stack: finding a known host's breaker allocates nothing.
+/// `host:port` written on the stack: finding a known host's breaker allocates nothing. Up to
+/// the longest key a name shows whole (a DNS name is at most 253 bytes); a longer one is not
+/// written here.
 struct HostPort {
-    buf: [u8; 300],
+    buf: [u8; LONGEST_KEY],
     len: usize,
 }
 
 impl HostPort {
     fn of(url: &reqwest::Url) -> Option<HostPort> {
         let mut key = HostPort {
-            buf: [0; 300],
+            buf: [0; LONGEST_KEY],
             len: 0,
         };
         let host = url.host_str().unwrap_or("");

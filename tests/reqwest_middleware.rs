@@ -192,15 +192,33 @@ async fn retry_after_is_capped_by_the_config() {
     let retry_in = breakers.breaker(&server.host_port()).retry_in().unwrap();
     assert!(retry_in <= Duration::from_secs(600), "{retry_in:?}");
     assert!(retry_in > Duration::from_secs(300), "{retry_in:?}");
+}
 
-    // Without max_cool_off the ceiling is one hour.
-    let other = Server::start().await;
-    other.answer(429, Some("86400"));
-    let breakers = CircuitBreakerMiddleware::new();
-    client(&breakers).get(other.url("/")).send().await.unwrap();
-    let retry_in = breakers.breaker(&other.host_port()).retry_in().unwrap();
-    assert!(retry_in <= Duration::from_secs(3600), "{retry_in:?}");
-    assert!(retry_in > Duration::from_secs(1800), "{retry_in:?}");
+/// Issue 35: one answer could park a host, every path of it, for an hour. Without
+/// `max_cool_off` an opening the server asks for lasts at most 5 minutes (Envoy's default
+/// maximum ejection time), however long it asked: an hour, a number past `u64`, a date in
+/// the year 9999.
+#[tokio::test]
+async fn one_answer_parks_a_host_for_at_most_five_minutes() {
+    const FIVE_MINUTES: Duration = Duration::from_secs(300);
+    for (status, asked) in [
+        (503, "3600"),
+        (429, "3600"),
+        (503, "99999999999999999999999"),
+        (429, "Fri, 31 Dec 9999 23:59:59 GMT"),
+    ] {
+        let server = Server::start().await;
+        server.answer(status, Some(asked));
+        let breakers = CircuitBreakerMiddleware::new();
+        client(&breakers).get(server.url("/")).send().await.unwrap();
+        let breaker = breakers.breaker(&server.host_port());
+        assert_eq!(breaker.state(), State::Open, "{status} {asked}");
+        let retry_in = breaker.retry_in().unwrap();
+        assert!(
+            retry_in <= FIVE_MINUTES && retry_in > FIVE_MINUTES - Duration::from_secs(5),
+            "{status} with Retry-After: {asked} opened for {retry_in:?}"
+        );
+    }
 }
 
 #[tokio::test]

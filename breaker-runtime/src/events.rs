@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use crate::{Name, State};
+use crate::{name::Escaped, Name, State};
 
 /// What made a transition happen: the figures an operator wants in the log line.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -111,7 +111,8 @@ pub struct Transition {
     pub dry_run: bool,
 }
 
-/// Emits the one `tracing` event of a transition.
+/// Emits the one `tracing` event of a transition; the name in its message escaped (a key is
+/// caller's text: a newline in it would forge a log line).
 pub(crate) fn log(t: &Transition) {
     let cool_off_ms = t.cool_off.map(|d| d.as_millis() as u64);
     if t.to == State::Open || t.to == State::ForcedOpen {
@@ -147,19 +148,21 @@ struct Headline<'a>(&'a Transition);
 impl fmt::Display for Headline<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let t = self.0;
+        // A key is a caller's text: escaped, a newline in it cannot forge a log line.
+        let name = Escaped(&t.name);
         let opened = t.to == State::Open || t.to == State::ForcedOpen;
         match (opened, t.dry_run) {
-            (true, false) => write!(f, "circuit breaker `{}` opened: {}", t.name, t.cause),
+            (true, false) => write!(f, "circuit breaker `{name}` opened: {}", t.cause),
             (true, true) => write!(
                 f,
-                "circuit breaker `{}` would open (dry run): {}",
-                t.name, t.cause
+                "circuit breaker `{name}` would open (dry run): {}",
+                t.cause
             ),
-            (false, false) => write!(f, "circuit breaker `{}` is {}: {}", t.name, t.to, t.cause),
+            (false, false) => write!(f, "circuit breaker `{name}` is {}: {}", t.to, t.cause),
             (false, true) => write!(
                 f,
-                "circuit breaker `{}` would be {} (dry run): {}",
-                t.name, t.to, t.cause
+                "circuit breaker `{name}` would be {} (dry run): {}",
+                t.to, t.cause
             ),
         }
     }

@@ -51,6 +51,7 @@ mod clock;
 mod config;
 mod core;
 mod departures;
+mod digest;
 mod error;
 mod events;
 mod future;
@@ -92,6 +93,8 @@ pub use crate::core::fleet::FleetLink;
 #[doc(hidden)]
 pub mod __internals {
     pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
+    pub use crate::digest::sha256;
+    pub use crate::name::{bounded_key, LONGEST_KEY};
     pub use crate::{
         call::{Host, Shared},
         core::Engine,

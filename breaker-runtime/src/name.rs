@@ -12,7 +12,14 @@
 //! static name is a thin pointer to its `&'static str`, stored where the count's null
 //! pointer would be.
 
-use std::{borrow::Borrow, cmp::Ordering, fmt, hash::Hash, ops::Deref, sync::Arc};
+use std::{
+    borrow::{Borrow, Cow},
+    cmp::Ordering,
+    fmt::{self, Write as _},
+    hash::Hash,
+    ops::Deref,
+    sync::Arc,
+};
 
 /// The name of a breaker, as errors, transitions and the registry carry it.
 ///
@@ -174,6 +181,119 @@ impl PartialEq<Name> for &str {
     }
 }
 
+/// The longest key text a name shows whole: a longer key is named by a prefix of it and a
+/// digest of all of it, so a key's breaker costs the same whatever its caller sends (a
+/// 60 KB host name cost its name 60 KB, its registry entry and every event of it as much).
+pub const LONGEST_KEY: usize = 256;
+
+/// How much of a longer key its name shows.
+const PREFIX: usize = 16;
+
+/// A key's text as a name shows it: whole up to [`LONGEST_KEY`] bytes, else a prefix and a
+/// digest (`bounded_key("a".repeat(300))` is `aaa…a…#` and 16 hex digits). What the HTTP
+/// integrations key by, so the map keeps no more of a key than its name shows.
+#[doc(hidden)]
+pub fn bounded_key(key: &str) -> Cow<'_, str> {
+    if key.len() <= LONGEST_KEY {
+        return Cow::Borrowed(key);
+    }
+    let mut text = Bounded::default();
+    let _ = text.write_str(key);
+    Cow::Owned(text.shown().into_owned())
+}
+
+/// A key's text, kept up to [`LONGEST_KEY`] bytes (whole characters), digested whole.
+#[derive(Default)]
+pub(crate) struct Bounded {
+    head: String,
+    len: usize,
+    digest: Option<crate::digest::Sha256>,
+}
+
+impl Bounded {
+    pub(crate) fn shown(&self) -> Cow<'_, str> {
+        if self.len <= LONGEST_KEY {
+            return Cow::Borrowed(&self.head);
+        }
+        let mut end = PREFIX.min(self.head.len());
+        while !self.head.is_char_boundary(end) {
+            end -= 1;
+        }
+        let digest = self.digest.clone().map(|d| d.finish()).unwrap_or_default();
+        let mut shown = String::with_capacity(end + 3 + 1 + 16);
+        shown.push_str(&self.head[..end]);
+        shown.push_str("…#");
+        for b in &digest[..8] {
+            let _ = write!(shown, "{b:02x}");
+        }
+        Cow::Owned(shown)
+    }
+}
+
+impl fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.digest
+            .get_or_insert_with(crate::digest::Sha256::new)
+            .update(s.as_bytes());
+        // Whole characters, and none after the first that did not fit.
+        let complete = self.head.len() == self.len;
+        self.len += s.len();
+        if complete {
+            for c in s.chars() {
+                if self.head.len() + c.len_utf8() > LONGEST_KEY {
+                    break;
+                }
+                self.head.push(c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A name as log lines show it: control, bidirectional and invisible characters written as
+/// `\u{…}` escapes, so a key cannot forge a log line (a newline), reverse the text around it
+/// (`\u{202E}`) or pass for another name (`\u{200B}`). The dashboard's page escapes the same
+/// characters.
+pub(crate) struct Escaped<'a>(pub(crate) &'a str);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some((at, c)) = rest.char_indices().find(|(_, c)| hidden(*c)) {
+            f.write_str(&rest[..at])?;
+            write!(f, "\\u{{{:X}}}", u32::from(c))?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// Control, bidirectional-formatting and invisible characters (the page's `HIDDEN` too).
+fn hidden(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0..=0x1f
+            | 0x7f..=0x9f
+            | 0xad
+            | 0x34f
+            | 0x61c
+            | 0x115f
+            | 0x1160
+            | 0x17b4
+            | 0x17b5
+            | 0x180b..=0x180f
+            | 0x200b..=0x200f
+            | 0x2028..=0x202e
+            | 0x2060..=0x206f
+            | 0x3164
+            | 0xfe00..=0xfe0f
+            | 0xfeff
+            | 0xffa0
+            | 0xfff0..=0xfffb
+            | 0xe0000..=0xe0fff
+    )
+}
+
 #[cfg(all(test, not(breaker_loom)))]
 mod tests {
     use super::*;
@@ -196,5 +316,20 @@ mod tests {
         );
         // Both forms in 16 bytes: the static one sits in the count's null-pointer niche.
         assert_eq!(std::mem::size_of::<Name>(), 16);
+    }
+
+    #[test]
+    fn escaped_shows_what_would_hide_or_forge() {
+        let shown = |s: &str| Escaped(s).to_string();
+        assert_eq!(shown("shop::inventory"), "shop::inventory");
+        assert_eq!(
+            shown("caf\u{e9}[\u{4e2d}]"),
+            "caf\u{e9}[\u{4e2d}]",
+            "letters stay"
+        );
+        assert_eq!(shown("a\nINFO forged"), "a\\u{A}INFO forged");
+        assert_eq!(shown("\u{202E}yrotnevni::pohs"), "\\u{202E}yrotnevni::pohs");
+        assert_eq!(shown("shop::inventory\u{200B}"), "shop::inventory\\u{200B}");
+        assert_eq!(shown("\u{E0041}\u{FEFF}\r"), "\\u{E0041}\\u{FEFF}\\u{D}");
     }
 }

@@ -35,7 +35,8 @@ pub enum Verdict {
     Neutral,
     /// A failure that opens the breaker at once, whatever its threshold or rate, for exactly
     /// this long, whatever `cool_off` is (a server that says `Retry-After: 2` is called
-    /// again after 2 s); at most `max_cool_off` when set, else at most one hour.
+    /// again after 2 s); at most `max_cool_off` when set, else at most 5 minutes
+    /// (Envoy's default maximum ejection time: one answer never parks a dependency longer).
     /// `OpenFor(Duration::ZERO)` opens for the cool-off, as a failure would (with its
     /// backoff and jitter). A half-open probe judged so reopens it for that long.
     /// `retry_in` reports it.

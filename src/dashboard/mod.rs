@@ -5,9 +5,9 @@
 //! | route | what |
 //! | --- | --- |
 //! | `GET /` | the page: one self-contained HTML file (its CSS and script inline, no CDN, no fonts, no build step; it works offline and asks nothing of any other host) |
-//! | `GET /snapshot.json` | `{"breakers": [Snapshot, …]}`, every live breaker (the [`Snapshot`](crate::Snapshot) JSON shape, see below) |
+//! | `GET /snapshot.json` | `{"breakers": [Snapshot, …], "keyed": [summary, …], "limit": 1000}`: every live breaker that is not a key, each keyed breaker summarised with its keys that are not closed listed (see below); `?limit=N` |
 //! | `GET /events` | server-sent events: one `transition` event per transition, as it happens |
-//! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`] |
+//! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`]; `?name=` (percent-encoded) names the breaker instead of the path, for names `.` and `..` |
 //!
 //! The page shows each breaker's state in colour, its calls per second, failure rate and
 //! calls, time left open, and a timeline of the last five minutes (state as a band, failure
@@ -15,7 +15,11 @@
 //! Many breakers stay usable: open ones first (or sort by name, failure rate, calls per
 //! second), a filter by name, a filter by state from the summary, and at most 200 rows drawn
 //! at once. With controls, each row has *force open*, *disable* and *reset* buttons, each asking
-//! for confirmation first. Names are shown as text, never parsed as HTML.
+//! for confirmation first. Names are shown as text, never parsed as HTML, with control,
+//! bidirectional and invisible characters as `\u{…}` escapes (a name with a `\u{202E}` cannot
+//! reverse its row, one ending in a `\u{200B}` cannot pass for another). A keyed breaker is
+//! one line of counts per state, with rows for its keys that are not closed; the page polls
+//! `snapshot.json?limit=200`, what it draws.
 //!
 //! # JSON shapes
 //!
@@ -31,8 +35,19 @@
 //!   "failure_rate": 44.4,
 //!   "retry_in_ms": 4200,
 //!   "fleet": false
-//! }]}
+//! }],
+//! "keyed": [{"name": "reqwest", "keys": 100000, "not_closed": 3, "listed": 3,
+//!            "states": {"open": 2, "forced_open": 1, "half_open": 0, "disabled": 0,
+//!                       "closed": 99997}}],
+//! "limit": 1000}
 //! ```
+//!
+//! A keyed breaker may hold 100 000 keys: it is one summary in `keyed` (its keys per state),
+//! and `breakers` holds, besides every breaker that is not a key, only its keys that are not
+//! closed, the most severe first (open, forced open, half-open, disabled), at most `limit`
+//! of them (`?limit=N`: default 1 000, at most 10 000), each with `"keyed": "<its keyed
+//! breaker>"`; `not_closed` says how many there are, `listed` how many are listed. The answer
+//! is built on tokio's blocking pool: the async workers go on serving the other routes.
 //!
 //! # Fleets
 //!
@@ -116,12 +131,36 @@
 //! inside cannot claim `/ops/breakers/` (your router's fallback answers it, 404 by
 //! default).
 //!
-//! The control routes refuse cross-site requests (a `Sec-Fetch-Site` other than
-//! `same-origin`/`none`, or an `Origin` whose host is not the `Host`), so another site cannot
-//! make a logged-in operator's browser open a breaker; `curl` and other tools, which send
-//! neither header, are let through to your authentication. The page is sent with a
-//! Content-Security-Policy that allows it to talk to its own origin only, and may not be
-//! framed.
+//! # What the dashboard checks, and what is yours to do
+//!
+//! - **`Host`** (DNS rebinding): every route answers `403` to a request whose `Host` is a name
+//!   other than `localhost` or one you allowed with [`AllowHosts::allow_hosts`]; IP literals
+//!   (`127.0.0.1:3100`, `[::1]:3100`, `10.0.0.5`) are answered. A page of any site can make
+//!   its own name resolve to your dashboard's address and, being then "same-origin" with it,
+//!   read and control it from a browser inside your network; the `Host` it sends is its own
+//!   name, which gives it away. Reached by a name of yours (`ops.example.com`, a proxy that
+//!   keeps the client's `Host`), allow that name: `router().allow_hosts(["ops.example.com"])`.
+//! - **Cross-site control**: the control routes refuse a request a browser sent from another
+//!   site (a `Sec-Fetch-Site` other than `same-origin`/`none`, or an `Origin` that is not the
+//!   request's own origin, scheme included: behind no proxy the dashboard is plain HTTP and
+//!   an `https` Origin is another origin; a proxy that ends TLS says `X-Forwarded-Proto:
+//!   https`), so another site cannot make a logged-in operator's browser open a breaker;
+//!   `curl` and other tools, which send neither header, are let through to your
+//!   authentication.
+//! - **The page** is sent with a Content-Security-Policy that runs its one script by its
+//!   SHA-256 (no `'unsafe-inline'` script), lets it talk to its own origin only, and forbids
+//!   framing; every answer (the page, JSON, events, errors, refusals) carries
+//!   `X-Content-Type-Options: nosniff`.
+//! - **Yours**: who may see and control the breakers. None of the above authenticates
+//!   anyone: anything that reaches the dashboard by an allowed host (a port-forward, another
+//!   process on the machine, anyone on an internal network) reads every breaker and, with
+//!   controls, opens them. Mount it behind your authentication, as above, and on an address
+//!   only operators reach.
+
+mod guard;
+mod listing;
+
+pub use guard::AllowHosts;
 
 use std::{
     collections::VecDeque,
@@ -131,7 +170,7 @@ use std::{
 
 use axum::{
     extract::Path,
-    http::{header, HeaderMap, HeaderValue, StatusCode},
+    http::{header, HeaderMap, StatusCode, Uri},
     response::{
         sse::{Event, Sse},
         IntoResponse, Response,
@@ -151,15 +190,52 @@ const CONTROLS_OFF: &str = r#"<meta name="breaker-controls" content="off">"#;
 /// Transitions kept for new and reconnecting clients.
 const KEEP: usize = 500;
 
-const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                   connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
-                   frame-ancestors 'none'";
+/// The page's Content-Security-Policy: its one script allowed by its hash (a script
+/// injected into the page, were a name ever parsed as HTML, would not run), requests to its
+/// own origin only, no framing.
+fn csp() -> &'static str {
+    static CSP: LazyLock<String> = LazyLock::new(|| {
+        let script = PAGE
+            .split_once("<script>")
+            .and_then(|(_, rest)| rest.split_once("</script>"))
+            .map_or("", |(script, _)| script);
+        let hash = base64(&breaker_runtime::__internals::sha256(script.as_bytes()));
+        format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'unsafe-inline'; \
+             connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
+             frame-ancestors 'none'"
+        )
+    });
+    &CSP
+}
+
+/// Standard base64, padded (a CSP hash source).
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 /// The dashboard without controls: the page, `/snapshot.json` and `/events`. Read-only, but
 /// it shows every breaker's name and figures: mount it behind your authentication (see the
-/// [module docs](self)).
+/// [module docs](self)). It answers at `localhost` and IP addresses only, and at the names
+/// you allow with [`allow_hosts`](AllowHosts::allow_hosts) (DNS rebinding: see
+/// [what it checks](self#what-the-dashboard-checks-and-what-is-yours-to-do)).
 pub fn router() -> Router {
-    pages(false)
+    guard::layer(pages(false))
 }
 
 /// The dashboard with manual controls: [`router()`] plus `POST /breakers/{name}/force_open`,
@@ -169,10 +245,12 @@ pub fn router() -> Router {
 /// installed fleet they act fleet-wide (see [Fleets](self#fleets)). Anyone who reaches these routes can open your breakers: mount it
 /// behind your authentication (see the [module docs](self)).
 pub fn router_with_controls() -> Router {
-    pages(true)
-        .route("/breakers/{name}/force_open", post(force_open))
-        .route("/breakers/{name}/disable", post(disable))
-        .route("/breakers/{name}/reset", post(reset))
+    guard::layer(
+        pages(true)
+            .route("/breakers/{name}/force_open", post(force_open))
+            .route("/breakers/{name}/disable", post(disable))
+            .route("/breakers/{name}/reset", post(reset)),
+    )
 }
 
 fn pages(controls: bool) -> Router {
@@ -185,7 +263,7 @@ fn pages(controls: bool) -> Router {
     };
     Router::new()
         .route("/", get(move || page_response(page.clone())))
-        .route("/snapshot.json", get(snapshot))
+        .route("/snapshot.json", get(listing::snapshot))
         .route("/events", get(events))
 }
 
@@ -194,40 +272,13 @@ async fn page_response(page: Arc<str>) -> Response {
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-store"),
-            (header::CONTENT_SECURITY_POLICY, CSP),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::CONTENT_SECURITY_POLICY, csp()),
             (header::X_FRAME_OPTIONS, "DENY"),
             (header::REFERRER_POLICY, "no-referrer"),
         ],
         page.to_string(),
     )
         .into_response()
-}
-
-async fn snapshot() -> Response {
-    let body = serde_json::json!({ "breakers": listed() });
-    ([(header::CACHE_CONTROL, "no-store")], Json(body)).into_response()
-}
-
-/// Every live breaker's snapshot, with `"fleet"`: whether it is a member of the installed
-/// fleet (its buttons act fleet-wide).
-fn listed() -> Vec<Value> {
-    #[cfg(feature = "redis")]
-    if let Some(fleet) = crate::fleet::installed() {
-        return registry()
-            .handles()
-            .into_iter()
-            .map(|h| {
-                let member = fleet.is_member(&h);
-                with(h.snapshot(), &[("fleet", Value::Bool(member))])
-            })
-            .collect();
-    }
-    registry()
-        .snapshot()
-        .into_iter()
-        .map(|s| with(s, &[("fleet", Value::Bool(false))]))
-        .collect()
 }
 
 /// A snapshot's JSON with `fields` added.
@@ -287,16 +338,16 @@ async fn events(headers: HeaderMap) -> Response {
     ([(header::CACHE_CONTROL, "no-store")], Sse::new(stream)).into_response()
 }
 
-async fn force_open(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::ForceOpen).await
+async fn force_open(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::ForceOpen).await
 }
 
-async fn disable(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::Disable).await
+async fn disable(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::Disable).await
 }
 
-async fn reset(headers: HeaderMap, Path(name): Path<String>) -> Response {
-    control(&headers, &name, Action::Reset).await
+async fn reset(uri: Uri, headers: HeaderMap, Path(name): Path<String>) -> Response {
+    control(&uri, &headers, &name, Action::Reset).await
 }
 
 #[derive(Clone, Copy)]
@@ -317,14 +368,16 @@ impl Action {
     }
 }
 
-async fn control(headers: &HeaderMap, name: &str, action: Action) -> Response {
-    if cross_site(headers) {
+async fn control(uri: &Uri, headers: &HeaderMap, name: &str, action: Action) -> Response {
+    if guard::cross_site(headers, uri) {
         return (
             StatusCode::FORBIDDEN,
             "cross-site requests may not control breakers\n",
         )
             .into_response();
     }
+    let named = uri.query().and_then(name_in_query);
+    let name = named.as_deref().unwrap_or(name);
     let Some(handle) = registry().get(name) else {
         return (
             StatusCode::NOT_FOUND,
@@ -342,6 +395,28 @@ async fn control(headers: &HeaderMap, name: &str, action: Action) -> Response {
         ("scope", Value::from("instance")),
     ];
     Json(with(handle.snapshot(), &fields)).into_response()
+}
+
+/// `name=…` of a query, percent-decoded (`+` a space, as forms write it): the name of a
+/// breaker called `.` or `..`, which cannot be a path segment (a URL drops dot segments, even
+/// percent-encoded). The page sends those names so.
+fn name_in_query(query: &str) -> Option<String> {
+    let raw = query.split('&').find_map(|p| p.strip_prefix("name="))?;
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut rest = raw.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        match b {
+            b'+' => bytes.push(b' '),
+            b'%' => {
+                let hex = rest.get(..2).and_then(|h| std::str::from_utf8(h).ok())?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &rest[2..];
+            }
+            b => bytes.push(b),
+        }
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// `action` on every member of `handle`'s name in every instance. Redis away or refusing:
@@ -365,27 +440,6 @@ async fn fleet_wide(fleet: &crate::fleet::Fleet, handle: &Handle, action: Action
         }
     }
     Json(with(handle.snapshot(), &fields)).into_response()
-}
-
-/// Whether a browser sent this request from another site: `Sec-Fetch-Site` when the browser
-/// sends it, else an `Origin` whose host is not the `Host`. Tools that send neither pass.
-fn cross_site(headers: &HeaderMap) -> bool {
-    let value = |name| {
-        headers
-            .get(name)
-            .and_then(|v: &HeaderValue| v.to_str().ok())
-    };
-    if let Some(site) = value("sec-fetch-site") {
-        return !matches!(site, "same-origin" | "none");
-    }
-    match (value("origin"), value("host")) {
-        (Some(origin), Some(host)) => {
-            let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-            !origin_host.eq_ignore_ascii_case(host)
-        }
-        (Some(_), None) => true,
-        (None, _) => false,
-    }
 }
 
 /// One transition, ready to send.

@@ -13,11 +13,17 @@ use crate::{
     State,
 };
 
+/// The longest an `OpenFor` opens without `max_cool_off`: 5 minutes, Envoy's default
+/// maximum ejection time. One answer (a `Retry-After: 3600`, a date in the year 9999) is
+/// what any server, or anyone in the path, can send; it must not park a dependency, every
+/// path of its host, for an hour (issue 35, where part three had one hour).
+const UNSET_OPEN_FOR_CAP: Nanos = 300_000_000_000;
+
 impl Core {
     /// Moves the word from `from` to `to` and prepares what `to` needs; queues the event.
     /// Must hold the lock, with `from` the word read under it. An opening caused by a
     /// [`Cause::Verdict`] lasts exactly what the dependency asked for (at most `max_cool_off`
-    /// or one hour), without jitter; one that asked for zero opens as a failure would (the
+    /// or 5 minutes), without jitter; one that asked for zero opens as a failure would (the
     /// cool-off with its backoff and jitter).
     pub(super) fn transition(
         &self,
@@ -182,11 +188,15 @@ impl Core {
     }
 
     /// How long an [`Outcome::OpenFor`] of more than zero opens: what it asked, at most
-    /// `max_cool_off` when set, else one hour (a `Retry-After` of a year must not park a
-    /// breaker for good). Not raised to the cool-off: a server that says `Retry-After: 2`
-    /// is back in 2 s, and waiting the default 10 s would keep a recovered server idle.
+    /// `max_cool_off` when set, else [`UNSET_OPEN_FOR_CAP`]. Not raised to the cool-off: a
+    /// server that says `Retry-After: 2` is back in 2 s, and waiting the default 10 s would
+    /// keep a recovered server idle.
     pub(super) fn cap_open_for(&self, asked: Nanos) -> Nanos {
-        const HOUR: Nanos = 3_600_000_000_000;
-        asked.min(self.settings.policy.max_cool_off.unwrap_or(HOUR))
+        asked.min(
+            self.settings
+                .policy
+                .max_cool_off
+                .unwrap_or(UNSET_OPEN_FOR_CAP),
+        )
     }
 }

@@ -3,7 +3,7 @@
 
 use std::{
     borrow::{Borrow, Cow},
-    fmt,
+    fmt::{self, Write as _},
     hash::Hash,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
 };
@@ -65,12 +65,39 @@ display_keys!(
 #[cfg(feature = "http")]
 display_keys!(http::uri::Authority);
 
-/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`.
+/// A pair keys as `a:b`, say `(host, port)` as `example.com:443`, with any `:` and `\` of
+/// `a` escaped (`\:`, `\\`): the first unescaped `:` ends `a`, so two different pairs never
+/// share a name (`("x:y", "z")` is `x\:y:z`, `("x", "y:z")` is `x:y:z`).
 impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B) {
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt_key(f)?;
+        write!(EscapeSeparator(f), "{}", KeyText(&self.0))?;
         f.write_str(":")?;
         self.1.fmt_key(f)
+    }
+}
+
+/// A key as its text (`fmt_key`).
+struct KeyText<'a, K>(&'a K);
+
+impl<K: BreakerKey> fmt::Display for KeyText<'_, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt_key(f)
+    }
+}
+
+/// Writes through with `:` and `\` escaped by a `\`.
+struct EscapeSeparator<'a, W>(&'a mut W);
+
+impl<W: fmt::Write> fmt::Write for EscapeSeparator<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut rest = s;
+        while let Some(at) = rest.find([':', '\\']) {
+            self.0.write_str(&rest[..at])?;
+            self.0.write_char('\\')?;
+            self.0.write_str(&rest[at..at + 1])?;
+            rest = &rest[at + 1..];
+        }
+        self.0.write_str(rest)
     }
 }
 
@@ -145,12 +172,14 @@ where
     }
 }
 
-/// A key's breaker name: `{name}[{key}]`.
+/// A key's breaker name: `{name}[{key}]`, or `{name}[{prefix}…#{digest}]` for a key whose
+/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 16 bytes at most, and 16 hex digits
+/// of the SHA-256 of all of it).
 pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
 
 impl<K: BreakerKey> KeyName<'_, K> {
-    /// The name, in one allocation: written on the stack first when it fits (a new key's
-    /// name used to cost a growing `String` and then its copy into the `Name`).
+    /// The name, in one allocation when it fits 128 bytes: written on the stack first (a
+    /// new key's name used to cost a growing `String` and then its copy into the `Name`).
     pub(super) fn to_name(&self) -> Name {
         let mut buf = StackStr {
             bytes: [0; 128],
@@ -161,7 +190,9 @@ impl<K: BreakerKey> KeyName<'_, K> {
                 return Name::from(s);
             }
         }
-        Name::from(self.to_string())
+        let mut text = crate::name::Bounded::default();
+        let _ = write!(text, "{}", KeyText(self.1));
+        Name::from(format!("{}[{}]", self.0, text.shown()))
     }
 }
 
