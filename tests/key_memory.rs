@@ -80,7 +80,7 @@ async fn bytes_a_key(host: impl Fn(usize) -> String, through_requests: usize) ->
     for i in 0..10 {
         let _ = client.get(format!("http://warm-{i}.example/")).send().await;
     }
-    let keys_before = breakers.keyed().len();
+    let keys_before = breakers.keyed_breaker().len();
     let before = LIVE.load(Relaxed);
     for i in 0..KEYS {
         let host = host(i);
@@ -94,7 +94,7 @@ async fn bytes_a_key(host: impl Fn(usize) -> String, through_requests: usize) ->
     }
     let held = LIVE.load(Relaxed).saturating_sub(before);
     assert_eq!(
-        breakers.keyed().len() - keys_before,
+        breakers.keyed_breaker().len() - keys_before,
         KEYS,
         "one key per host"
     );
