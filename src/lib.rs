@@ -403,6 +403,15 @@ pub mod __private {
         }
     }
 
+    /// Never called: `if false { return returns::<R>(); }` at the top of an `async fn`'s
+    /// body gives its `async` block the function's return type `R`, so the body's values
+    /// coerce to it (`Box<u32>` to `Box<dyn Display>`) and a type error is the plain
+    /// function's.
+    #[doc(hidden)]
+    pub fn returns<R>() -> R {
+        unreachable!("`if false` never runs")
+    }
+
     /// The body of an `async fn`, as the plain `Result` the runtime takes.
     type Body<F, R, T, E> = Map<F, R, Result<T, E>>;
 

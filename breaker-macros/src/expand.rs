@@ -794,6 +794,41 @@ fn unmove_async_trait_args(sig: &mut syn::Signature, body: &mut syn::Block) {
     }
 }
 
+/// With a fallback, `#[tracing::instrument]` above the attribute (which expands first) has
+/// moved the arguments into its own `async move` block (`let __tracing_instrument_future =
+/// async move { … };`), leaving nothing for the fallback: its blocks borrow them instead, as
+/// the body does under the attribute alone. tracing-attributes 0.1 writes the block alone or
+/// awaited once inside another (`err`, `ret`), so those are the shapes looked at.
+fn unmove_tracing_future(body: &mut syn::Block) {
+    for stmt in &mut body.stmts {
+        let syn::Stmt::Local(local) = stmt else {
+            continue;
+        };
+        let (Pat::Ident(p), Some(init)) = (&local.pat, &mut local.init) else {
+            continue;
+        };
+        if p.ident != "__tracing_instrument_future" {
+            continue;
+        }
+        let Expr::Async(outer) = &mut *init.expr else {
+            continue;
+        };
+        outer.capture = None;
+        for inner in &mut outer.block.stmts {
+            let awaited = match inner {
+                syn::Stmt::Local(l) => l.init.as_mut().map(|i| &mut *i.expr),
+                syn::Stmt::Expr(Expr::Match(m), _) => Some(&mut *m.expr),
+                _ => None,
+            };
+            if let Some(Expr::Await(a)) = awaited {
+                if let Expr::Async(block) = &mut *a.base {
+                    block.capture = None;
+                }
+            }
+        }
+    }
+}
+
 /// The call of `body` (the function's block) through `__breaker`, as the function's result.
 fn call_expr(
     args: &Args,
@@ -840,6 +875,11 @@ fn call_expr(
     let err = Ident::new("__breaker_err", Span::mixed_site());
     let ok = Ident::new("__breaker_ok", Span::mixed_site());
     let k = krate_at(args, ret_span);
+    let body = if is_async {
+        typed_async_body(&k, &ret, body, ret_span)
+    } else {
+        body.to_token_stream()
+    };
     let Some(fallback) = &args.fallback else {
         // Without a fallback the body may consume the arguments.
         return if is_async {
@@ -887,6 +927,30 @@ fn call_expr(
     }
 }
 
+/// `{ if false { return returns::<R>(); } …body }`: the body of the `async` block, told the
+/// function's return type. An `async` block has no expected output, so without this line
+/// `Ok(Box::new(5))` for a `Box<dyn Display>`, `&self.text` for a `&str` or `return
+/// Err(e.into())` would not coerce as in the plain function, and a type error would be
+/// rustc's E0271 about the block instead of the plain function's error on the user's tokens.
+/// (async-trait's `if let Some(r) = None::<R> { return r; }`, without the binding, which a
+/// user's `const r` could capture.)
+fn typed_async_body(
+    krate: &TokenStream,
+    ret: &TokenStream,
+    body: &syn::Block,
+    span: Span,
+) -> TokenStream {
+    let stmts = &body.stmts;
+    // The block is spanned with the return type, which rustc then names in a note about it
+    // (a body that is not `Send`).
+    quote_spanned! {span=> {
+        if false {
+            return #krate::__private::returns::<#ret>();
+        }
+        #(#stmts)*
+    }}
+}
+
 /// The rewritten function.
 fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
     let krate = krate_at(args, Span::call_site());
@@ -917,6 +981,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         };
     }
     let is_async = matches!(shape, Shape::Async);
+    if is_async && args.fallback.is_some() {
+        unmove_tracing_future(&mut func.block);
+    }
     let result = call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
     let body = quote!({ #binding #result });
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.

@@ -32,6 +32,9 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
                     &<Result<Score, FraudError> as ::breaker::__private::Fallible>::Err,
                 ) -> bool,
             async {
+                if false {
+                    return ::breaker::__private::returns::<Result<Score, FraudError>>();
+                }
                 let score = vendor.score(order).await?;
                 Ok(score)
             },

@@ -35,6 +35,11 @@ impl Store for Remote {
                     __breaker,
                     ::breaker::__private::every_error,
                     async {
+                        if false {
+                            return ::breaker::__private::returns::<
+                                Result<usize, StoreError>,
+                            >();
+                        }
                         if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<
                             Result<usize, StoreError>,
                         > {

@@ -20,7 +20,16 @@ async fn lookup(
         Result<Row, DbError>,
         _,
         _,
-    >(__breaker, ::breaker::__private::every_error, async { db.get(id).await })
+    >(
+            __breaker,
+            ::breaker::__private::every_error,
+            async {
+                if false {
+                    return ::breaker::__private::returns::<Result<Row, DbError>>();
+                }
+                db.get(id).await
+            },
+        )
         .await
     {
         ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,

@@ -35,7 +35,14 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
                         > as ::breaker::__private::Fallible>::Err,
                     >,
                 ) -> ::breaker::Verdict,
-            async move { client.get(uri).await },
+            async move {
+                if false {
+                    return ::breaker::__private::returns::<
+                        Result<Response, HttpError>,
+                    >();
+                }
+                client.get(uri).await
+            },
         )
         .await
 }

@@ -27,7 +27,12 @@ impl TenantDb {
         >(
                 __breaker,
                 ::breaker::__private::every_error,
-                async move { self.pool.query(sql).await },
+                async move {
+                    if false {
+                        return ::breaker::__private::returns::<Result<Rows, DbError>>();
+                    }
+                    self.pool.query(sql).await
+                },
             )
             .await
     }
@@ -56,7 +61,12 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
     >(
             __breaker,
             ::breaker::__private::every_error,
-            async { client.post(url, body).await },
+            async {
+                if false {
+                    return ::breaker::__private::returns::<Result<(), HookError>>();
+                }
+                client.post(url, body).await
+            },
         )
         .await
     {
