@@ -76,6 +76,7 @@ pub mod tower;
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use core::default::Default;
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
@@ -378,6 +379,14 @@ pub mod __private {
         config
     }
 
+    /// `is_failure = path` or `classify = path`, coerced to the `fn` pointer `P` it must be
+    /// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`):
+    /// a wrong signature is one `E0308` on the path naming both types.
+    pub struct Judge<P> {
+        /// The judge.
+        pub f: P,
+    }
+
     /// The default `is_failure`: every error counts against the dependency.
     pub fn every_error<E>(_: &E) -> bool {
         true
@@ -559,6 +568,32 @@ pub mod __private {
         breaker
             .call_sync_classified(classify, move || body().into_result())
             .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// The result of an `async fn` with a fallback: the body's success, or what the fallback
+    /// makes of the `CallError`. `fallback` is made after the body ran, so it may take the
+    /// arguments the body borrowed.
+    pub async fn recover<T, E, F, Fut>(result: Result<T, CallError<E>>, fallback: F) -> T
+    where
+        F: FnOnce(CallError<E>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        match result {
+            Ok(ok) => ok,
+            Err(e) => fallback(e).await,
+        }
+    }
+
+    /// [`recover`] for a plain `fn`.
+    #[inline]
+    pub fn recover_sync<T, E, F>(result: Result<T, CallError<E>>, fallback: F) -> T
+    where
+        F: FnOnce(CallError<E>) -> T,
+    {
+        match result {
+            Ok(ok) => ok,
+            Err(e) => fallback(e),
+        }
     }
 
     /// The fallback of an `async fn`: what it returned, as a future to await.

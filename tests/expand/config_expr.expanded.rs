@@ -1,14 +1,4 @@
 async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
-    let __breaker: &'static ::breaker::Breaker = {
-        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-        ::breaker::__private::breaker(
-            ::breaker::Name::from_static(&"shop::tax"),
-            true,
-            ::breaker::__private::config(config_from_env("TAX"))
-                .on_state_change(log_transition),
-        ));
-        &__BREAKER
-    };
     ::breaker::__private::run::<
         Result<Tax, TaxError>,
         _,
@@ -16,7 +6,16 @@ async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
         _,
         _,
     >(
-            __breaker,
+            {
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&"shop::tax"),
+                    true,
+                    ::breaker::__private::config(config_from_env("TAX"))
+                        .on_state_change(log_transition),
+                ));
+                &__BREAKER
+            },
             ::breaker::__private::every_error,
             async move {
                 if false {
