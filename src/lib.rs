@@ -126,11 +126,10 @@ pub mod __private {
         sync::{Mutex, OnceLock},
     };
 
-    use breaker_runtime::{__internals::KeyArg, Classify};
+    use breaker_runtime::__internals::KeyArg;
 
     use crate::{
-        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Name,
-        Verdict,
+        Breaker, BreakerError, BreakerKey, CallError, Config, KeyedBreaker, Name, Verdict,
     };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
@@ -393,22 +392,24 @@ pub mod __private {
     }
 
     pin_project_lite::pin_project! {
-        /// `fut`'s output passed through a plain function. The function is made where its
-        /// bounds are checked (in `run` and `call`), so this future has none of its own, and
-        /// a missing `From<BreakerError>` is reported once, not again at the `.await`.
-        pub struct Map<Fut, I, O> {
+        /// `fut`'s output passed through `map`, a function item or a closure without
+        /// captures: no bytes in the future (a `fn` pointer here cost 8 bytes per layer).
+        /// The functions returning it return `impl Future`, so its bounds are checked where
+        /// it is made (in `run` and `call`), and a missing `From<BreakerError>` is reported
+        /// once, not again at the `.await`.
+        pub struct Map<Fut, M> {
             #[pin]
             fut: Fut,
-            map: fn(I) -> O,
+            map: M,
         }
     }
 
-    impl<Fut: Future<Output = I>, I, O> Future for Map<Fut, I, O> {
+    impl<Fut: Future, M: Fn(Fut::Output) -> O, O> Future for Map<Fut, M> {
         type Output = O;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
             let this = self.project();
-            this.fut.poll(cx).map(*this.map)
+            this.fut.poll(cx).map(this.map)
         }
     }
 
@@ -422,9 +423,9 @@ pub mod __private {
     }
 
     /// The body of an `async fn`, as the plain `Result` the runtime takes.
-    type Body<F, R, T, E> = Map<F, R, Result<T, E>>;
-
-    fn body<F, R: Fallible>(body: F) -> Body<F, R, R::Ok, R::Err> {
+    fn body<F: Future<Output = R>, R: Fallible>(
+        body: F,
+    ) -> Map<F, impl Fn(R) -> Result<R::Ok, R::Err>> {
         Map {
             fut: body,
             map: R::into_result,
@@ -434,12 +435,11 @@ pub mod __private {
     /// One call of an `async fn` body through its breaker, without a fallback: the
     /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
     /// return type, named by the macro so `?` and `return` in the body know their type.
-    #[allow(clippy::type_complexity)]
     pub fn run<'a, R, T, E, F, P>(
         breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<CallFuture<'a, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
+    ) -> impl Future<Output = R> + use<'a, R, T, E, F, P>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -465,16 +465,11 @@ pub mod __private {
 
     /// One call of an `async fn` body through its breaker, with a fallback: a success in the
     /// function's own return type, or the `CallError` the fallback receives.
-    #[allow(clippy::type_complexity)]
     pub fn call<'a, R, F, P>(
         breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<
-        CallFuture<'a, Body<F, R, R::Ok, R::Err>, P>,
-        Result<R::Ok, CallError<R::Err>>,
-        Result<R, CallError<R::Err>>,
-    >
+    ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, P>
     where
         R: Fallible,
         F: Future<Output = R>,
@@ -482,8 +477,13 @@ pub mod __private {
     {
         Map {
             fut: breaker.call_with(is_failure, body(body_)),
-            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+            map: ok_into::<R>,
         }
+    }
+
+    /// A success back in the function's return type.
+    fn ok_into<R: Fallible>(r: Result<R::Ok, CallError<R::Err>>) -> Result<R, CallError<R::Err>> {
+        r.map(|ok| R::from_result(Ok(ok)))
     }
 
     /// [`call`] for a plain `fn`.
@@ -503,12 +503,11 @@ pub mod __private {
     }
 
     /// [`run`] judged by `classify = …` instead of `is_failure`.
-    #[allow(clippy::type_complexity)]
     pub fn run_classified<'a, R, T, E, F, C>(
         breaker: &'a Breaker,
         classify: C,
         body_: F,
-    ) -> Map<CallFuture<'a, Body<F, R, T, E>, Classify<C>>, Result<T, CallError<E>>, R>
+    ) -> impl Future<Output = R> + use<'a, R, T, E, F, C>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -533,16 +532,11 @@ pub mod __private {
     }
 
     /// [`call`] judged by `classify = …`.
-    #[allow(clippy::type_complexity)]
     pub fn call_classified<'a, R, F, C>(
         breaker: &'a Breaker,
         classify: C,
         body_: F,
-    ) -> Map<
-        CallFuture<'a, Body<F, R, R::Ok, R::Err>, Classify<C>>,
-        Result<R::Ok, CallError<R::Err>>,
-        Result<R, CallError<R::Err>>,
-    >
+    ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, C>
     where
         R: Fallible,
         F: Future<Output = R>,
@@ -550,7 +544,7 @@ pub mod __private {
     {
         Map {
             fut: breaker.call_classified(classify, body(body_)),
-            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+            map: ok_into::<R>,
         }
     }
 
