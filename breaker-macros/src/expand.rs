@@ -697,10 +697,14 @@ fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> TokenStream {
             }};
         }
         // The name is a literal (or `concat!` of literals): static text, copied into a
-        // refusal without a reference count.
-        let name = quote!(#krate::Name::from_static(&#name));
-        let init = join(quote!(#krate::__private::breaker(#name, #shared, #config)));
+        // refusal without a reference count. In a static of its own, which reads better than
+        // the `&"…"` that `Name::from_static` (taking a `&'static &'static str`) needs.
+        let name_static = Ident::new("__NAME", Span::mixed_site());
+        let init = join(quote! {
+            #krate::__private::breaker(#krate::Name::from_static(&#name_static), #shared, #config)
+        });
         return quote! {{
+            static #name_static: &str = #name;
             static #static_name: #krate::__private::Lazy<#krate::Breaker> =
                 #krate::__private::Lazy::new(|| #init);
             &#static_name

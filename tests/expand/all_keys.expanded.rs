@@ -6,10 +6,11 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
                 _,
             >(
                     {
+                        static __NAME: &str = "fraud::score";
                         static __BREAKER: ::breaker::__private::Lazy<
                             ::breaker::Breaker,
                         > = ::breaker::__private::Lazy::new(|| ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(&"fraud::score"),
+                            ::breaker::Name::from_static(&__NAME),
                             true,
                             <::breaker::Config as ::breaker::__private::Default>::default()
                                 .threshold(3)

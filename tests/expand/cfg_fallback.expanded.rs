@@ -10,14 +10,13 @@ async fn lookup(
                 _,
             >(
                     {
+                        static __NAME: &str = ::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "lookup"
+                        );
                         static __BREAKER: ::breaker::__private::Lazy<
                             ::breaker::Breaker,
                         > = ::breaker::__private::Lazy::new(|| ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(
-                                &::breaker::__private::concat!(
-                                    ::breaker::__private::module_path!(), "::", "lookup"
-                                ),
-                            ),
+                            ::breaker::Name::from_static(&__NAME),
                             false,
                             <::breaker::Config as ::breaker::__private::Default>::default(),
                         ));

@@ -7,14 +7,13 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
         _,
     >(
             {
+                static __NAME: &str = ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "get"
+                );
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
                 ::breaker::__private::join_fleet(
                     ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(
-                            &::breaker::__private::concat!(
-                                ::breaker::__private::module_path!(), "::", "get"
-                            ),
-                        ),
+                        ::breaker::Name::from_static(&__NAME),
                         false,
                         <::breaker::Config as ::breaker::__private::Default>::default()
                             .threshold(3),
@@ -59,13 +58,12 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
         _,
     >(
         {
+            static __NAME: &str = ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "read"
+            );
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
             ::breaker::__private::breaker(
-                ::breaker::Name::from_static(
-                    &::breaker::__private::concat!(
-                        ::breaker::__private::module_path!(), "::", "read"
-                    ),
-                ),
+                ::breaker::Name::from_static(&__NAME),
                 false,
                 <::breaker::Config as ::breaker::__private::Default>::default(),
             ));

@@ -7,9 +7,10 @@ async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
         _,
     >(
             {
+                static __NAME: &str = "shop::tax";
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&"shop::tax"),
+                    ::breaker::Name::from_static(&__NAME),
                     true,
                     ::breaker::__private::config(config_from_env("TAX"))
                         .on_state_change(log_transition),

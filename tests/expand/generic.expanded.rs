@@ -9,13 +9,12 @@ where
             _,
         >(
             {
+                static __NAME: &str = ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "count"
+                );
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(
-                        &::breaker::__private::concat!(
-                            ::breaker::__private::module_path!(), "::", "count"
-                        ),
-                    ),
+                    ::breaker::Name::from_static(&__NAME),
                     false,
                     <::breaker::Config as ::breaker::__private::Default>::default()
                         .threshold(2),

@@ -7,13 +7,12 @@ async fn get_rate(region: &str) -> Result<f64, TaxError> {
         _,
     >(
             {
+                static __NAME: &str = ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "get_rate"
+                );
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(
-                        &::breaker::__private::concat!(
-                            ::breaker::__private::module_path!(), "::", "get_rate"
-                        ),
-                    ),
+                    ::breaker::Name::from_static(&__NAME),
                     false,
                     <::breaker::Config as ::breaker::__private::Default>::default(),
                 ));

@@ -7,13 +7,12 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
         _,
     >(
         {
+            static __NAME: &str = ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "load_profile"
+            );
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
             ::breaker::__private::breaker(
-                ::breaker::Name::from_static(
-                    &::breaker::__private::concat!(
-                        ::breaker::__private::module_path!(), "::", "load_profile"
-                    ),
-                ),
+                ::breaker::Name::from_static(&__NAME),
                 false,
                 <::breaker::Config as ::breaker::__private::Default>::default()
                     .threshold(5)
