@@ -11,21 +11,34 @@ fn ui() {
 }
 
 /// A dependency renamed in the manifest (`brk = { package = "breaker", … }`) cannot be a
-/// trybuild case (trybuild's manifest is this package's): `renamed/` is a crate of its own,
-/// checked here. Without `crate = "…"` its function gets one error, saying to add it, and the
-/// function with `crate = "::brk"` none.
+/// trybuild case (trybuild's manifest is this package's): `renamed/main.rs` is built as a
+/// crate of its own, made under the target directory with the workspace's `Cargo.lock` (so
+/// `--offline` finds every dependency already fetched). Without `crate = "…"` its function
+/// gets one error, saying to add it, and the function with `crate = "::brk"` none.
 #[test]
 fn renamed_dependency_without_crate_is_one_error_saying_so() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let ui = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = ui.join("../..").canonicalize().expect("the workspace root");
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| dir.join("../../target"))
+        .unwrap_or_else(|| root.join("target"))
         .join("tests/renamed");
+    let krate = target.join("crate");
+    std::fs::create_dir_all(krate.join("src")).expect("the crate's directory");
+    let manifest = format!(
+        "[package]\nname = \"renamed-breaker\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+         publish = false\n\n[workspace]\n\n[dependencies]\n\
+         brk = {{ package = \"breaker\", path = {:?} }}\n",
+        root.display().to_string()
+    );
+    std::fs::write(krate.join("Cargo.toml"), manifest).expect("the manifest");
+    std::fs::copy(ui.join("renamed/main.rs"), krate.join("src/main.rs")).expect("main.rs");
+    std::fs::copy(root.join("Cargo.lock"), krate.join("Cargo.lock")).expect("the lock file");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let out = Command::new(cargo)
         .args(["check", "--offline", "--quiet", "--message-format=short"])
-        .current_dir(dir.join("renamed"))
-        .env("CARGO_TARGET_DIR", target)
+        .current_dir(&krate)
+        .env("CARGO_TARGET_DIR", target.join("target"))
         .output()
         .expect("cargo runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -37,7 +50,7 @@ fn renamed_dependency_without_crate_is_one_error_saying_so() {
     assert_eq!(
         errors,
         [
-            "src/main.rs:3:1: error: this crate depends on `breaker` under the name `brk`: add \
+            "src/main.rs:4:1: error: this crate depends on `breaker` under the name `brk`: add \
              `crate = \"::brk\"` to the attribute (`#[circuit_breaker(crate = \"::brk\", …)]`), \
              so that the generated code finds it"
         ],

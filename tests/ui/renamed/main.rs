@@ -1,3 +1,4 @@
+//! Built by `ui.rs` as a crate whose manifest says `brk = { package = "breaker", … }`.
 use brk::{circuit_breaker, BreakerError};
 
 #[circuit_breaker(threshold = 3)]
