@@ -11,6 +11,7 @@ const __breaker_recover: u32 = 5;
 const __name: u32 = 6;
 const __ret: u32 = 7;
 const __BREAKER: u32 = 8;
+const __NAME: u32 = 9;
 
 #[derive(Debug)]
 struct Failed;
