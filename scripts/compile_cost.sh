@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The compile-time cost of `#[breaker::circuit_breaker]`: builds a generated crate of 200
-# annotated functions and the same crate without the attribute, and prints the ratio.
+# annotated functions of mixed shapes and the same crate without the attribute, and prints
+# the ratio and the cost per function (the target: at most 3 ms of debug build).
 #
 #   scripts/compile_cost.sh [--release] [RUNS]      (default: debug, RUNS = 3)
 #
@@ -22,16 +23,23 @@ fi
 RUNS=${1:-3}
 FUNCS=200
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# BREAKER_ROOT: another checkout to measure (an older commit, for a before/after).
+root=${BREAKER_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export CARGO_TARGET_DIR="$tmp/target"
+# COMPILE_COST_KEEP=1: keep the two crates (for `cargo build --timings`, `-Z time-passes`).
+if [[ -z ${COMPILE_COST_KEEP:-} ]]; then trap 'rm -rf "$tmp"' EXIT; else echo "crates in $tmp" >&2; fi
+# COMPILE_COST_TARGET: a target directory kept between runs (dependencies built once).
+export CARGO_TARGET_DIR="${COMPILE_COST_TARGET:-$tmp/target}"
+# A whole compilation of the crate each time: incremental compilation would reuse the last
+# build's code after the `touch`, and time little more than parsing and expansion.
+export CARGO_INCREMENTAL=0
 
-# gen NAME ANNOTATE: writes the crate; half the functions are async, half are plain, with
-# a spread of attribute arguments, as a real service's clients would have (`timeout` only on
-# async functions, where it is allowed).
+# gen NAME ANNOTATE: writes the crate; the functions come in eight shapes, as a real
+# service's clients would have them: async and plain, with attribute arguments, a fallback
+# (a path, a closure), a key, a method, an `is_failure` judge, `classify` (the same
+# functions, fallbacks and judges are in both crates; only the attributes differ).
 gen() {
-    local dir="$tmp/$1" annotate=$2 i attr
+    local dir="$tmp/$1" annotate=$2 i attr body shape args
     mkdir -p "$dir/src"
     cat >"$dir/Cargo.toml" <<EOF
 [package]
@@ -47,54 +55,79 @@ breaker = { path = "$root" }
 EOF
     {
         echo "//! $FUNCS functions ($1)."
-        echo "#![allow(dead_code)]"
+        echo "#![allow(dead_code, unused_variables)]"
         echo "use std::io;"
+        echo "use breaker::{CallError, Verdict};"
+        echo "pub struct Client { pub host: String }"
+        echo "async fn cached(x: u64, _: CallError<io::Error>) -> io::Result<u64> { Ok(x) }"
+        echo "fn transient(e: &io::Error) -> bool { e.kind() != io::ErrorKind::NotFound }"
+        echo "fn judge(r: &io::Result<u64>) -> Verdict { if r.is_ok() { Verdict::Success } else { Verdict::Failure } }"
         for ((i = 0; i < FUNCS; i++)); do
+            body="if x == $i { Err(io::Error::other(\"down\")) } else { Ok(x + $i) }"
+            shape=$((i % 8))
+            case $shape in
+            0) args="threshold = 5, cool_off = \"30s\", timeout = \"2s\"" ;;
+            1) args="threshold = $((i % 7 + 1))" ;;
+            2) args="failure_rate = 50, window = 20, fallback = cached" ;;
+            3) args="threshold = 3, slow_call = \"500ms\", fallback = |x, _| Ok(x)" ;;
+            4) args="key = host, failure_rate = 50, window = 20" ;;
+            5) args="threshold = 3, probes = 2" ;;
+            6) args="is_failure = transient, cool_off = \"10s\"" ;;
+            7) args="classify = judge" ;;
+            esac
             attr=""
-            if ((annotate)); then
-                case $((i % 4)) in
-                0) attr="#[breaker::circuit_breaker(threshold = 5, cool_off = \"30s\", timeout = \"2s\")]" ;;
-                1) attr="#[breaker::circuit_breaker(threshold = $((i % 7 + 1)))]" ;;
-                2) attr="#[breaker::circuit_breaker(failure_rate = 50, window = 20, cool_off = \"10s\")]" ;;
-                3) attr="#[breaker::circuit_breaker(threshold = 3, slow_call = \"500ms\", probes = 2)]" ;;
-                esac
-            fi
-            if ((i % 2 == 0)); then
-                printf '%s\npub async fn call_%d(x: u64) -> io::Result<u64> {\n    if x == %d { Err(io::Error::other("down")) } else { Ok(x + %d) }\n}\n' \
-                    "$attr" "$i" "$i" "$i"
-            else
-                printf '%s\npub fn call_%d(x: u64) -> io::Result<u64> {\n    if x == %d { Err(io::Error::other("down")) } else { Ok(x + %d) }\n}\n' \
-                    "$attr" "$i" "$i" "$i"
-            fi
+            if ((annotate)); then attr="#[breaker::circuit_breaker($args)]"; fi
+            case $shape in
+            0 | 2 | 6) printf '%s\npub async fn call_%d(x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
+            1 | 3 | 7) printf '%s\npub fn call_%d(x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
+            4) printf '%s\npub async fn call_%d(host: &str, x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
+            5) printf 'impl Client {\n    %s\n    pub async fn call_%d(&self, x: u64) -> io::Result<u64> {\n        %s\n    }\n}\n' "$attr" "$i" "$body" ;;
+            esac
         done
+        # Every function is called and every future polled once, as a program would: a
+        # future's state machine (and the runtime's call future around it) is compiled only
+        # where it is polled.
+        echo "pub fn use_all(cx: &mut std::task::Context<'_>, c: &Client) {"
+        echo "    use std::future::Future;"
+        for ((i = 0; i < FUNCS; i++)); do
+            case $((i % 8)) in
+            0 | 2 | 6) echo "    let _ = std::pin::pin!(call_$i(1)).poll(cx);" ;;
+            1 | 3 | 7) echo "    let _ = call_$i(1);" ;;
+            4) echo "    let _ = std::pin::pin!(call_$i(&c.host, 1)).poll(cx);" ;;
+            5) echo "    let _ = std::pin::pin!(c.call_$i(1)).poll(cx);" ;;
+            esac
+        done
+        echo "}"
     } >"$dir/src/lib.rs"
 }
 
 gen annotated 1
 gen plain 0
 
-now() { date +%s.%N; }
-
-# measure NAME: RUNS timings of rebuilding the crate alone; prints the median in seconds.
+# measure NAME: RUNS timings of rebuilding the crate alone; prints the medians of the wall
+# time and of the CPU time (user + system, of cargo and the compiler), in seconds. The CPU
+# time is the steadier figure on a machine that is doing other work.
 measure() {
-    local dir="$tmp/$1" t0 t1 times=()
+    local dir="$tmp/$1" t walls=() cpus=()
     (cd "$dir" && cargo build --quiet "${profile[@]}") # dependencies, once
     for ((r = 0; r < RUNS; r++)); do
         touch "$dir/src/lib.rs"
-        t0=$(now)
-        (cd "$dir" && cargo build --quiet "${profile[@]}")
-        t1=$(now)
-        times+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')")
+        t=$( { TIMEFORMAT='%R %U %S'; time (cd "$dir" && cargo build --quiet "${profile[@]}"); } 2>&1)
+        walls+=("$(awk '{ printf "%.3f", $1 }' <<<"$t")")
+        cpus+=("$(awk '{ printf "%.3f", $2 + $3 }' <<<"$t")")
     done
-    echo "  $1: ${times[*]} s" >&2
-    printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+    echo "  $1: wall ${walls[*]} s; cpu ${cpus[*]} s" >&2
+    median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+    echo "$(median "${walls[@]}") $(median "${cpus[@]}")"
 }
 
 echo "compile cost of #[circuit_breaker]: $FUNCS functions, $label build, median of $RUNS" >&2
-plain=$(measure plain)
-annotated=$(measure annotated)
-awk -v p="$plain" -v a="$annotated" -v f="$FUNCS" -v l="$label" 'BEGIN {
-    printf "| crate (%d fns, %s) | build time (median) |\n|---|---:|\n", f, l
-    printf "| without the attribute | %.2f s |\n| with #[circuit_breaker] | %.2f s |\n", p, a
-    printf "| ratio | %.2fx |\n| cost per annotated function | %.1f ms |\n", a / p, (a - p) * 1000 / f
+read -r plain plain_cpu <<<"$(measure plain)"
+read -r annotated annotated_cpu <<<"$(measure annotated)"
+awk -v p="$plain" -v a="$annotated" -v pc="$plain_cpu" -v ac="$annotated_cpu" -v f="$FUNCS" -v l="$label" 'BEGIN {
+    printf "| crate (%d fns, %s) | build, wall (median) | build, CPU (median) |\n|---|---:|---:|\n", f, l
+    printf "| without the attribute | %.2f s | %.2f s |\n", p, pc
+    printf "| with #[circuit_breaker] | %.2f s | %.2f s |\n", a, ac
+    printf "| ratio | %.2fx | %.2fx |\n", a / p, ac / pc
+    printf "| cost per annotated function | %.1f ms | %.1f ms |\n", (a - p) * 1000 / f, (ac - pc) * 1000 / f
 }'

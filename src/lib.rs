@@ -78,6 +78,7 @@ pub mod tower;
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use core::default::Default;
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};
@@ -127,11 +128,10 @@ pub mod __private {
         sync::{Mutex, OnceLock},
     };
 
-    use breaker_runtime::{__internals::KeyArg, Classify};
+    use breaker_runtime::__internals::KeyArg;
 
     use crate::{
-        Breaker, BreakerError, BreakerKey, CallError, CallFuture, Config, KeyedBreaker, Name,
-        Verdict,
+        Breaker, BreakerError, BreakerKey, CallError, Config, KeyedBreaker, Name, Verdict,
     };
 
     /// The breaker of one annotated function. `shared`: the function gave an explicit
@@ -380,35 +380,54 @@ pub mod __private {
         config
     }
 
+    /// `is_failure = path` or `classify = path`, coerced to the `fn` pointer `P` it must be
+    /// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`):
+    /// a wrong signature is one `E0308` on the path naming both types.
+    pub struct Judge<P> {
+        /// The judge.
+        pub f: P,
+    }
+
     /// The default `is_failure`: every error counts against the dependency.
     pub fn every_error<E>(_: &E) -> bool {
         true
     }
 
     pin_project_lite::pin_project! {
-        /// `fut`'s output passed through a plain function. The function is made where its
-        /// bounds are checked (in `run` and `call`), so this future has none of its own, and
-        /// a missing `From<BreakerError>` is reported once, not again at the `.await`.
-        pub struct Map<Fut, I, O> {
+        /// `fut`'s output passed through `map`, a function item or a closure without
+        /// captures: no bytes in the future (a `fn` pointer here cost 8 bytes per layer).
+        /// The functions returning it return `impl Future`, so its bounds are checked where
+        /// it is made (in `run` and `call`), and a missing `From<BreakerError>` is reported
+        /// once, not again at the `.await`.
+        pub struct Map<Fut, M> {
             #[pin]
             fut: Fut,
-            map: fn(I) -> O,
+            map: M,
         }
     }
 
-    impl<Fut: Future<Output = I>, I, O> Future for Map<Fut, I, O> {
+    impl<Fut: Future, M: Fn(Fut::Output) -> O, O> Future for Map<Fut, M> {
         type Output = O;
 
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<O> {
             let this = self.project();
-            this.fut.poll(cx).map(*this.map)
+            this.fut.poll(cx).map(this.map)
         }
     }
 
-    /// The body of an `async fn`, as the plain `Result` the runtime takes.
-    type Body<F, R, T, E> = Map<F, R, Result<T, E>>;
+    /// Never called: `if false { return returns::<R>(); }` at the top of an `async fn`'s
+    /// body gives its `async` block the function's return type `R`, so the body's values
+    /// coerce to it (`Box<u32>` to `Box<dyn Display>`) and a type error is the plain
+    /// function's.
+    #[doc(hidden)]
+    pub fn returns<R>() -> R {
+        unreachable!("`if false` never runs")
+    }
 
-    fn body<F, R: Fallible>(body: F) -> Body<F, R, R::Ok, R::Err> {
+    /// The body of an `async fn`, as the plain `Result` the runtime takes.
+    fn body<F: Future<Output = R>, R: Fallible>(
+        body: F,
+    ) -> Map<F, impl Fn(R) -> Result<R::Ok, R::Err>> {
         Map {
             fut: body,
             map: R::into_result,
@@ -418,12 +437,11 @@ pub mod __private {
     /// One call of an `async fn` body through its breaker, without a fallback: the
     /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
     /// return type, named by the macro so `?` and `return` in the body know their type.
-    #[allow(clippy::type_complexity)]
     pub fn run<'a, R, T, E, F, P>(
         breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<CallFuture<'a, Body<F, R, T, E>, P>, Result<T, CallError<E>>, R>
+    ) -> impl Future<Output = R> + use<'a, R, T, E, F, P>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -449,16 +467,11 @@ pub mod __private {
 
     /// One call of an `async fn` body through its breaker, with a fallback: a success in the
     /// function's own return type, or the `CallError` the fallback receives.
-    #[allow(clippy::type_complexity)]
     pub fn call<'a, R, F, P>(
         breaker: &'a Breaker,
         is_failure: P,
         body_: F,
-    ) -> Map<
-        CallFuture<'a, Body<F, R, R::Ok, R::Err>, P>,
-        Result<R::Ok, CallError<R::Err>>,
-        Result<R, CallError<R::Err>>,
-    >
+    ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, P>
     where
         R: Fallible,
         F: Future<Output = R>,
@@ -466,8 +479,13 @@ pub mod __private {
     {
         Map {
             fut: breaker.call_with(is_failure, body(body_)),
-            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+            map: ok_into::<R>,
         }
+    }
+
+    /// A success back in the function's return type.
+    fn ok_into<R: Fallible>(r: Result<R::Ok, CallError<R::Err>>) -> Result<R, CallError<R::Err>> {
+        r.map(|ok| R::from_result(Ok(ok)))
     }
 
     /// [`call`] for a plain `fn`.
@@ -487,12 +505,11 @@ pub mod __private {
     }
 
     /// [`run`] judged by `classify = …` instead of `is_failure`.
-    #[allow(clippy::type_complexity)]
     pub fn run_classified<'a, R, T, E, F, C>(
         breaker: &'a Breaker,
         classify: C,
         body_: F,
-    ) -> Map<CallFuture<'a, Body<F, R, T, E>, Classify<C>>, Result<T, CallError<E>>, R>
+    ) -> impl Future<Output = R> + use<'a, R, T, E, F, C>
     where
         R: Fallible<Ok = T, Err = E>,
         E: FromBreakerError,
@@ -517,16 +534,11 @@ pub mod __private {
     }
 
     /// [`call`] judged by `classify = …`.
-    #[allow(clippy::type_complexity)]
     pub fn call_classified<'a, R, F, C>(
         breaker: &'a Breaker,
         classify: C,
         body_: F,
-    ) -> Map<
-        CallFuture<'a, Body<F, R, R::Ok, R::Err>, Classify<C>>,
-        Result<R::Ok, CallError<R::Err>>,
-        Result<R, CallError<R::Err>>,
-    >
+    ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, C>
     where
         R: Fallible,
         F: Future<Output = R>,
@@ -534,7 +546,7 @@ pub mod __private {
     {
         Map {
             fut: breaker.call_classified(classify, body(body_)),
-            map: |r| r.map(|ok| R::from_result(Ok(ok))),
+            map: ok_into::<R>,
         }
     }
 
@@ -552,6 +564,32 @@ pub mod __private {
         breaker
             .call_sync_classified(classify, move || body().into_result())
             .map(|ok| R::from_result(Ok(ok)))
+    }
+
+    /// The result of an `async fn` with a fallback: the body's success, or what the fallback
+    /// makes of the `CallError`. `fallback` is made after the body ran, so it may take the
+    /// arguments the body borrowed.
+    pub async fn recover<T, E, F, Fut>(result: Result<T, CallError<E>>, fallback: F) -> T
+    where
+        F: FnOnce(CallError<E>) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        match result {
+            Ok(ok) => ok,
+            Err(e) => fallback(e).await,
+        }
+    }
+
+    /// [`recover`] for a plain `fn`.
+    #[inline]
+    pub fn recover_sync<T, E, F>(result: Result<T, CallError<E>>, fallback: F) -> T
+    where
+        F: FnOnce(CallError<E>) -> T,
+    {
+        match result {
+            Ok(ok) => ok,
+            Err(e) => fallback(e),
+        }
     }
 
     /// The fallback of an `async fn`: what it returned, as a future to await.

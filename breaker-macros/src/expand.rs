@@ -34,6 +34,18 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         .and_then(|f| shape(f).map_err(|e| errors.push(e)).ok());
     if let (Some(args), Some(func), Some(shape)) = (&args, &func, &shape) {
         check_fn(args, func, shape, &mut errors);
+        if args.krate.is_none() {
+            if let Some(name) = crate::renamed::renamed_facade() {
+                errors.push(syn::Error::new(
+                    Span::call_site(),
+                    format!(
+                        "this crate depends on `breaker` under the name `{name}`: add `crate = \
+                         \"::{name}\"` to the attribute (`#[circuit_breaker(crate = \
+                         \"::{name}\", …)]`), so that the generated code finds it"
+                    ),
+                ));
+            }
+        }
     }
     errors.finish(())?;
     match (args, func, shape) {
@@ -416,7 +428,8 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
             let (expr, k) = (&c.value, krate_at(args, c.span));
             quote_spanned!(c.span=> #k::__private::config(#expr))
         }
-        None => quote!(#krate::Config::default()),
+        // By its trait's path: the crate may be `#![no_implicit_prelude]`.
+        None => quote!(<#krate::Config as #krate::__private::Default>::default()),
     };
     let ints = [
         &args.threshold,
@@ -593,7 +606,7 @@ fn apply(fallback: &Expr, method: bool, args: &[&TokenStream], how: &Apply) -> T
     let direct = |f: TokenStream| {
         let call = quote_spanned!(span=> (#f)(#(#args),*));
         if *is_async {
-            quote_spanned!(span=> #krate::__private::async_fallback(#call).await)
+            quote_spanned!(span=> #krate::__private::async_fallback(#call))
         } else {
             call
         }
@@ -616,16 +629,11 @@ fn apply(fallback: &Expr, method: bool, args: &[&TokenStream], how: &Apply) -> T
         _ => Ident::new(&format!("{prefix}Misfits"), span),
     };
     let method_name = Ident::new("__fallback", span);
-    let awaited = if *is_async {
-        quote_spanned!(span=> .await)
-    } else {
-        TokenStream::new()
-    };
     // Only one of the two traits is used, whichever the fallback's shape picks.
     quote_spanned! {span=> {
         #[allow(unused_imports)]
         use #krate::__private::{#fits as _, #misfits as _};
-        #krate::__private::FallbackProbe::<_, _, #ret>::new(#path, (#(#args,)*)).#method_name()#awaited
+        #krate::__private::FallbackProbe::<_, _, #ret>::new(#path, (#(#args,)*)).#method_name()
     }}
 }
 
@@ -638,14 +646,17 @@ fn krate_at(args: &Args, span: Span) -> TokenStream {
     }
 }
 
-/// `let __breaker: &Breaker = …;`: the function's static breaker or, with `key`, the breaker
-/// of this call's key, taken from the function's static keyed map.
-fn breaker_binding(
-    args: &Args,
-    func: &ItemFn,
-    krate: &TokenStream,
-    breaker: &Ident,
-) -> TokenStream {
+/// A user's `const` named like a binding would capture it (in a pattern a constant's name
+/// is a constant pattern, whatever the binding's hygiene): a `fn` item of the same name in a
+/// block around the pattern (and never around the user's body) shadows any such constant.
+fn shadow(names: &[&Ident]) -> TokenStream {
+    quote!(#(#[allow(dead_code)] fn #names() {})*)
+}
+
+/// The `&Breaker` of this call: the function's static breaker or, with `key`, the breaker
+/// of this call's key (a temporary), taken from the function's static keyed map. An
+/// expression, not a binding, which a user's `const` could capture.
+fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> TokenStream {
     let fn_name = func.sig.ident.to_string();
     // A method with a `self` receiver is named `{module}::{Self}::{method}` by default. The
     // attribute cannot see the `impl`, so the body, which can name `Self`, gives the static
@@ -676,31 +687,32 @@ fn breaker_binding(
         };
         if in_impl {
             let given = Ident::new("__name", Span::mixed_site());
+            let shadowed = shadow(&[&given]);
             let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
-            return quote! {
-                let #breaker: &'static #krate::Breaker = {
-                    static #static_name: #krate::__private::InImpl<#krate::Breaker> =
-                        #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
-                    #static_name.of::<Self>()
-                };
-            };
+            return quote! {{
+                #shadowed
+                static #static_name: #krate::__private::InImpl<#krate::Breaker> =
+                    #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
+                #static_name.of::<Self>()
+            }};
         }
         // The name is a literal (or `concat!` of literals): static text, copied into a
-        // refusal without a reference count.
-        let name = quote!(#krate::Name::from_static(&#name));
-        let init = join(quote!(#krate::__private::breaker(#name, #shared, #config)));
-        return quote! {
-            let #breaker: &'static #krate::Breaker = {
-                static #static_name: #krate::__private::Lazy<#krate::Breaker> =
-                    #krate::__private::Lazy::new(|| #init);
-                &#static_name
-            };
-        };
+        // refusal without a reference count. In a static of its own, which reads better than
+        // the `&"…"` that `Name::from_static` (taking a `&'static &'static str`) needs.
+        let name_static = Ident::new("__NAME", Span::mixed_site());
+        let init = join(quote! {
+            #krate::__private::breaker(#krate::Name::from_static(&#name_static), #shared, #config)
+        });
+        return quote! {{
+            static #name_static: &str = #name;
+            static #static_name: #krate::__private::Lazy<#krate::Breaker> =
+                #krate::__private::Lazy::new(|| #init);
+            &#static_name
+        }};
     };
     // A static cannot name the key's type: `KeyedStatic` makes the keyed map on the first
     // call and finds it again with one type comparison. The key is borrowed, never moved,
     // and only for the lookup, so the body may then move what it was computed from.
-    let keyed = Ident::new("__breaker_keyed", Span::mixed_site());
     // With `fleet = true` every key's breaker joins the installed fleet as it is made.
     let make = match fleet {
         Some(f) => {
@@ -725,17 +737,14 @@ fn breaker_binding(
     let lookup = quote_spanned! {key.span=>
         (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(#keyed_static)
     };
-    quote! {
-        let #keyed: #krate::Breaker = {
-            use #krate::__private::{
-                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-            };
-            static #static_name: #krate::__private::KeyedStatic =
-                #make(|| (#name, #config))#naming;
-            #lookup
+    quote! {&{
+        use #krate::__private::{
+            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
         };
-        let #breaker: &#krate::Breaker = &#keyed;
-    }
+        static #static_name: #krate::__private::KeyedStatic =
+            #make(|| (#name, #config))#naming;
+        #lookup
+    }}
 }
 
 /// With a fallback, `#[async_trait]`'s `let x = x;` at the top of the body (which moves each
@@ -794,6 +803,41 @@ fn unmove_async_trait_args(sig: &mut syn::Signature, body: &mut syn::Block) {
     }
 }
 
+/// With a fallback, `#[tracing::instrument]` above the attribute (which expands first) has
+/// moved the arguments into its own `async move` block (`let __tracing_instrument_future =
+/// async move { … };`), leaving nothing for the fallback: its blocks borrow them instead, as
+/// the body does under the attribute alone. tracing-attributes 0.1 writes the block alone or
+/// awaited once inside another (`err`, `ret`), so those are the shapes looked at.
+fn unmove_tracing_future(body: &mut syn::Block) {
+    for stmt in &mut body.stmts {
+        let syn::Stmt::Local(local) = stmt else {
+            continue;
+        };
+        let (Pat::Ident(p), Some(init)) = (&local.pat, &mut local.init) else {
+            continue;
+        };
+        if p.ident != "__tracing_instrument_future" {
+            continue;
+        }
+        let Expr::Async(outer) = &mut *init.expr else {
+            continue;
+        };
+        outer.capture = None;
+        for inner in &mut outer.block.stmts {
+            let awaited = match inner {
+                syn::Stmt::Local(l) => l.init.as_mut().map(|i| &mut *i.expr),
+                syn::Stmt::Expr(Expr::Match(m), _) => Some(&mut *m.expr),
+                _ => None,
+            };
+            if let Some(Expr::Await(a)) = awaited {
+                if let Expr::Async(block) = &mut *a.base {
+                    block.capture = None;
+                }
+            }
+        }
+    }
+}
+
 /// The call of `body` (the function's block) through `__breaker`, as the function's result.
 fn call_expr(
     args: &Args,
@@ -801,24 +845,24 @@ fn call_expr(
     ret: &Type,
     body: &syn::Block,
     is_async: bool,
-    breaker: &Ident,
+    breaker: &TokenStream,
 ) -> TokenStream {
     let krate = krate_at(args, Span::call_site());
     let ret_span = ret.span();
     let mut ret = ret.clone();
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
-    // A path is cast to the `fn` pointer it must be, so a wrong signature is one error
-    // naming it; a closure goes straight in, where its parameter types are inferred. The
-    // cast is a call argument, so it needs no parentheses (rustc's `unused_parens` would
-    // report them on a multi-segment path).
+    // A path is coerced to the `fn` pointer it must be (a struct field is a coercion site;
+    // an `as` cast would trip a user's `trivial_casts`), so a wrong signature is one error
+    // naming it; a closure goes straight in, where its parameter types are inferred.
     let (judge, classified) = match (&args.classify, &args.is_failure) {
         (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
             let (f, k) = (&c.value, krate_at(args, c.span));
             let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
             (
-                quote_spanned!(c.span=>
-                    #f as fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict),
+                quote_spanned!(c.span=> #k::__private::Judge::<
+                    fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict,
+                > { f: #f }.f),
                 true,
             )
         }
@@ -826,7 +870,9 @@ fn call_expr(
         (None, Some(p)) if matches!(p.value, Expr::Path(_)) => {
             let (f, k) = (&p.value, krate_at(args, p.span));
             (
-                quote_spanned!(p.span=> #f as fn(&<#ret as #k::__private::Fallible>::Err) -> bool),
+                quote_spanned!(p.span=> #k::__private::Judge::<
+                    fn(&<#ret as #k::__private::Fallible>::Err) -> bool,
+                > { f: #f }.f),
                 false,
             )
         }
@@ -838,8 +884,23 @@ fn call_expr(
         Ident::new(&format!("{name}{suffix}"), ret_span)
     };
     let err = Ident::new("__breaker_err", Span::mixed_site());
-    let ok = Ident::new("__breaker_ok", Span::mixed_site());
+    // `fallback_call` binds `__breaker_recover` when parameters are `#[cfg]`-gated.
+    let gated = sig.inputs.iter().any(|i| match i {
+        FnArg::Typed(t) => t.attrs.iter().any(|a| a.path().is_ident("cfg")),
+        FnArg::Receiver(_) => false,
+    });
+    let recover_name = Ident::new("__breaker_recover", Span::mixed_site());
+    let shadowed = if gated {
+        shadow(&[&err, &recover_name])
+    } else {
+        shadow(&[&err])
+    };
     let k = krate_at(args, ret_span);
+    let body = if is_async {
+        typed_async_body(&k, &ret, body, ret_span)
+    } else {
+        body.to_token_stream()
+    };
     let Some(fallback) = &args.fallback else {
         // Without a fallback the body may consume the arguments.
         return if is_async {
@@ -878,20 +939,49 @@ fn call_expr(
         Expr::Path(_) => TokenStream::new(),
         _ => quote!(#[allow(clippy::redundant_closure_call)]),
     };
-    quote! {
-        match #call {
-            #krate::__private::Ok(#ok) => #ok,
-            #allow
-            #krate::__private::Err(#err) => #recover,
-        }
+    // The body has run (and its borrows of the arguments ended) before the closure, which
+    // takes the arguments on to the fallback, is made: arguments are evaluated in order.
+    // Spanned with the fallback, where a body that consumed an argument is then reported.
+    let recovery = quote_spanned! {fallback.span=> {
+        #shadowed
+        #allow
+        move |#err| #recover
+    }};
+    if is_async {
+        quote!(#krate::__private::recover(#call, #recovery).await)
+    } else {
+        quote!(#krate::__private::recover_sync(#call, #recovery))
     }
+}
+
+/// `{ if false { return returns::<R>(); } …body }`: the body of the `async` block, told the
+/// function's return type. An `async` block has no expected output, so without this line
+/// `Ok(Box::new(5))` for a `Box<dyn Display>`, `&self.text` for a `&str` or `return
+/// Err(e.into())` would not coerce as in the plain function, and a type error would be
+/// rustc's E0271 about the block instead of the plain function's error on the user's tokens.
+/// (async-trait's `if let Some(r) = None::<R> { return r; }`, without the binding, which a
+/// user's `const r` could capture.)
+fn typed_async_body(
+    krate: &TokenStream,
+    ret: &TokenStream,
+    body: &syn::Block,
+    span: Span,
+) -> TokenStream {
+    let stmts = &body.stmts;
+    // The block is spanned with the return type, which rustc then names in a note about it
+    // (a body that is not `Send`).
+    quote_spanned! {span=> {
+        if false {
+            return #krate::__private::returns::<#ret>();
+        }
+        #(#stmts)*
+    }}
 }
 
 /// The rewritten function.
 fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
     let krate = krate_at(args, Span::call_site());
-    let breaker = Ident::new("__breaker", Span::mixed_site());
-    let binding = breaker_binding(args, &func, &krate, &breaker);
+    let breaker = breaker_ref(args, &func, &krate);
     let ret = match (&shape, &func.sig.output) {
         (Shape::Boxed(r), _) => (**r).clone(),
         (_, ReturnType::Type(_, ty)) => (**ty).clone(),
@@ -908,7 +998,7 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
             unmove_async_trait_args(sig, &mut inner.block);
         }
         let result = call_expr(args, sig, &ret, &inner.block, true, &breaker);
-        return match syn::parse2::<syn::Block>(quote!({ #binding #result })) {
+        return match syn::parse2::<syn::Block>(quote!({ #result })) {
             Ok(new_block) => {
                 inner.block = new_block;
                 func.into_token_stream()
@@ -917,8 +1007,11 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         };
     }
     let is_async = matches!(shape, Shape::Async);
+    if is_async && args.fallback.is_some() {
+        unmove_tracing_future(&mut func.block);
+    }
     let result = call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
-    let body = quote!({ #binding #result });
+    let body = quote!({ #result });
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
     match syn::parse2::<syn::Block>(body) {
         Ok(new_block) => {

@@ -10,6 +10,7 @@
 
 mod attr;
 mod expand;
+mod renamed;
 mod suggest;
 
 #[cfg(test)]

@@ -1,54 +1,72 @@
 async fn score(order: &Order) -> Result<Score, FraudError> {
-    let __breaker: &'static ::breaker::Breaker = {
-        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-        ::breaker::__private::breaker(
-            ::breaker::Name::from_static(&"fraud::score"),
-            true,
-            ::breaker::Config::default()
-                .threshold(3)
-                .failure_rate(50)
-                .window_calls(20)
-                .min_calls(10)
-                .slow_call(::breaker::__private::Duration::from_secs(2))
-                .cool_off(::breaker::__private::Duration::from_secs(30))
-                .max_cool_off(::breaker::__private::Duration::from_secs(300))
-                .jitter(::breaker::__private::Duration::from_millis(250))
-                .probes(3)
-                .success_threshold(2)
-                .timeout(::breaker::__private::Duration::from_secs(90))
-                .max_concurrent(16)
-                .on_state_change(page_on_call),
-        ));
-        &__BREAKER
-    };
-    match ::breaker::__private::call::<
-        Result<Score, FraudError>,
-        _,
-        _,
-    >(
-            __breaker,
-            is_transient
-                as fn(
-                    &<Result<Score, FraudError> as ::breaker::__private::Fallible>::Err,
-                ) -> bool,
-            async {
-                let score = vendor.score(order).await?;
-                Ok(score)
+    ::breaker::__private::recover(
+            ::breaker::__private::call::<
+                Result<Score, FraudError>,
+                _,
+                _,
+            >(
+                    {
+                        static __NAME: &str = "fraud::score";
+                        static __BREAKER: ::breaker::__private::Lazy<
+                            ::breaker::Breaker,
+                        > = ::breaker::__private::Lazy::new(|| ::breaker::__private::breaker(
+                            ::breaker::Name::from_static(&__NAME),
+                            true,
+                            <::breaker::Config as ::breaker::__private::Default>::default()
+                                .threshold(3)
+                                .failure_rate(50)
+                                .window_calls(20)
+                                .min_calls(10)
+                                .slow_call(::breaker::__private::Duration::from_secs(2))
+                                .cool_off(::breaker::__private::Duration::from_secs(30))
+                                .max_cool_off(
+                                    ::breaker::__private::Duration::from_secs(300),
+                                )
+                                .jitter(::breaker::__private::Duration::from_millis(250))
+                                .probes(3)
+                                .success_threshold(2)
+                                .timeout(::breaker::__private::Duration::from_secs(90))
+                                .max_concurrent(16)
+                                .on_state_change(page_on_call),
+                        ));
+                        &__BREAKER
+                    },
+                    ::breaker::__private::Judge::<
+                        fn(
+                            &<Result<
+                                Score,
+                                FraudError,
+                            > as ::breaker::__private::Fallible>::Err,
+                        ) -> bool,
+                    > {
+                        f: is_transient,
+                    }
+                        .f,
+                    async {
+                        if false {
+                            return ::breaker::__private::returns::<
+                                Result<Score, FraudError>,
+                            >();
+                        }
+                        let score = vendor.score(order).await?;
+                        Ok(score)
+                    },
+                )
+                .await,
+            {
+                #[allow(dead_code)]
+                fn __breaker_err() {}
+                move |__breaker_err| {
+                    #[allow(unused_imports)]
+                    use ::breaker::__private::{AsyncFits2 as _, AsyncMisfits as _};
+                    ::breaker::__private::FallbackProbe::<
+                        _,
+                        _,
+                        Result<Score, FraudError>,
+                    >::new(cached_score, (order, __breaker_err))
+                        .__fallback()
+                }
             },
         )
         .await
-    {
-        ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
-        ::breaker::__private::Err(__breaker_err) => {
-            #[allow(unused_imports)]
-            use ::breaker::__private::{AsyncFits2 as _, AsyncMisfits as _};
-            ::breaker::__private::FallbackProbe::<
-                _,
-                _,
-                Result<Score, FraudError>,
-            >::new(cached_score, (order, __breaker_err))
-                .__fallback()
-                .await
-        }
-    }
 }

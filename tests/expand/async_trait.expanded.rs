@@ -15,54 +15,68 @@ impl Store for Remote {
         Self: 'async_trait,
     {
         Box::pin(async move {
-            let __breaker: &'static ::breaker::Breaker = {
-                static __BREAKER: ::breaker::__private::InImpl<::breaker::Breaker> = ::breaker::__private::InImpl::new(
-                    ::breaker::__private::module_path!(),
-                    "put",
-                    |__name| ::breaker::__private::breaker(
-                        __name,
-                        false,
-                        ::breaker::Config::default().threshold(2),
-                    ),
-                );
-                __BREAKER.of::<Self>()
-            };
-            match ::breaker::__private::call::<
-                Result<usize, StoreError>,
-                _,
-                _,
-            >(
-                    __breaker,
-                    ::breaker::__private::every_error,
-                    async {
-                        if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<
-                            Result<usize, StoreError>,
-                        > {
-                            #[allow(unreachable_code)] return __ret;
+            ::breaker::__private::recover(
+                    ::breaker::__private::call::<
+                        Result<usize, StoreError>,
+                        _,
+                        _,
+                    >(
+                            {
+                                #[allow(dead_code)]
+                                fn __name() {}
+                                static __BREAKER: ::breaker::__private::InImpl<
+                                    ::breaker::Breaker,
+                                > = ::breaker::__private::InImpl::new(
+                                    ::breaker::__private::module_path!(),
+                                    "put",
+                                    |__name| ::breaker::__private::breaker(
+                                        __name,
+                                        false,
+                                        <::breaker::Config as ::breaker::__private::Default>::default()
+                                            .threshold(2),
+                                    ),
+                                );
+                                __BREAKER.of::<Self>()
+                            },
+                            ::breaker::__private::every_error,
+                            async {
+                                if false {
+                                    return ::breaker::__private::returns::<
+                                        Result<usize, StoreError>,
+                                    >();
+                                }
+                                if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<
+                                    Result<usize, StoreError>,
+                                > {
+                                    #[allow(unreachable_code)] return __ret;
+                                }
+                                let __self = self;
+                                let __ret: Result<usize, StoreError> = {
+                                    value.push(0);
+                                    __self.client.put(&key, &value).await
+                                };
+                                #[allow(unreachable_code)] __ret
+                            },
+                        )
+                        .await,
+                    {
+                        #[allow(dead_code)]
+                        fn __breaker_err() {}
+                        move |__breaker_err| {
+                            #[allow(unused_imports)]
+                            use ::breaker::__private::{
+                                AsyncFits4 as _, AsyncMisfits as _,
+                            };
+                            ::breaker::__private::FallbackProbe::<
+                                _,
+                                _,
+                                Result<usize, StoreError>,
+                            >::new(Self::put_later, (self, key, value, __breaker_err))
+                                .__fallback()
                         }
-                        let __self = self;
-                        let __ret: Result<usize, StoreError> = {
-                            value.push(0);
-                            __self.client.put(&key, &value).await
-                        };
-                        #[allow(unreachable_code)] __ret
                     },
                 )
                 .await
-            {
-                ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
-                ::breaker::__private::Err(__breaker_err) => {
-                    #[allow(unused_imports)]
-                    use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
-                    ::breaker::__private::FallbackProbe::<
-                        _,
-                        _,
-                        Result<usize, StoreError>,
-                    >::new(Self::put_later, (self, key, value, __breaker_err))
-                        .__fallback()
-                        .await
-                }
-            }
         })
     }
 }

@@ -1,14 +1,4 @@
 async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
-    let __breaker: &'static ::breaker::Breaker = {
-        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-        ::breaker::__private::breaker(
-            ::breaker::Name::from_static(&"shop::tax"),
-            true,
-            ::breaker::__private::config(config_from_env("TAX"))
-                .on_state_change(log_transition),
-        ));
-        &__BREAKER
-    };
     ::breaker::__private::run::<
         Result<Tax, TaxError>,
         _,
@@ -16,9 +6,24 @@ async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
         _,
         _,
     >(
-            __breaker,
+            {
+                static __NAME: &str = "shop::tax";
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&__NAME),
+                    true,
+                    ::breaker::__private::config(config_from_env("TAX"))
+                        .on_state_change(log_transition),
+                ));
+                &__BREAKER
+            },
             ::breaker::__private::every_error,
-            async move { tax_api.post(cart).await },
+            async move {
+                if false {
+                    return ::breaker::__private::returns::<Result<Tax, TaxError>>();
+                }
+                tax_api.post(cart).await
+            },
         )
         .await
 }

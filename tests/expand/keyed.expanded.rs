@@ -1,23 +1,5 @@
 impl TenantDb {
     async fn query(&self, sql: &str) -> Result<Rows, DbError> {
-        let __breaker_keyed: ::breaker::Breaker = {
-            use ::breaker::__private::{
-                ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-            };
-            static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
-                (
-                    ::breaker::__private::module_path!(),
-                    ::breaker::Config::default()
-                        .failure_rate(50)
-                        .window_calls(20)
-                        .max_keys(1000)
-                        .idle(::breaker::__private::Duration::from_secs(300)),
-                ))
-                .method("query");
-            (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
-                .__breaker_lookup(__BREAKER.of::<Self>())
-        };
-        let __breaker: &::breaker::Breaker = &__breaker_keyed;
         ::breaker::__private::run::<
             Result<Rows, DbError>,
             _,
@@ -25,52 +7,84 @@ impl TenantDb {
             _,
             _,
         >(
-                __breaker,
+                &{
+                    use ::breaker::__private::{
+                        ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+                    };
+                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                        (
+                            ::breaker::__private::module_path!(),
+                            <::breaker::Config as ::breaker::__private::Default>::default()
+                                .failure_rate(50)
+                                .window_calls(20)
+                                .max_keys(1000)
+                                .idle(::breaker::__private::Duration::from_secs(300)),
+                        ))
+                        .method("query");
+                    (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
+                        .__breaker_lookup(__BREAKER.of::<Self>())
+                },
                 ::breaker::__private::every_error,
-                async move { self.pool.query(sql).await },
+                async move {
+                    if false {
+                        return ::breaker::__private::returns::<Result<Rows, DbError>>();
+                    }
+                    self.pool.query(sql).await
+                },
             )
             .await
     }
 }
 async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
-    let __breaker_keyed: ::breaker::Breaker = {
-        use ::breaker::__private::{
-            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-        };
-        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
-            (
-                ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "deliver_webhook"
-                ),
-                ::breaker::Config::default(),
-            ))
-            .default_name();
-        (&&::breaker::__private::KeyProbe(&(url.host_str().unwrap_or(""))))
-            .__breaker_lookup(&__BREAKER)
-    };
-    let __breaker: &::breaker::Breaker = &__breaker_keyed;
-    match ::breaker::__private::call::<
-        Result<(), HookError>,
-        _,
-        _,
-    >(
-            __breaker,
-            ::breaker::__private::every_error,
-            async { client.post(url, body).await },
+    ::breaker::__private::recover(
+            ::breaker::__private::call::<
+                Result<(), HookError>,
+                _,
+                _,
+            >(
+                    &{
+                        use ::breaker::__private::{
+                            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+                        };
+                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                            (
+                                ::breaker::__private::concat!(
+                                    ::breaker::__private::module_path!(), "::",
+                                    "deliver_webhook"
+                                ),
+                                <::breaker::Config as ::breaker::__private::Default>::default(),
+                            ))
+                            .default_name();
+                        (&&::breaker::__private::KeyProbe(
+                            &(url.host_str().unwrap_or("")),
+                        ))
+                            .__breaker_lookup(&__BREAKER)
+                    },
+                    ::breaker::__private::every_error,
+                    async {
+                        if false {
+                            return ::breaker::__private::returns::<
+                                Result<(), HookError>,
+                            >();
+                        }
+                        client.post(url, body).await
+                    },
+                )
+                .await,
+            {
+                #[allow(dead_code)]
+                fn __breaker_err() {}
+                move |__breaker_err| {
+                    #[allow(unused_imports)]
+                    use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
+                    ::breaker::__private::FallbackProbe::<
+                        _,
+                        _,
+                        Result<(), HookError>,
+                    >::new(queue_hook, (url, body, __breaker_err))
+                        .__fallback()
+                }
+            },
         )
         .await
-    {
-        ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
-        ::breaker::__private::Err(__breaker_err) => {
-            #[allow(unused_imports)]
-            use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
-            ::breaker::__private::FallbackProbe::<
-                _,
-                _,
-                Result<(), HookError>,
-            >::new(queue_hook, (url, body, __breaker_err))
-                .__fallback()
-                .await
-        }
-    }
 }

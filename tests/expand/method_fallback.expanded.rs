@@ -1,42 +1,55 @@
 impl Gateway {
     async fn charge(&self, card: &Card, cents: u64) -> Result<Receipt, GatewayError> {
-        let __breaker: &'static ::breaker::Breaker = {
-            static __BREAKER: ::breaker::__private::InImpl<::breaker::Breaker> = ::breaker::__private::InImpl::new(
-                ::breaker::__private::module_path!(),
-                "charge",
-                |__name| ::breaker::__private::breaker(
-                    __name,
-                    false,
-                    ::breaker::Config::default()
-                        .threshold(2)
-                        .cool_off(::breaker::__private::Duration::from_secs(5)),
-                ),
-            );
-            __BREAKER.of::<Self>()
-        };
-        match ::breaker::__private::call::<
-            Result<Receipt, GatewayError>,
-            _,
-            _,
-        >(
-                __breaker,
-                ::breaker::__private::every_error,
-                async { self.client.charge(card, cents).await },
+        ::breaker::__private::recover(
+                ::breaker::__private::call::<
+                    Result<Receipt, GatewayError>,
+                    _,
+                    _,
+                >(
+                        {
+                            #[allow(dead_code)]
+                            fn __name() {}
+                            static __BREAKER: ::breaker::__private::InImpl<
+                                ::breaker::Breaker,
+                            > = ::breaker::__private::InImpl::new(
+                                ::breaker::__private::module_path!(),
+                                "charge",
+                                |__name| ::breaker::__private::breaker(
+                                    __name,
+                                    false,
+                                    <::breaker::Config as ::breaker::__private::Default>::default()
+                                        .threshold(2)
+                                        .cool_off(::breaker::__private::Duration::from_secs(5)),
+                                ),
+                            );
+                            __BREAKER.of::<Self>()
+                        },
+                        ::breaker::__private::every_error,
+                        async {
+                            if false {
+                                return ::breaker::__private::returns::<
+                                    Result<Receipt, GatewayError>,
+                                >();
+                            }
+                            self.client.charge(card, cents).await
+                        },
+                    )
+                    .await,
+                {
+                    #[allow(dead_code)]
+                    fn __breaker_err() {}
+                    move |__breaker_err| {
+                        #[allow(unused_imports)]
+                        use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
+                        ::breaker::__private::FallbackProbe::<
+                            _,
+                            _,
+                            Result<Receipt, GatewayError>,
+                        >::new(Self::queue_payment, (self, card, cents, __breaker_err))
+                            .__fallback()
+                    }
+                },
             )
             .await
-        {
-            ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
-            ::breaker::__private::Err(__breaker_err) => {
-                #[allow(unused_imports)]
-                use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
-                ::breaker::__private::FallbackProbe::<
-                    _,
-                    _,
-                    Result<Receipt, GatewayError>,
-                >::new(Self::queue_payment, (self, card, cents, __breaker_err))
-                    .__fallback()
-                    .await
-            }
-        }
     }
 }

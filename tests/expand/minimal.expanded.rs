@@ -1,17 +1,4 @@
 async fn get_rate(region: &str) -> Result<f64, TaxError> {
-    let __breaker: &'static ::breaker::Breaker = {
-        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-        ::breaker::__private::breaker(
-            ::breaker::Name::from_static(
-                &::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "get_rate"
-                ),
-            ),
-            false,
-            ::breaker::Config::default(),
-        ));
-        &__BREAKER
-    };
     ::breaker::__private::run::<
         Result<f64, TaxError>,
         _,
@@ -19,9 +6,25 @@ async fn get_rate(region: &str) -> Result<f64, TaxError> {
         _,
         _,
     >(
-            __breaker,
+            {
+                static __NAME: &str = ::breaker::__private::concat!(
+                    ::breaker::__private::module_path!(), "::", "get_rate"
+                );
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&__NAME),
+                    false,
+                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                ));
+                &__BREAKER
+            },
             ::breaker::__private::every_error,
-            async move { tax_api.rate(region).await },
+            async move {
+                if false {
+                    return ::breaker::__private::returns::<Result<f64, TaxError>>();
+                }
+                tax_api.rate(region).await
+            },
         )
         .await
 }

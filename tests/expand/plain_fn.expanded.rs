@@ -1,19 +1,4 @@
 fn load_profile(id: UserId) -> Result<Profile, DbError> {
-    let __breaker: &'static ::breaker::Breaker = {
-        static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-        ::breaker::__private::breaker(
-            ::breaker::Name::from_static(
-                &::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "load_profile"
-                ),
-            ),
-            false,
-            ::breaker::Config::default()
-                .threshold(5)
-                .slow_call(::breaker::__private::Duration::from_millis(500)),
-        ));
-        &__BREAKER
-    };
     ::breaker::__private::run_sync::<
         Result<Profile, DbError>,
         _,
@@ -21,7 +6,20 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
         _,
         _,
     >(
-        __breaker,
+        {
+            static __NAME: &str = ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "load_profile"
+            );
+            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
+            ::breaker::__private::breaker(
+                ::breaker::Name::from_static(&__NAME),
+                false,
+                <::breaker::Config as ::breaker::__private::Default>::default()
+                    .threshold(5)
+                    .slow_call(::breaker::__private::Duration::from_millis(500)),
+            ));
+            &__BREAKER
+        },
         |e: &DbError| e.is_transient(),
         move || {
             if id.is_guest() {
