@@ -8,7 +8,8 @@
 //! | status | [`Verdict`] | why |
 //! | --- | --- | --- |
 //! | 1xx, 2xx, 3xx | `Success` | the server answered |
-//! | 429 Too Many Requests | `OpenFor(Retry-After)`, `OpenFor(ZERO)` without one | the server asked us to stay away; zero opens for the breaker's `cool_off` |
+//! | 429 Too Many Requests with `Retry-After` | `OpenFor(Retry-After)` | the server said how long to stay away |
+//! | 429 without (or with a junk) `Retry-After` | `Failure` | one failure toward the trip rules: a quota on one path or one caller is no outage of the host |
 //! | 503 with `Retry-After` | `OpenFor(Retry-After)` | the server said for how long it is down |
 //! | 503 without, 500, 502, 504, other 5xx, 408 | `Failure` | the dependency is failing (408: it was too slow to read us) |
 //! | other 4xx | `Neutral` | the caller's fault (a 404, a 400): counts for nothing |
@@ -29,7 +30,7 @@
 //! assert_eq!(verdict(StatusCode::OK, &headers), Verdict::Success);
 //! assert_eq!(verdict(StatusCode::NOT_FOUND, &headers), Verdict::Neutral);
 //! assert_eq!(verdict(StatusCode::SERVICE_UNAVAILABLE, &headers), Verdict::Failure);
-//! assert_eq!(verdict(StatusCode::TOO_MANY_REQUESTS, &headers), Verdict::OpenFor(Duration::ZERO));
+//! assert_eq!(verdict(StatusCode::TOO_MANY_REQUESTS, &headers), Verdict::Failure);
 //!
 //! headers.insert(RETRY_AFTER, HeaderValue::from_static("3"));
 //! assert_eq!(
@@ -100,15 +101,34 @@ fn retry_after_at(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     )
 }
 
+/// A key of authority and path, `"{authority}{path}"` (`"api.example.com/search"`): one
+/// breaker per path of a host, for an API whose quotas or failures are per path, so a `429`
+/// or a broken `/search` leaves `/items` alone. The query is left out. For the tower
+/// layer: `CircuitBreakerLayer::keyed(per_path, |req: &http::Request<B>|
+/// breaker::http::authority_and_path(req.uri()))`; the reqwest middleware has its own,
+/// [`host_and_path`](crate::reqwest::host_and_path) (with the `reqwest` feature).
+///
+/// Paths with identifiers in them (`/items/123`) make a key per identifier: bound them
+/// with the keyed breaker's `max_keys` and `idle`, or key by a route template instead.
+///
+/// ```
+/// let uri: http::Uri = "https://api.example.com:8443/search?q=tea".parse().unwrap();
+/// assert_eq!(breaker::http::authority_and_path(&uri), "api.example.com:8443/search");
+/// ```
+pub fn authority_and_path(uri: &http::Uri) -> String {
+    let authority = uri.authority().map_or("", |a| a.as_str());
+    format!("{authority}{}", uri.path())
+}
+
 /// The preset verdict on an HTTP answer (the table in the [module docs](self)).
 ///
-/// 429, and 503 with a `Retry-After`, open the breaker for the time the server asked
-/// ([`retry_after`]), exactly, even when shorter than the breaker's `cool_off`; a 429
-/// without one gives `OpenFor(Duration::ZERO)`, which opens the breaker for its `cool_off`.
+/// 429 and 503 with a `Retry-After` open the breaker for the time the server asked
+/// ([`retry_after`]), exactly, even when shorter than the breaker's `cool_off`. Without
+/// one, both are a failure toward the trip rules: a 429 is usually a quota (per path, per
+/// caller), not an outage of the host, so one of them does not open the breaker on its own.
 pub fn verdict(status: StatusCode, headers: &HeaderMap) -> Verdict {
     match status.as_u16() {
-        429 => Verdict::OpenFor(retry_after(headers).unwrap_or(Duration::ZERO)),
-        503 => match retry_after(headers) {
+        429 | 503 => match retry_after(headers) {
             Some(wait) => Verdict::OpenFor(wait),
             None => Verdict::Failure,
         },

@@ -41,8 +41,8 @@
 //! **Judging**: an answer is judged by [`verdict`](crate::http::verdict): 5xx and 408 are
 //! failures, other 4xx count for nothing, and a 429 or a 503 with `Retry-After` opens that
 //! host's breaker at once for exactly as long as the server asked, whatever `cool_off` is
-//! (capped by `max_cool_off`, 5 minutes without it; a 429 without `Retry-After` opens for the
-//! cool-off), so the client stays away exactly as long as it was told to: with
+//! (capped by `max_cool_off`, 5 minutes without it; a 429 without `Retry-After` is one
+//! failure, not an opening), so the client stays away exactly as long as it was told to: with
 //! [`new`](CircuitBreakerMiddleware::new)'s 10 s cool-off, `Retry-After: 2` means the
 //! server is called again after 2 s. Every answer still reaches the caller as it is. A request that
 //! did not get an answer (connection refused, reset, timed out) is a failure.
@@ -292,6 +292,33 @@ where
     fn classify(&self, result: &reqwest_middleware::Result<Response>) -> Verdict {
         self(result)
     }
+}
+
+/// A key of host, port and path, `"host:port/path"` (the query left out): for
+/// [`CircuitBreakerMiddleware::keyed`], one breaker per path of a host, so a `429` on
+/// `/search` leaves `/items` alone. Bound the keys with the keyed breaker's `max_keys` and
+/// `idle` when paths carry identifiers.
+///
+/// ```
+/// use breaker::{reqwest::{host_and_path, CircuitBreakerMiddleware}, Config, KeyedBreaker};
+///
+/// let per_path = KeyedBreaker::<String>::new("docs::per_path", Config::default());
+/// let middleware = CircuitBreakerMiddleware::keyed(per_path, host_and_path);
+/// # let _ = middleware;
+/// let req = reqwest::Request::new(
+///     reqwest::Method::GET,
+///     "http://api.example.com/search?q=tea".parse().unwrap(),
+/// );
+/// assert_eq!(host_and_path(&req), "api.example.com:80/search");
+/// ```
+pub fn host_and_path(req: &Request) -> String {
+    let url = req.url();
+    format!(
+        "{}:{}{}",
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0),
+        url.path()
+    )
 }
 
 /// The breaker's refusal carried by `error`, if that is what it is: an

@@ -1746,3 +1746,39 @@ async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
     );
     assert!(behind < Duration::from_secs(15), "{behind:?}");
 }
+
+/// Breakers made by a keyed breaker of one's own (a tower layer's, the reqwest middleware's)
+/// join through public API: `Fleet::join_keyed`, before the first request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keyed_breakers_new_keys_join_through_join_keyed() {
+    let server = RedisServer::start();
+    let config = Config::default()
+        .threshold(1)
+        .cool_off(Duration::from_secs(30));
+    let a = fleet(&server, "fleet::join_keyed#a", 1).await;
+    let b = fleet(&server, "fleet::join_keyed#b", 1).await;
+    let on_a = breaker::KeyedBreaker::<String>::new("fleet::join_keyed", config.clone());
+    let on_b = breaker::KeyedBreaker::<String>::new("fleet::join_keyed", config);
+    // Made before the join: stays local.
+    let local = on_b.breaker("local");
+    a.join_keyed(&on_a);
+    b.join_keyed(&on_b);
+    let host_on_b = on_b.breaker("h1");
+    settle().await;
+
+    let _ = on_a.call_sync("h1", || Err::<(), _>("down"));
+    assert_eq!(on_a.breaker("h1").state(), State::Open);
+    wait_for("instance b's key to open", WITHIN, || {
+        host_on_b.state() == State::Open
+    })
+    .await;
+
+    let _ = on_a.call_sync("local", || Err::<(), _>("down"));
+    settle().await;
+    settle().await;
+    assert_eq!(
+        local.state(),
+        State::Closed,
+        "a key made before the join is local"
+    );
+}

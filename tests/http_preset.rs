@@ -34,10 +34,8 @@ fn every_status_class() {
     for code in [408, 500, 501, 502, 503, 504, 599, 600, 999] {
         assert_eq!(verdict(status(code), &none), Verdict::Failure, "{code}");
     }
-    assert_eq!(
-        verdict(status(429), &none),
-        Verdict::OpenFor(Duration::ZERO)
-    );
+    // Part four: a 429 without Retry-After is a quota, not an outage: one failure.
+    assert_eq!(verdict(status(429), &none), Verdict::Failure);
 }
 
 #[test]
@@ -50,13 +48,10 @@ fn retry_after_opens_for_429_and_503_only() {
     assert_eq!(verdict(status(500), &three), Verdict::Failure);
     assert_eq!(verdict(status(200), &three), Verdict::Success);
     assert_eq!(verdict(status(404), &three), Verdict::Neutral);
-    // A 503 whose Retry-After is junk is a plain failure; a 429's is zero (the cool-off).
+    // A 429 or 503 whose Retry-After is junk is a plain failure.
     let junk = headers(Some("later"));
     assert_eq!(verdict(status(503), &junk), Verdict::Failure);
-    assert_eq!(
-        verdict(status(429), &junk),
-        Verdict::OpenFor(Duration::ZERO)
-    );
+    assert_eq!(verdict(status(429), &junk), Verdict::Failure);
 }
 
 #[test]

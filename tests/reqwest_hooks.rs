@@ -75,15 +75,8 @@ async fn keyed_by_authority_and_path_a_429_on_one_path_leaves_the_others_alone()
 
     // One breaker per host and path: /items is untouched.
     let per_path = KeyedBreaker::<String>::new("hooks::paths", Config::default());
-    let middleware = CircuitBreakerMiddleware::keyed(per_path.clone(), |req: &reqwest::Request| {
-        let url = req.url();
-        format!(
-            "{}:{}{}",
-            url.host_str().unwrap_or(""),
-            url.port_or_known_default().unwrap_or(0),
-            url.path()
-        )
-    });
+    let middleware =
+        CircuitBreakerMiddleware::keyed(per_path.clone(), breaker::reqwest::host_and_path);
     assert_eq!(middleware.keyed_breaker().name(), "hooks::paths");
     assert_eq!(after_a_429_on_search(middleware).await, 12);
     assert_eq!(per_path.len(), 2);

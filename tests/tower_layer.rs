@@ -235,7 +235,7 @@ async fn a_retry_after_shorter_than_the_cool_off_is_honoured() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_429_opens_for_its_retry_after_or_the_cool_off() {
+async fn a_429_opens_for_its_retry_after_and_without_one_is_a_failure() {
     let b = Breaker::new(
         "tower::429",
         Config::default().cool_off(Duration::from_secs(10)),
@@ -250,12 +250,12 @@ async fn a_429_opens_for_its_retry_after_or_the_cool_off() {
     );
     let (svc, _) = layered(&b);
     assert_eq!(send(&svc, status(429)).await.unwrap().status(), 429);
-    assert_eq!(b.state(), State::Open);
     assert_eq!(
-        b.retry_in(),
-        Some(Duration::from_secs(10)),
-        "zero is raised to the cool-off"
+        b.state(),
+        State::Closed,
+        "a bare 429 is a quota, not an outage"
     );
+    assert_eq!(b.stats().failures, 1);
 }
 
 #[tokio::test(start_paused = true)]

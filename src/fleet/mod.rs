@@ -241,6 +241,17 @@ impl Fleet {
         }
     }
 
+    /// Makes every breaker `keyed` creates from now on a member, as [`join`](Self::join)
+    /// does for one: the breakers of a keyed attribute, of a
+    /// [`CircuitBreakerLayer::keyed`](crate::tower::CircuitBreakerLayer::keyed) or of the
+    /// reqwest middleware (`fleet.join_keyed(middleware.keyed_breaker())`). Keys made before
+    /// the call stay local: join before the first request. A keyed breaker joins one fleet;
+    /// a second call is ignored.
+    pub fn join_keyed<K: crate::BreakerKey>(&self, keyed: &crate::KeyedBreaker<K>) {
+        let fleet = self.clone();
+        keyed.on_new(move |breaker: &Breaker| fleet.join(breaker));
+    }
+
     /// Makes `breaker` a member while it lives: its openings reach the other instances, and
     /// theirs reach it. The fleet keeps no strong reference to it. Joining twice is joining
     /// once. Never blocks and never touches Redis itself: the background task does.

@@ -133,8 +133,9 @@ pub(super) struct Map<K> {
     under_way: AtomicBool,
     /// When the last WARN about evicting non-fresh breakers was logged (0: never).
     warned: AtomicU64,
-    /// Called with each new key's breaker, outside the map's locks (`fleet = true`).
-    pub(super) on_new: OnceLock<fn(&Breaker)>,
+    /// Called with each new key's breaker, outside the map's locks (`fleet = true`,
+    /// `Fleet::join_keyed`).
+    pub(super) on_new: OnceLock<Box<dyn Fn(&Breaker) + Send + Sync>>,
     /// Seeds the sampler's draws (touched only by new keys at the bound).
     draws: AtomicU64,
 }

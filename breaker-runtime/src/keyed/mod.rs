@@ -217,11 +217,11 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     }
 
     /// Calls `f` with every breaker this map creates from now on, after it is listed and
-    /// outside the map's locks: how the attribute's `fleet = true` joins each key's breaker
-    /// to the fleet. Set once; a second call is ignored.
+    /// outside the map's locks: how the attribute's `fleet = true` and `Fleet::join_keyed`
+    /// join each key's breaker to a fleet. Set once; a second call is ignored.
     #[doc(hidden)]
-    pub fn on_new(&self, f: fn(&Breaker)) {
-        let _ = self.inner.on_new.set(f);
+    pub fn on_new(&self, f: impl Fn(&Breaker) + Send + Sync + 'static) {
+        let _ = self.inner.on_new.set(Box::new(f));
     }
 
     /// Drops every evictable breaker (see the type's docs) not called for `idle`, now.
