@@ -82,6 +82,9 @@ use tokio::time::Instant;
 use super::key::{BreakerKey, KeyName};
 use crate::{call::Family, clock::to_nanos, config::Settings, core::OpenBudget, Breaker};
 
+/// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
+pub(super) type OnNew = Box<dyn Fn(&Breaker) + Send + Sync>;
+
 /// Shards of a keyed breaker's writers and of its sampler.
 const SHARDS: usize = 16;
 
@@ -135,7 +138,7 @@ pub(super) struct Map<K> {
     warned: AtomicU64,
     /// Called with each new key's breaker, outside the map's locks (`fleet = true`,
     /// `Fleet::join_keyed`).
-    pub(super) on_new: OnceLock<Box<dyn Fn(&Breaker) + Send + Sync>>,
+    pub(super) on_new: OnceLock<OnNew>,
     /// Seeds the sampler's draws (touched only by new keys at the bound).
     draws: AtomicU64,
 }
