@@ -242,6 +242,34 @@ impl<E> CallError<E> {
         self.breaker_error().is_some_and(BreakerError::is_full)
     }
 
+    /// Converts into a boxed error: the refusal as a [`BreakerError`], the dependency's own
+    /// error boxed. For stacks that want `Box<dyn Error + Send + Sync>`, tower's `BoxError`
+    /// and tonic's generated clients among them, when `E` is itself a boxed error: a
+    /// `CallError<BoxError>` cannot be an `Error` (Rust's coherence rules: it would overlap
+    /// with the impl for every `E: Error`, which keeps `source()` transparent), so
+    /// `.map_err(CallError::into_boxed)` once over the layer does it. (Over a tonic
+    /// `Channel`, `CircuitBreakerLayer::grpc` returns tonic's boxed error already.)
+    ///
+    /// ```
+    /// use breaker::{Breaker, CallError, Config};
+    ///
+    /// type BoxError = Box<dyn std::error::Error + Send + Sync>;
+    /// let b = Breaker::new("docs::into_boxed", Config::default());
+    /// b.handle().force_open();
+    /// let err: CallError<BoxError> = b.call_sync(|| Ok::<(), BoxError>(())).unwrap_err();
+    /// let boxed: BoxError = err.into_boxed();
+    /// assert!(boxed.downcast_ref::<breaker::BreakerError>().is_some_and(|e| e.is_open()));
+    /// ```
+    pub fn into_boxed(self) -> Box<dyn std::error::Error + Send + Sync>
+    where
+        E: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        match self {
+            CallError::Breaker(e) => Box::new(e),
+            CallError::Inner(e) => e.into(),
+        }
+    }
+
     /// Converts into `E`, for an error type that can hold a [`BreakerError`].
     pub fn into_error(self) -> E
     where
