@@ -1816,6 +1816,56 @@ async fn the_page_shows_dry_runs_shedding_and_concurrency_limits() {
     browser.close().await;
 }
 
+/// Issue 28 finding 12: a dry run's transitions are marked as such on the event stream and
+/// in the page's list ("dry run, would go closed → open"); a real breaker's are not.
+#[tokio::test(start_paused = true)]
+async fn a_dry_runs_transitions_say_would_on_the_stream_and_the_page() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const DRY: &str = "dash_page::dry_transitions";
+    const REAL: &str = "dash_page::real_transitions";
+    let dry = Breaker::new(DRY, Config::default().threshold(1).dry_run(true));
+    let real = Breaker::new(REAL, Config::default().threshold(1));
+    let (base, _) = serve(Router::new().merge(breaker::dashboard::router())).await;
+    let named = |e: &[Value], name: &str| e.iter().find(|e| e["breaker"] == name).cloned();
+    let events = read_events(
+        &base,
+        None,
+        |e| named(e, DRY).is_some() && named(e, REAL).is_some(),
+        |_| {
+            let _ = dry.call_sync(|| Err::<(), _>("503"));
+            let _ = real.call_sync(|| Err::<(), _>("503"));
+        },
+    )
+    .await;
+    assert_eq!(named(&events, DRY).unwrap()["dry_run"], true);
+    assert_eq!(named(&events, REAL).unwrap()["dry_run"], false);
+
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    let line = |name: &str| {
+        let name = serde_json::to_string(name).unwrap();
+        format!(
+            "[...document.querySelectorAll('#transitions li')].find((li) => \
+               li.querySelector('.tname').textContent === {name})?.querySelector('.move').textContent"
+        )
+    };
+    let dry_line = browser
+        .wait_for(&line(DRY), "document.body.innerText")
+        .await;
+    let real_line = browser
+        .wait_for(&line(REAL), "document.body.innerText")
+        .await;
+    assert!(
+        dry_line.as_str().unwrap().contains("dry run, would go"),
+        "{dry_line}"
+    );
+    assert!(
+        !real_line.as_str().unwrap().contains("would"),
+        "{real_line}"
+    );
+    browser.close().await;
+}
+
 // ---- with a fleet installed (feature `redis`) -----------------------------------------------
 
 /// Whether `name`'s row shows the "fleet-wide" label, and its buttons' tooltips.

@@ -71,7 +71,7 @@
 //! ```text
 //! event: transition
 //! id: 1764509000017
-//! data: {"id":1764509000017,"breaker":"shop::get_tax","from":"closed","to":"open","cause":"5 consecutive failures","generation":3,"cool_off_ms":10000,"at_ms":1764510000000}
+//! data: {"id":1764509000017,"breaker":"shop::get_tax","from":"closed","to":"open","cause":"5 consecutive failures","generation":3,"cool_off_ms":10000,"at_ms":1764510000000,"dry_run":false}
 //! ```
 //!
 //! The server keeps the last 500 transitions: a new connection receives them first (so the
@@ -488,6 +488,8 @@ impl Hub {
             "generation": t.generation,
             "cool_off_ms": t.cool_off.map(|d| d.as_millis() as u64),
             "at_ms": at_ms,
+            // A dry run's transition happened on paper: the page says "would".
+            "dry_run": t.dry_run,
         })
         .to_string();
         let recorded = Arc::new(Recorded { id, json });
