@@ -33,12 +33,17 @@ mod clock {
     pub(crate) type Nanos = u64;
 }
 
-#[allow(unused_imports)]
+#[allow(unused_imports, dead_code)]
 mod sync {
     pub(crate) use std::sync::{
         atomic::{AtomicU32, AtomicU64, Ordering},
         Mutex,
     };
+
+    /// The runtime's `sync::lock`: a poisoned lock is still the data.
+    pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 // The files, not `mod.rs`: benches build with `cfg(test)`, which would pull in its tests.
