@@ -1071,16 +1071,6 @@ fn killing_redis_stalls_a_current_thread_runtime_hosting_ten_thousand_members_ve
     });
 }
 
-/// The fleet of `a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones`: its
-/// keyed breaker joins each new key's breaker to it through a plain `fn`.
-static EVICTION_FLEET: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
-
-fn join_eviction_fleet(b: &Breaker) {
-    if let Some(f) = EVICTION_FLEET.get() {
-        f.join(b);
-    }
-}
-
 /// Issue 19's finding: a keyed breaker whose keys are fleet members, at `max_keys` under
 /// churn, evicted every breaker with a failure streak (100 of 100 in 1.5 s; 0 without the
 /// fleet), because the fleet's walks held every member and eviction took "held" for "in
@@ -1091,12 +1081,7 @@ async fn a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones() {
     const MAX_KEYS: u64 = 1_000;
     const CHURN: u64 = 20_000;
     let server = RedisServer::start();
-    assert!(
-        EVICTION_FLEET
-            .set(fleet(&server, "evict#0", 1).await)
-            .is_ok(),
-        "one test uses it"
-    );
+    let evict_fleet = fleet(&server, "evict#0", 1).await;
     let keyed = breaker::KeyedBreaker::<u64>::new(
         "fleet::evict",
         Config::default()
@@ -1104,7 +1089,7 @@ async fn a_keyed_breaker_in_a_fleet_evicts_fresh_keys_before_stateful_ones() {
             .max_keys(MAX_KEYS as usize)
             .cool_off(Duration::from_secs(60)),
     );
-    keyed.on_new(join_eviction_fleet);
+    evict_fleet.join_keyed(&keyed);
     // 100 keys with a failure streak (closed, 3 of 5 failures), the rest fresh.
     for k in 0..STATEFUL {
         for _ in 0..3 {
@@ -1530,23 +1515,6 @@ async fn a_heard_opening_holds_a_member_at_most_its_own_cap() {
     assert_eq!(capped.state(), State::Closed);
 }
 
-/// The fleets of `a_mass_opening_of_keyed_members_delays_another_opening_little`: each
-/// keyed breaker joins its keys through a plain `fn`.
-static MASS_A: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
-static MASS_B: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
-
-fn join_mass_a(b: &Breaker) {
-    if let Some(f) = MASS_A.get() {
-        f.join(b);
-    }
-}
-
-fn join_mass_b(b: &Breaker) {
-    if let Some(f) = MASS_B.get() {
-        f.join(b);
-    }
-}
-
 /// Issue 28's suspected defect, confirmed: tens of thousands of keyed members opening at
 /// once delayed the propagation of another opening behind them. 20 000 keys of instance A
 /// fail at once, then A's member of another name opens: B's member of that name opened
@@ -1557,8 +1525,8 @@ fn join_mass_b(b: &Breaker) {
 async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
     const KEYS: u64 = 20_000;
     let server = RedisServer::start();
-    assert!(MASS_A.set(fleet(&server, "mass#0", 1).await).is_ok());
-    assert!(MASS_B.set(fleet(&server, "mass#1", 1).await).is_ok());
+    let fleet_a = fleet(&server, "mass#0", 1).await;
+    let fleet_b = fleet(&server, "mass#1", 1).await;
     let config = || {
         Config::default()
             .threshold(1)
@@ -1566,9 +1534,9 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
             .cool_off(Duration::from_secs(60))
     };
     let a = breaker::KeyedBreaker::<u64>::new("fleet::mass", config());
-    a.on_new(join_mass_a);
+    fleet_a.join_keyed(&a);
     let b = breaker::KeyedBreaker::<u64>::new("fleet::mass", config());
-    b.on_new(join_mass_b);
+    fleet_b.join_keyed(&b);
     for k in 0..KEYS {
         a.call_sync(&k, || Ok::<_, ()>(())).unwrap();
         b.call_sync(&k, || Ok::<_, ()>(())).unwrap();
@@ -1577,9 +1545,9 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
         }
     }
     let (late_a, _) = member("fleet::mass_late", 60_000);
-    MASS_A.get().unwrap().join(&late_a);
+    fleet_a.join(&late_a);
     let (late_b, _) = member("fleet::mass_late", 60_000);
-    MASS_B.get().unwrap().join(&late_b);
+    fleet_b.join(&late_b);
     // Every join taken in: an opening of B's last key reaches it.
     let last = b.breaker(&(KEYS - 1));
     let name = last.name().to_owned();
@@ -1627,15 +1595,6 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
     assert!(behind < Duration::from_secs(15), "{behind:?}");
 }
 
-/// The fleet of `fleet_openings_of_keyed_members_respect_max_open`.
-static CAPPED_KEYS: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
-
-fn join_capped_keys(b: &Breaker) {
-    if let Some(f) = CAPPED_KEYS.get() {
-        f.join(b);
-    }
-}
-
 /// DESIGN (part three, hardened): "Fleet openings of keyed members respect the cap too".
 /// Another instance opening every key's name opened every key here, past
 /// `max_open_percent`: the fleet's openings did not ask for a place.
@@ -1643,9 +1602,7 @@ fn join_capped_keys(b: &Breaker) {
 async fn fleet_openings_of_keyed_members_respect_max_open() {
     const KEYS: u64 = 20;
     let server = RedisServer::start();
-    assert!(CAPPED_KEYS
-        .set(fleet(&server, "capkeys#0", 1).await)
-        .is_ok());
+    let mine = fleet(&server, "capkeys#0", 1).await;
     let keyed = breaker::KeyedBreaker::<u64>::new(
         "fleet::capkeys",
         Config::default()
@@ -1653,7 +1610,7 @@ async fn fleet_openings_of_keyed_members_respect_max_open() {
             .max_open_percent(10)
             .cool_off(Duration::from_secs(30)),
     );
-    keyed.on_new(join_capped_keys);
+    mine.join_keyed(&keyed);
     for k in 0..KEYS {
         keyed.call_sync(&k, || Ok::<_, ()>(())).unwrap();
     }
@@ -1665,7 +1622,7 @@ async fn fleet_openings_of_keyed_members_respect_max_open() {
         theirs.push(b);
     }
     let (sentinel, _) = member("fleet::capkeys~sentinel", 30_000);
-    CAPPED_KEYS.get().unwrap().join(&sentinel);
+    mine.join(&sentinel);
     settle().await;
     for b in &theirs {
         trip(b);
@@ -1681,14 +1638,6 @@ async fn fleet_openings_of_keyed_members_respect_max_open() {
     assert_eq!(n, 2, "{n} of {KEYS} keys open under max_open_percent(10)");
 }
 
-static QMASS: std::sync::OnceLock<Fleet> = std::sync::OnceLock::new();
-
-fn join_qmass(b: &Breaker) {
-    if let Some(f) = QMASS.get() {
-        f.join(b);
-    }
-}
-
 /// The same burst with a quorum of 2: each opening is first tallied in Redis (its trip key
 /// and the set of instances that tripped), name by name. Measured, not batched: the tally
 /// of an opening behind 20 000 is written 2.6 s after it (debug build, loopback), a
@@ -1697,7 +1646,7 @@ fn join_qmass(b: &Breaker) {
 async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
     const KEYS: u64 = 20_000;
     let server = RedisServer::start();
-    assert!(QMASS.set(fleet(&server, "qmass#0", 2).await).is_ok());
+    let qfleet = fleet(&server, "qmass#0", 2).await;
     let keyed = breaker::KeyedBreaker::<u64>::new(
         "fleet::qmass",
         Config::default()
@@ -1705,7 +1654,7 @@ async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
             .max_keys(KEYS as usize)
             .cool_off(Duration::from_secs(60)),
     );
-    keyed.on_new(join_qmass);
+    qfleet.join_keyed(&keyed);
     for k in 0..KEYS {
         keyed.call_sync(&k, || Ok::<_, ()>(())).unwrap();
         if k % 256 == 0 {
@@ -1713,7 +1662,7 @@ async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
         }
     }
     let (late, _) = member("fleet::qmass_late", 60_000);
-    QMASS.get().unwrap().join(&late);
+    qfleet.join(&late);
     let last = keyed.breaker(&(KEYS - 1));
     let name = last.name().to_owned();
     assert_eq!(
