@@ -81,7 +81,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::{
-    tower::{CircuitBreakerLayer, Keyed, PickBreaker},
+    tower::{CircuitBreakerLayer, Keyed, PickBreaker, Readied},
     Breaker, BreakerKey, CallError, KeyedBreaker, Verdict,
 };
 
@@ -312,8 +312,7 @@ where
         let readied = std::mem::replace(&mut self.inner, fresh);
         let (handoff, handed) = oneshot::channel();
         let call = Call::<S, _, ResBody> {
-            start: Some((readied, req)),
-            running: None,
+            call: Readied::new(readied, req),
             handoff: Some(handoff),
             verdict: None,
         };
@@ -364,9 +363,8 @@ pin_project_lite::pin_project! {
     where
         S: Service<Req>,
     {
-        start: Option<(S, Req)>,
         #[pin]
-        running: Option<S::Future>,
+        call: Readied<S, Req>,
         handoff: Option<oneshot::Sender<Handoff<B>>>,
         verdict: Option<oneshot::Receiver<Verdict>>,
     }
@@ -380,23 +378,14 @@ where
     type Output = Judged<B>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
+        let this = self.project();
         if let Some(waiting) = this.verdict.as_mut() {
             // The body dropped its sender without a verdict only if it is being dropped
             // itself, with this call inside it: nothing will read this.
             let verdict = ready!(Pin::new(waiting).poll(cx)).unwrap_or(Verdict::Neutral);
             return Poll::Ready(Ok((Answer::HandedOff, verdict)));
         }
-        if let Some((mut inner, req)) = this.start.take() {
-            this.running.set(Some(inner.call(req)));
-        }
-        let running = this
-            .running
-            .as_mut()
-            .as_pin_mut()
-            .expect("the gRPC breaker's call polled after it finished");
-        let result = ready!(running.poll(cx));
-        this.running.set(None);
+        let result = ready!(this.call.poll(cx));
         let response = match result {
             Ok(response) => response,
             // No answer at all (the connection failed): a failure.

@@ -264,8 +264,7 @@ where
         let fresh = self.inner.clone();
         let readied = std::mem::replace(&mut self.inner, fresh);
         let body = Body {
-            start: Some((readied, req)),
-            running: None,
+            call: Readied::new(readied, req),
             classify: self.classify.clone(),
         };
         ResponseFuture {
@@ -491,15 +490,54 @@ fn carried<Res, Err>(judged: &Judged<Res, Err>) -> Verdict {
 }
 
 pin_project_lite::pin_project! {
-    /// The call the breaker admits: calls the readied inner service on its first poll, then
-    /// judges the result.
-    struct Body<S, Req, C>
+    /// The readied inner service and its request, called at the first poll (so only once the
+    /// breaker admitted the call), then the inner service's future.
+    pub(crate) struct Readied<S, Req>
     where
         S: Service<Req>,
     {
         start: Option<(S, Req)>,
         #[pin]
         running: Option<S::Future>,
+    }
+}
+
+impl<S: Service<Req>, Req> Readied<S, Req> {
+    pub(crate) fn new(readied: S, req: Req) -> Self {
+        Readied {
+            start: Some((readied, req)),
+            running: None,
+        }
+    }
+}
+
+impl<S: Service<Req>, Req> Future for Readied<S, Req> {
+    type Output = Result<S::Response, S::Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Some((mut inner, req)) = this.start.take() {
+            this.running.set(Some(inner.call(req)));
+        }
+        let running = this
+            .running
+            .as_mut()
+            .as_pin_mut()
+            .expect("the circuit breaker's call polled after it finished");
+        let result = ready!(running.poll(cx));
+        this.running.set(None);
+        Poll::Ready(result)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The call the breaker admits: the readied inner service's call, then its verdict.
+    struct Body<S, Req, C>
+    where
+        S: Service<Req>,
+    {
+        #[pin]
+        call: Readied<S, Req>,
         classify: C,
     }
 }
@@ -512,17 +550,8 @@ where
     type Output = Judged<S::Response, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        if let Some((mut inner, req)) = this.start.take() {
-            this.running.set(Some(inner.call(req)));
-        }
-        let running = this
-            .running
-            .as_mut()
-            .as_pin_mut()
-            .expect("the circuit breaker's body polled after it finished");
-        let result = ready!(running.poll(cx));
-        this.running.set(None);
+        let this = self.project();
+        let result = ready!(this.call.poll(cx));
         let verdict = this.classify.classify(&result);
         Poll::Ready(match result {
             Ok(response) => Ok((response, verdict)),
