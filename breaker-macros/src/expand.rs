@@ -406,8 +406,7 @@ fn check_retry(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Er
         Shape::Async => {}
     }
     if let Some(r) = sig.receiver() {
-        let shared =
-            matches!(&r.reference, Some(_)) && r.mutability.is_none() && r.colon_token.is_none();
+        let shared = r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none();
         if !shared {
             errors.push(syn::Error::new(
                 r.self_token.span,
