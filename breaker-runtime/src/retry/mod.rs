@@ -286,6 +286,12 @@ where
 }
 
 impl crate::Breaker {
+    /// The attempts [`call_retried`](Self::call_retried) makes at most
+    /// ([`Config::retry`]), or `None` without `retry`: one attempt.
+    pub fn retry_attempts(&self) -> Option<u32> {
+        self.shared.core.settings.policy.retry.map(|p| p.attempts)
+    }
+
     /// Runs an async call through the breaker, retried per [`Config::retry`] (see
     /// [`breaker::retry`](crate::retry)); every `Err` counts as a failure. `make` makes each
     /// attempt's future. Without `retry` in the configuration, it makes one attempt.
