@@ -12,7 +12,7 @@ use crate::{Breaker, CallError};
 
 /// A [`Layer`] that puts a breaker in front of a service and retries failed requests
 /// through it, per the breaker's [`Config::retry`](crate::Config::retry) (see the
-/// [module docs](self)): what [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer)
+/// [module docs](crate::retry)): what [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer)
 /// does, once per attempt. Use it *instead of* that layer, not around it.
 ///
 /// Each attempt sends a copy of the request (by `Clone`, or by

@@ -11,7 +11,7 @@
 //!   a retry would only queue behind that decision;
 //! - a failure (an error, a timeout, a classifier's `Failure`) is retried after
 //!   [`delay`]`(backoff, n)`, or after the answer's own `Retry-After` / pushback (a
-//!   classifier's [`Verdict::OpenFor`](crate::Verdict::OpenFor)) when that is longer;
+//!   classifier's [`Verdict::OpenFor`]) when that is longer;
 //! - each retry is paid from the breaker's retry budget (one per breaker, one per key of a
 //!   keyed breaker); with the budget spent, the last answer is returned at once.
 //!
@@ -43,7 +43,7 @@
 //! ```
 
 mod budget;
-#[cfg(test)]
+#[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
 pub(crate) use budget::Budget;
