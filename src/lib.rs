@@ -80,7 +80,6 @@ pub mod tower;
 /// Not part of the API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use core::clone::Clone;
     pub use core::default::Default;
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
@@ -88,7 +87,9 @@ pub mod __private {
 
     pub use crate::default_names::InImpl;
     pub use crate::fallback_probe::*;
-    pub use crate::retried::{retried, retried_classified, run_retried, run_retried_classified};
+    pub use crate::retried::{
+        retried, retried_classified, run_retried, run_retried_classified, RetryArg,
+    };
 
     /// The static of an annotated function: made on first use by `init`. Unlike
     /// `once_cell`'s or std's `Lazy`, a panicking `init` (a `config = …` whose `ConfigError`

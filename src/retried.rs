@@ -3,6 +3,24 @@
 
 use std::future::Future;
 
+/// A parameter of a function with `retry`: each attempt gets its own copy.
+#[diagnostic::on_unimplemented(
+    message = "with `retry`, each attempt gets its own copy of every argument, and `{Self}` is not `Clone`",
+    label = "this argument is copied for each attempt",
+    note = "derive or implement `Clone` for it, take it by reference (`&{Self}`), or call `Breaker::call_retried` in the body"
+)]
+pub trait RetryArg: Sized {
+    /// This attempt's copy.
+    fn for_attempt(&self) -> Self;
+}
+
+impl<T: Clone> RetryArg for T {
+    #[inline(always)]
+    fn for_attempt(&self) -> Self {
+        self.clone()
+    }
+}
+
 use crate::__private::{body, finish, Fallible, FromBreakerError};
 use crate::{Breaker, CallError, Verdict};
 

@@ -1014,8 +1014,10 @@ fn retried_call(
             Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
                 let (m, name) = (&p.mutability, &p.ident);
                 let attrs = &t.attrs;
-                Some(quote_spanned! {span=>
-                    #(#attrs)* let #m #name = #k::__private::Clone::clone(&#name);
+                // On the parameter: an argument that is not `Clone` is reported there.
+                let at = name.span();
+                Some(quote_spanned! {at=>
+                    #(#attrs)* let #m #name = #k::__private::RetryArg::for_attempt(&#name);
                 })
             }
             _ => None,

@@ -23,8 +23,10 @@ async fn quote(symbol: String, at: u64) -> Result<u64, QuoteError> {
                     },
                     ::breaker::__private::every_error,
                     || {
-                        let symbol = ::breaker::__private::Clone::clone(&symbol);
-                        let at = ::breaker::__private::Clone::clone(&at);
+                        let symbol = ::breaker::__private::RetryArg::for_attempt(
+                            &symbol,
+                        );
+                        let at = ::breaker::__private::RetryArg::for_attempt(&at);
                         async move {
                             if false {
                                 return ::breaker::__private::returns::<
