@@ -17,11 +17,14 @@
 //!     rate over 5 s (`min_calls = 20`, `cool_off = "2s"`): what a service would deploy.
 //!
 //! The clock is tokio's paused clock: time advances only when every task waits, so the run
-//! is the same on any machine, and takes a second or two of CPU, not the minutes it plays.
+//! takes a second or two of CPU, not the minutes it plays. The dependency's failures are a
+//! fixed sequence; the backoff's jitter is random, so goodput moves by a few hundredths of a
+//! percent from one run to the next.
 //!
 //! ```text
 //! cargo run --release --example retry_storm            # 30 s phases
 //! cargo run --example retry_storm -- --quick           # 12 s phases (or BREAKER_QUICK=1)
+//! cargo run --example retry_storm -- --plot storm.svg   # also draw the load, second by second
 //! ```
 //!
 //! It prints, per phase and client: the offered load (first attempts a second), the load on
@@ -66,6 +69,8 @@ struct Run {
     phases: [Phase; 3],
     /// The dependency's draws: a counter hashed (splitmix64), the same sequence for all.
     draws: AtomicU64,
+    /// Calls that reached the dependency, per second of the run (for `--plot`).
+    per_second: Mutex<Vec<u64>>,
 }
 
 impl Run {
@@ -74,10 +79,21 @@ impl Run {
         (i as usize).min(2)
     }
 
+    /// One more call in this second's count.
+    fn count_second(&self) {
+        let second = (Instant::now() - self.start).as_secs() as usize;
+        let mut per_second = self.per_second.lock().unwrap();
+        if per_second.len() <= second {
+            per_second.resize(second + 1, 0);
+        }
+        per_second[second] += 1;
+    }
+
     /// One call to the dependency.
     async fn call(&self) -> Result<(), &'static str> {
         let phase = self.phase(Instant::now());
         self.phases[phase].load.fetch_add(1, Relaxed);
+        self.count_second();
         tokio::time::sleep(LATENCY).await;
         let mut x = self
             .draws
@@ -147,6 +163,7 @@ async fn client(kind: Kind, phase_len: Duration) -> Arc<Run> {
         phase_len,
         phases: Default::default(),
         draws: AtomicU64::new(0),
+        per_second: Mutex::new(Vec::new()),
     });
     let mut tick = tokio::time::interval(Duration::from_secs(1) / RATE as u32);
     let end = run.start + phase_len * 3;
@@ -225,6 +242,12 @@ async fn main() {
             );
         }
     }
+    if let Some(file) = plot_file() {
+        match std::fs::write(&file, plot(&kinds, &runs, phase_len)) {
+            Ok(()) => println!("\nplot written to {file}"),
+            Err(e) => eprintln!("cannot write {file}: {e}"),
+        }
+    }
     let outage = table[1][2].0;
     let (naive_good, budget_good) = (table[0][0].1, table[0][2].1);
     println!("\ntargets:");
@@ -245,4 +268,68 @@ async fn main() {
     if !(load_ok && good_ok) {
         std::process::exit(1);
     }
+}
+
+/// `--plot FILE.svg`, if given.
+fn plot_file() -> Option<String> {
+    let mut args = std::env::args().skip_while(|a| a != "--plot");
+    args.next()?;
+    args.next()
+}
+
+/// The load each client put on its dependency, second by second, over the three phases.
+fn plot(kinds: &[Kind], runs: &[Arc<Run>], phase_len: Duration) -> String {
+    let (w, h, pad) = (900.0, 360.0, 50.0);
+    let seconds = (phase_len.as_secs() * 3) as f64;
+    let series: Vec<Vec<u64>> = runs
+        .iter()
+        .map(|r| r.per_second.lock().unwrap().clone())
+        .collect();
+    let top = series.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
+    let x = |s: f64| pad + s / seconds * (w - 2.0 * pad);
+    let y = |v: f64| h - pad - v / top * (h - 2.0 * pad);
+    let mut svg = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n"
+    );
+    for (i, (name, _)) in PHASES.iter().enumerate() {
+        let x0 = x(i as f64 * phase_len.as_secs_f64());
+        svg += &format!(
+            "<line x1='{x0}' y1='{}' x2='{x0}' y2='{}' stroke='#ccc'/><text x='{}' y='{}'>{name}</text>\n",
+            pad,
+            h - pad,
+            x0 + 4.0,
+            pad - 6.0
+        );
+    }
+    let offered = y(RATE as f64);
+    svg += &format!(
+        "<line x1='{pad}' y1='{offered}' x2='{}' y2='{offered}' stroke='#999' stroke-dasharray='4'/><text x='{}' y='{}'>offered {RATE}/s</text>\n",
+        w - pad,
+        w - pad - 90.0,
+        offered - 4.0
+    );
+    for (i, ((kind, points), color)) in kinds
+        .iter()
+        .zip(&series)
+        .zip(["#d62728", "#ff7f0e", "#2ca02c"])
+        .enumerate()
+    {
+        let path: Vec<String> = points
+            .iter()
+            .enumerate()
+            .map(|(s, v)| format!("{:.1},{:.1}", x(s as f64 + 0.5), y(*v as f64)))
+            .collect();
+        svg += &format!(
+            "<polyline fill='none' stroke='{color}' stroke-width='2' points='{}'/><text x='{}' y='{}' fill='{color}'>{}</text>\n",
+            path.join(" "),
+            pad + 10.0,
+            h - 8.0 - 14.0 * i as f64,
+            kind.label()
+        );
+    }
+    svg += &format!(
+        "<text x='4' y='{}'>calls/s on the dependency (max {top})</text>\n</svg>\n",
+        pad - 24.0
+    );
+    svg
 }
