@@ -167,3 +167,35 @@ async fn a_keyed_method_retries_per_key() {
     assert_eq!(client.get("b").await, Ok(3));
     assert_eq!(client.calls.load(SeqCst), 4);
 }
+
+#[async_trait::async_trait]
+trait Quotes {
+    async fn quote(&self, symbol: String) -> Result<u32, Error>;
+}
+
+struct Flaky {
+    calls: AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl Quotes for Flaky {
+    #[circuit_breaker(retry = 3, threshold = 100, name = "retry::attr::async_trait")]
+    async fn quote(&self, symbol: String) -> Result<u32, Error> {
+        let n = self.calls.fetch_add(1, SeqCst);
+        let owned: String = symbol;
+        if n < 2 {
+            Err(Error::Unavailable)
+        } else {
+            Ok(owned.len() as u32)
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_async_trait_method_retries() {
+    let flaky = Flaky {
+        calls: AtomicU32::new(0),
+    };
+    assert_eq!(flaky.quote("abc".to_owned()).await, Ok(3));
+    assert_eq!(flaky.calls.load(SeqCst), 3);
+}

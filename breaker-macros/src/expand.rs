@@ -398,12 +398,7 @@ fn check_retry(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Er
              timer, which a blocking call would hold up; make the function `async`, or remove \
              `retry`",
         )),
-        Shape::Boxed(_) => errors.push(syn::Error::new(
-            retry.key.span(),
-            "`retry` is not supported on an `#[async_trait]` method yet: use a native `async \
-             fn` in the trait, or call `Breaker::call_retried` in the body",
-        )),
-        Shape::Async => {}
+        Shape::Async | Shape::Boxed(_) => {}
     }
     if let Some(r) = sig.receiver() {
         let shared = r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none();
@@ -1057,6 +1052,21 @@ fn retried_call(
     quote!(#krate::__private::recover(#call, #recovery).await)
 }
 
+/// With `retry` each attempt binds its own copy of a `mut` parameter (`let mut x = …`), and
+/// the parameter itself is never changed: its `mut` goes, or rustc would warn that it is
+/// unused.
+fn unmut_params(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(t) = input {
+            if let Pat::Ident(p) = &mut *t.pat {
+                if p.by_ref.is_none() && p.subpat.is_none() {
+                    p.mutability = None;
+                }
+            }
+        }
+    }
+}
+
 /// `{ if false { return returns::<R>(); } …body }`: the body of the `async` block, told the
 /// function's return type. An `async` block has no expected output, so without this line
 /// `Ok(Box::new(5))` for a `Box<dyn Display>`, `&self.text` for a `&str` or `return
@@ -1101,6 +1111,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
             unmove_async_trait_args(sig, &mut inner.block);
         }
         let result = call_expr(args, sig, &ret, &inner.block, true, &breaker);
+        if args.retry.is_some() {
+            unmut_params(sig);
+        }
         return match syn::parse2::<syn::Block>(quote!({ #result })) {
             Ok(new_block) => {
                 inner.block = new_block;
@@ -1114,6 +1127,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         unmove_tracing_future(&mut func.block);
     }
     let result = call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
+    if args.retry.is_some() && is_async {
+        unmut_params(&mut func.sig);
+    }
     let body = quote!({ #result });
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
     match syn::parse2::<syn::Block>(body) {

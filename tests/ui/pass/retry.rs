@@ -63,6 +63,31 @@ impl Client {
     }
 }
 
+#[async_trait::async_trait]
+trait Store {
+    async fn put(&self, key: String, value: Vec<u8>) -> Result<usize, Error>;
+    async fn get(&self, key: &str) -> Result<usize, Error>;
+}
+
+impl Client {
+    async fn put_later(&self, _k: String, _v: Vec<u8>, _e: CallError<Error>) -> Result<usize, Error> {
+        Ok(0)
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Client {
+    #[circuit_breaker(retry = 3, fallback = put_later)]
+    async fn put(&self, key: String, value: Vec<u8>) -> Result<usize, Error> {
+        Ok(self.base.len() + key.len() + value.len())
+    }
+
+    #[circuit_breaker(retry = 2, backoff = "10ms")]
+    async fn get(&self, key: &str) -> Result<usize, Error> {
+        Ok(key.len())
+    }
+}
+
 fn main() {
     fn send<T: Send>(_: T) {}
     send(minimal());
