@@ -143,6 +143,22 @@ mod tests {
         assert_eq!(granted, 100);
     }
 
+    /// Callers racing past the last unit may each pass the check before any subtracts: at
+    /// most one retry per concurrent caller beyond the budget, never more.
+    #[test]
+    fn racing_withdrawals_overdraw_by_at_most_one_each() {
+        const THREADS: usize = 8;
+        let b = Budget::default();
+        let granted: usize = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..THREADS)
+                .map(|_| s.spawn(|| (0..1_000).filter(|_| b.withdraw(0)).count()))
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).sum()
+        });
+        assert!((100..=100 + THREADS).contains(&granted), "{granted}");
+        assert_eq!(b.counts().0 as usize, granted);
+    }
+
     /// The reference: every deposit and withdrawal with its second, summed over the window.
     #[derive(Default)]
     struct Model {
