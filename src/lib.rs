@@ -45,6 +45,7 @@
 
 mod default_names;
 mod fallback_probe;
+mod retried;
 // Without `redis` the module holds only the glue of `fleet = true` (which then logs a WARN);
 // its page describes the feature, so its links lead to items that only `redis` compiles.
 #[cfg_attr(
@@ -71,6 +72,7 @@ pub mod http;
 pub mod metrics;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
+pub mod retry;
 #[cfg(feature = "tower")]
 pub mod tower;
 
@@ -85,6 +87,9 @@ pub mod __private {
 
     pub use crate::default_names::InImpl;
     pub use crate::fallback_probe::*;
+    pub use crate::retried::{
+        retried, retried_classified, run_retried, run_retried_classified, RetryArg,
+    };
 
     /// The static of an annotated function: made on first use by `init`. Unlike
     /// `once_cell`'s or std's `Lazy`, a panicking `init` (a `config = …` whose `ConfigError`
@@ -425,7 +430,7 @@ pub mod __private {
     }
 
     /// The body of an `async fn`, as the plain `Result` the runtime takes.
-    fn body<F: Future<Output = R>, R: Fallible>(
+    pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
         body: F,
     ) -> Map<F, impl Fn(R) -> Result<R::Ok, R::Err>> {
         Map {

@@ -8,6 +8,7 @@
 //! | `circuit_breaker_transitions_total` | counter | `breaker`, `from`, `to` | transitions, counted as they happen |
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
 //! | `circuit_breaker_keys` | gauge | `breaker`, `state` | a keyed breaker's live keys in each state |
+//! | `circuit_breaker_retries_total` | counter | `breaker`, `result` | retries (`retry`): `made` (each one also a call above), `denied` by the retry budget; written once a breaker has retried |
 //!
 //! The outcomes are disjoint, so they add up to the calls (less those still in flight):
 //! `failure` is errors and panics only, that is [`Stats::failures`] less
@@ -118,6 +119,23 @@ pub const FAILURE_RATE: &str = "circuit_breaker_failure_rate";
 /// `circuit_breaker_keys{breaker, state}`: a keyed breaker's live keys per state (a gauge).
 pub const KEYS: &str = "circuit_breaker_keys";
 
+/// `circuit_breaker_retries_total{breaker, result}`: retries made and denied (a counter).
+pub const RETRIES_TOTAL: &str = "circuit_breaker_retries_total";
+
+/// The outcomes, then the retries made and denied: what a publish keeps per breaker.
+const COUNTS: usize = OUTCOMES.len() + 2;
+type Counts = [u64; COUNTS];
+
+/// [`outcomes`], then `retries` and `retries_denied`.
+fn counts(stats: &Stats) -> Counts {
+    let outcomes = outcomes(stats);
+    std::array::from_fn(|i| match i {
+        i if i < OUTCOMES.len() => outcomes[i],
+        i if i == OUTCOMES.len() => stats.retries,
+        _ => stats.retries_denied,
+    })
+}
+
 /// Whether keyed breakers publish every key's own series (see [`per_key`]).
 static PER_KEY: AtomicBool = AtomicBool::new(false);
 
@@ -179,6 +197,11 @@ pub fn describe() {
         "Percent of the calls in a circuit breaker's current window that failed."
     );
     describe_gauge!(KEYS, "Live keys of a keyed circuit breaker, by state.");
+    describe_counter!(
+        RETRIES_TOTAL,
+        Unit::Count,
+        "Retries through a circuit breaker: made (each also a call), or denied by its retry budget."
+    );
 }
 
 /// Adds what every breaker counted since the last publish to its series, and sets the
@@ -219,8 +242,8 @@ pub fn publish() {
             gauge!(STATE, "breaker" => name.clone(), "state" => s.as_str()).set(0.0);
         }
     }
-    let mut deltas: HashMap<String, [u64; OUTCOMES.len()]> = HashMap::new();
-    let mut add = |series: String, delta: [u64; OUTCOMES.len()]| {
+    let mut deltas: HashMap<String, Counts> = HashMap::new();
+    let mut add = |series: String, delta: Counts| {
         let sum = deltas.entry(series).or_default();
         for (s, d) in sum.iter_mut().zip(delta) {
             *s += d;
@@ -229,7 +252,7 @@ pub fn publish() {
     for d in departed {
         let last = inner.last.remove(&d.id).unwrap_or_default();
         let series = series_name(&d.name, d.family.as_deref(), per_key);
-        let delta = delta(last, outcomes(&d.stats));
+        let delta = delta(last, counts(&d.stats));
         // Only what it counted since the last publish: a breaker that went with nothing
         // new is not published again.
         if delta.iter().any(|d| *d > 0) {
@@ -241,7 +264,7 @@ pub fn publish() {
     // finds it (the walk is in order of creation).
     let mut gauges: HashMap<&str, &Live> = HashMap::new();
     for l in &live {
-        let now = outcomes(&l.snap.stats);
+        let now = counts(&l.snap.stats);
         let last = inner.last.insert(l.id, now).unwrap_or_default();
         let series = series_name(&l.snap.name, l.family.as_deref(), per_key);
         add(series, delta(last, now));
@@ -254,6 +277,13 @@ pub fn publish() {
     for (series, delta) in deltas {
         for (outcome, d) in OUTCOMES.iter().zip(delta) {
             counter!(CALLS_TOTAL, "breaker" => series.clone(), "outcome" => *outcome).increment(d);
+        }
+        // Only once there are some: a breaker that never retries writes no retry series.
+        for (result, d) in ["made", "denied"].into_iter().zip(&delta[OUTCOMES.len()..]) {
+            if *d > 0 {
+                counter!(RETRIES_TOTAL, "breaker" => series.clone(), "result" => result)
+                    .increment(*d);
+            }
         }
     }
     for (name, l) in gauges {
@@ -304,7 +334,7 @@ fn series_name(name: &str, family: Option<&str>, per_key: bool) -> String {
 
 /// What was counted since `last`, outcome by outcome; a count below `last` was reset, and
 /// all of it is new.
-fn delta(last: [u64; OUTCOMES.len()], now: [u64; OUTCOMES.len()]) -> [u64; OUTCOMES.len()] {
+fn delta(last: Counts, now: Counts) -> Counts {
     std::array::from_fn(|i| {
         if now[i] >= last[i] {
             now[i] - last[i]
@@ -369,7 +399,7 @@ struct Inner {
     /// Transitions seen so far.
     seq: u64,
     /// Each live breaker's counts at the last publish, by identity.
-    last: HashMap<u64, [u64; OUTCOMES.len()]>,
+    last: HashMap<u64, Counts>,
     /// The observer's sequence number of each name's last transition.
     state_seq: HashMap<String, u64>,
     /// Keyed breakers whose key counts were published last time.

@@ -53,6 +53,14 @@
 //! its `RetryError` around that one (transparently, so it displays the same but downcasts
 //! differently); [`breaker_error`] finds the refusal either way.
 //!
+//! **Retries of its own**: with [`Config::retry`](crate::Config::retry) in the
+//! middleware's configuration ([`with_config`](CircuitBreakerMiddleware::with_config)), it
+//! retries a failed request itself, each attempt through the host's breaker, paid from that
+//! host's retry budget, after the backoff or the answer's `Retry-After` (see
+//! [`breaker::retry`](crate::retry)); a refusal and a neutral answer are not retried. A
+//! request whose body cannot be sent again (a stream) is sent once. Inner middlewares see a
+//! copy of the extensions per attempt. Then leave `reqwest-retry` out.
+//!
 //! **Hooks**: [`keyed`](CircuitBreakerMiddleware::keyed) picks each request's breaker by a key
 //! of your own (authority and path, tenant, …), [`classify`](CircuitBreakerMiddleware::classify)
 //! replaces the preset, as on the tower layer.
@@ -391,10 +399,29 @@ impl<P: PickBreaker, C: Classify> Middleware for CircuitBreakerMiddleware<P, C> 
     ) -> reqwest_middleware::Result<Response> {
         let breaker = self.pick.pick(&req);
         let judge = |result: &reqwest_middleware::Result<Response>| self.classify.classify(result);
-        match breaker
-            .call_classified(judge, next.run(req, extensions))
-            .await
-        {
+        // With `Config::retry` and a body that can be sent again, each attempt goes through
+        // the breaker (`breaker::retry`); a streamed body is sent once.
+        let result = if breaker.retry_attempts().is_some() && req.try_clone().is_some() {
+            let attempt = || {
+                let (next, mut extensions) = (next.clone(), extensions.clone());
+                let req = req.try_clone();
+                async move {
+                    match req {
+                        Some(req) => next.run(req, &mut extensions).await,
+                        // Checked above: the same request clones again.
+                        None => Err(reqwest_middleware::Error::middleware(
+                            std::io::Error::other("the request body cannot be sent again"),
+                        )),
+                    }
+                }
+            };
+            breaker.call_retried_classified(judge, attempt).await
+        } else {
+            breaker
+                .call_classified(judge, next.run(req, extensions))
+                .await
+        };
+        match result {
             Ok(answer) => Ok(answer),
             Err(CallError::Inner(error)) => Err(error),
             Err(CallError::Breaker(refused)) => Err(reqwest_middleware::Error::Middleware(

@@ -337,6 +337,43 @@ async fn calls_write_no_series_and_a_dropped_breaker_is_no_longer_published() {
     assert!(!names.iter().any(|n| n == "metrics::gone"), "{names:?}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn retries_made_and_denied() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "metrics::retries";
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    breaker::metrics::describe();
+    let config = Config::default().retry(2).threshold(u32::MAX);
+    let b = Breaker::new(NAME, config.backoff(Duration::from_nanos(1)));
+    breaker::metrics::publish();
+    let s = Scrape::of(&prometheus, NAME);
+    assert_eq!(
+        s.get("circuit_breaker_retries_total", &[("result", "made")]),
+        None,
+        "none yet"
+    );
+    // 200 failed requests: the floor (100) and 20 % of them (40) retried, the rest denied.
+    for _ in 0..200 {
+        let _ = b.call_retried(|| async { Err::<(), _>("503") }).await;
+    }
+    breaker::metrics::publish();
+    let s = Scrape::of(&prometheus, NAME);
+    assert_eq!(
+        s.value("circuit_breaker_retries_total", &[("result", "made")]),
+        140.0
+    );
+    assert_eq!(
+        s.value("circuit_breaker_retries_total", &[("result", "denied")]),
+        60.0
+    );
+    assert_eq!(s.calls("failure"), 340.0, "a retry is a call");
+    assert!(prometheus
+        .render()
+        .contains("# TYPE circuit_breaker_retries_total counter\n"));
+}
+
 /// By default a keyed breaker publishes one set of series under its own name, whatever
 /// its number of keys: no series per key while the keys are closed.
 #[tokio::test(start_paused = true)]

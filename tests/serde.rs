@@ -34,7 +34,7 @@ async fn a_snapshot_is_the_documented_json_and_reads_back_equal() {
             "state": "open",
             "stats": {"calls": 6, "successes": 2, "failures": 3, "timeouts": 0, "slow_calls": 0,
                       "rejected": 1, "neutral": 0, "cancelled": 0, "abandoned": 0,
-                      "throttled": 0, "shadow_rejected": 0},
+                      "throttled": 0, "shadow_rejected": 0, "retries": 0, "retries_denied": 0},
             "failure_rate": snap.failure_rate,
             "retry_in_ms": 4200,
             "throttle_rate": 0.0,

@@ -45,6 +45,9 @@ pub(crate) const KEYS: &[&str] = &[
     "ramp",
     "dry_run",
     "adaptive_concurrency",
+    "retry",
+    "retry_budget",
+    "backoff",
 ];
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
@@ -99,6 +102,10 @@ pub(crate) struct Args {
     pub(crate) ramp: Option<Arg<Duration>>,
     pub(crate) dry_run: Option<Arg<bool>>,
     pub(crate) adaptive_concurrency: Option<Arg<u32>>,
+    /// Retries (part four): attempts in all, the budget's percent, the first wait.
+    pub(crate) retry: Option<Arg<u32>>,
+    pub(crate) retry_budget: Option<Arg<u32>>,
+    pub(crate) backoff: Option<Arg<Duration>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -228,6 +235,9 @@ fn example(key: &Ident) -> String {
         "throttle_window" => "\"1m\"",
         "ramp" => "\"30s\"",
         "adaptive_concurrency" => "100",
+        "retry" => "3",
+        "retry_budget" => "20",
+        "backoff" => "\"100ms\"",
         _ => "…",
     };
     format!("write e.g. `{key} = {value}`")
@@ -309,6 +319,9 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
                 adaptive_concurrency,
                 at_most(&key, &value, MAX_ADAPTIVE, ADAPTIVE_WHY)
             ),
+            "retry" => set!(retry, attempts(&key, &value)),
+            "retry_budget" => set!(retry_budget, percent(&key, &value)),
+            "backoff" => set!(backoff, duration(&key, &value)),
             _ => errors.push(unknown_key(&key)),
         }
     }
@@ -359,6 +372,7 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
     .flatten()
     .collect();
     check_overload(args, seen, errors);
+    check_retry(args, errors);
     if args.key.is_none() {
         for key in [
             args.max_keys.as_ref().map(|a| &a.key),
@@ -504,6 +518,44 @@ fn check_overload(args: &Args, seen: &[Ident], errors: &mut Errors) {
              N), or `max_concurrent = N` for a fixed one",
         ));
     }
+}
+
+/// `retry_budget` and `backoff` tune `retry`.
+fn check_retry(args: &Args, errors: &mut Errors) {
+    if args.retry.is_some() {
+        return;
+    }
+    for key in [
+        args.retry_budget.as_ref().map(|a| &a.key),
+        args.backoff.as_ref().map(|a| &a.key),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        errors.push(syn::Error::new(
+            key.span(),
+            format!(
+                "`{key}` tunes retries, and this function does not retry: add `retry = 3` \
+                 (attempts in all, the first included) or remove `{key}`"
+            ),
+        ));
+    }
+}
+
+/// `retry = N`: attempts in all, the first included, so at least 2.
+fn attempts(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    let one = matches!(lit(value), Some(Lit::Int(i)) if i.base10_digits() == "1");
+    let zero = matches!(lit(value), Some(Lit::Int(i)) if i.base10_digits() == "0");
+    if one || zero {
+        return Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` counts attempts in all, the first included, so it is at least 2: \
+                 write `{key} = 2` for one retry, or remove `{key}` for none"
+            ),
+        ));
+    }
+    integer(key, value)
 }
 
 /// `throttle = K`: how many calls per accepted one the client may send before it sheds

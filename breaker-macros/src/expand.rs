@@ -353,6 +353,7 @@ fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut Errors) {
             ));
         }
     }
+    check_retry(args, sig, shape, errors);
     if let (Some(fallback), Shape::Boxed(_)) = (&args.fallback, shape) {
         if let Some(r) = sig.receiver().filter(|r| r.reference.is_none()) {
             errors.push(syn::Error::new(
@@ -383,6 +384,31 @@ fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut Errors) {
                      destructure it in the body",
                 ));
             }
+        }
+    }
+}
+
+/// `retry`: the body runs once per attempt, with waits between them.
+fn check_retry(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Errors) {
+    let Some(retry) = &args.retry else { return };
+    match shape {
+        Shape::Sync => errors.push(syn::Error::new(
+            retry.key.span(),
+            "`retry` needs an `async fn`: it waits between attempts on the async runtime's \
+             timer, which a blocking call would hold up; make the function `async`, or remove \
+             `retry`",
+        )),
+        Shape::Async | Shape::Boxed(_) => {}
+    }
+    if let Some(r) = sig.receiver() {
+        let shared = r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none();
+        if !shared {
+            errors.push(syn::Error::new(
+                r.self_token.span,
+                "with `retry`, the body runs once per attempt, so it can only borrow `self`: \
+                 take `&self` (with `&mut self` or `self` by value, a retry would need what the \
+                 attempt before consumed)",
+            ));
         }
     }
 }
@@ -441,6 +467,8 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.max_keys,
         &args.max_throttle,
         &args.adaptive_concurrency,
+        &args.retry,
+        &args.retry_budget,
     ];
     let durations = [
         &args.slow_call,
@@ -451,6 +479,7 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
         &args.idle,
         &args.throttle_window,
         &args.ramp,
+        &args.backoff,
     ];
     // In the DESIGN table's order, so an expansion reads like the attribute.
     let mut calls: Vec<(usize, TokenStream)> = Vec::new();
@@ -901,6 +930,11 @@ fn call_expr(
     } else {
         body.to_token_stream()
     };
+    if let (Some(retry), true) = (&args.retry, is_async) {
+        return retried_call(
+            args, sig, &ret, &body, &judge, classified, breaker, retry.span,
+        );
+    }
     let Some(fallback) = &args.fallback else {
         // Without a fallback the body may consume the arguments.
         return if is_async {
@@ -954,6 +988,85 @@ fn call_expr(
     }
 }
 
+/// The call of an `async fn` with `retry`: the body made once per attempt by a closure that
+/// gives each attempt its own clone of every argument (a reference or a `Copy` value costs
+/// nothing to clone), so an attempt may consume its arguments and the next gets them whole;
+/// the arguments themselves stay with the function, for the fallback.
+#[allow(clippy::too_many_arguments)]
+fn retried_call(
+    args: &Args,
+    sig: &syn::Signature,
+    ret: &TokenStream,
+    body: &TokenStream,
+    judge: &TokenStream,
+    classified: bool,
+    breaker: &TokenStream,
+    span: Span,
+) -> TokenStream {
+    let k = krate_at(args, span);
+    let clones = sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(t) => match &*t.pat {
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                let (m, name) = (&p.mutability, &p.ident);
+                let attrs = &t.attrs;
+                // On the parameter: an argument that is not `Clone` is reported there.
+                let at = name.span();
+                Some(quote_spanned! {at=>
+                    #(#attrs)* let #m #name = #k::__private::RetryArg::for_attempt(&#name);
+                })
+            }
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    let make = quote_spanned! {span=> || { #(#clones)* async move #body } };
+    let suffix = if classified { "_classified" } else { "" };
+    let Some(fallback) = &args.fallback else {
+        let run = Ident::new(&format!("run_retried{suffix}"), span);
+        return quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
+        };
+    };
+    let call = Ident::new(&format!("retried{suffix}"), span);
+    let call = quote_spanned! {span=>
+        #k::__private::#call::<#ret, _, _, _>(#breaker, #judge, #make).await
+    };
+    let err = Ident::new("__breaker_err", Span::mixed_site());
+    let how = Apply {
+        krate: krate_at(args, fallback.span),
+        ret: ret.clone(),
+        is_async: true,
+    };
+    let recover = fallback_call(&fallback.value, sig, &err, &how);
+    let shadowed = shadow(&[&err, &Ident::new("__breaker_recover", Span::mixed_site())]);
+    let allow = match &fallback.value {
+        Expr::Path(_) => TokenStream::new(),
+        _ => quote!(#[allow(clippy::redundant_closure_call)]),
+    };
+    let recovery = quote_spanned! {fallback.span=> {
+        #shadowed
+        #allow
+        move |#err| #recover
+    }};
+    let krate = krate_at(args, Span::call_site());
+    quote!(#krate::__private::recover(#call, #recovery).await)
+}
+
+/// With `retry` each attempt binds its own copy of a `mut` parameter (`let mut x = …`), and
+/// the parameter itself is never changed: its `mut` goes, or rustc would warn that it is
+/// unused.
+fn unmut_params(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(t) = input {
+            if let Pat::Ident(p) = &mut *t.pat {
+                if p.by_ref.is_none() && p.subpat.is_none() {
+                    p.mutability = None;
+                }
+            }
+        }
+    }
+}
+
 /// `{ if false { return returns::<R>(); } …body }`: the body of the `async` block, told the
 /// function's return type. An `async` block has no expected output, so without this line
 /// `Ok(Box::new(5))` for a `Box<dyn Display>`, `&self.text` for a `&str` or `return
@@ -998,6 +1111,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
             unmove_async_trait_args(sig, &mut inner.block);
         }
         let result = call_expr(args, sig, &ret, &inner.block, true, &breaker);
+        if args.retry.is_some() {
+            unmut_params(sig);
+        }
         return match syn::parse2::<syn::Block>(quote!({ #result })) {
             Ok(new_block) => {
                 inner.block = new_block;
@@ -1011,6 +1127,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         unmove_tracing_future(&mut func.block);
     }
     let result = call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
+    if args.retry.is_some() && is_async {
+        unmut_params(&mut func.sig);
+    }
     let body = quote!({ #result });
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
     match syn::parse2::<syn::Block>(body) {

@@ -149,7 +149,7 @@ impl Breaker {
 
     /// Counts since creation or the last reset.
     pub fn stats(&self) -> Stats {
-        self.shared.core.stats()
+        self.shared.stats()
     }
 
     /// A handle for manual control and inspection.

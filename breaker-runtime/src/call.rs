@@ -30,6 +30,9 @@ pub struct Shared {
     pub(crate) id: u64,
     /// The keyed breaker this is a key of.
     pub(crate) family: Option<Arc<Family>>,
+    /// The retry budget, made by the first retried call (`crate::retry`): a breaker that
+    /// never retries pays one word for it.
+    retry: std::sync::OnceLock<Box<crate::retry::Budget>>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -44,7 +47,7 @@ impl Drop for Shared {
             id: self.id,
             name: self.core.name.clone(),
             family: self.family.as_ref().map(|f| f.name.clone()),
-            stats: self.core.stats(),
+            stats: self.stats(),
         });
     }
 }
@@ -69,6 +72,28 @@ impl Shared {
             _listed: listed,
             id: crate::departures::next_id(),
             family,
+            retry: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The retry budget, made on first use.
+    pub(crate) fn retry_budget(&self) -> &crate::retry::Budget {
+        self.retry.get_or_init(Box::default)
+    }
+
+    /// The counts: the engine's, and the retry budget's.
+    pub(crate) fn stats(&self) -> crate::Stats {
+        let mut stats = self.core.stats();
+        if let Some(budget) = self.retry.get() {
+            (stats.retries, stats.retries_denied) = budget.counts();
+        }
+        stats
+    }
+
+    /// Clears the retry budget's counts (`Handle::reset`).
+    pub(crate) fn reset_retry_counts(&self) {
+        if let Some(budget) = self.retry.get() {
+            budget.reset_counts();
         }
     }
 }

@@ -40,7 +40,7 @@ impl Handle {
 
     /// Counts since creation or the last reset.
     pub fn stats(&self) -> Stats {
-        self.shared.core.stats()
+        self.shared.stats()
     }
 
     /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
@@ -61,6 +61,7 @@ impl Handle {
     /// Closes the breaker and clears its counts and [`Stats`].
     pub fn reset(&self) {
         self.shared.core.set(State::Closed, &self.shared.clock);
+        self.shared.reset_retry_counts();
     }
 
     /// The breaker as the registry reports it. Reading the state moves an open breaker
@@ -71,7 +72,7 @@ impl Handle {
         Snapshot {
             name: core.name.to_string(),
             state: core.state(clock),
-            stats: core.stats(),
+            stats: self.shared.stats(),
             failure_rate: core.failure_rate(clock),
             retry_in: core.retry_in(clock),
             throttle_rate: core.throttle_rate(clock),

@@ -38,6 +38,7 @@
 //! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
+//! | `retry` | [`retry`]: retries through the breaker, paid from a retry budget |
 //! | `grpc` | feature `grpc`: a refusal as a `tonic::Status` (`UNAVAILABLE`, `DEADLINE_EXCEEDED`) |
 //! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
 #![forbid(unsafe_code)]
@@ -63,6 +64,7 @@ mod listing;
 mod name;
 mod overload;
 mod registry;
+pub mod retry;
 mod snapshot;
 mod state;
 mod stats;

@@ -27,7 +27,7 @@ percents; a field missing from the input (written by an older version) reads as 
   "state": "open",
   "stats": {"calls": 12, "successes": 5, "failures": 4, "timeouts": 1, "slow_calls": 0,
             "rejected": 3, "neutral": 0, "cancelled": 0, "abandoned": 0,
-            "throttled": 0, "shadow_rejected": 0},
+            "throttled": 0, "shadow_rejected": 0, "retries": 0, "retries_denied": 0},
   "failure_rate": 44.4,
   "retry_in_ms": 4200,
   "throttle_rate": 0.0,

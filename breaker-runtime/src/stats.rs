@@ -67,6 +67,11 @@ pub struct Stats {
     /// Dry run (`dry_run`): calls the breaker would have refused, made anyway; their
     /// outcomes count nowhere else.
     pub shadow_rejected: u64,
+    /// Retries made (`retry`): attempts after the first, each paid from the retry budget;
+    /// each is also a call in `calls`.
+    pub retries: u64,
+    /// Retries the retry budget refused: the last answer was returned instead.
+    pub retries_denied: u64,
 }
 
 /// One stripe's counts. Inline in a breaker (its `home`) it shares cache lines with the
@@ -389,6 +394,8 @@ impl Counters {
             // Counted by the engine's overload part, not on the stripes (`Core::stats`).
             throttled: 0,
             shadow_rejected: 0,
+            retries: 0,
+            retries_denied: 0,
         }
     }
 

@@ -76,6 +76,8 @@ pub struct Config {
     pub(crate) max_open_percent: Option<u32>,
     /// Throttling, the ramp, dry run and the adaptive bulkhead (`overload::settings`).
     pub(crate) overload: OverloadConfig,
+    /// `retry`, `retry_budget`, `backoff` (`crate::retry`).
+    pub(crate) retry: crate::retry::RetryConfig,
 }
 
 impl Default for Config {
@@ -99,6 +101,7 @@ impl Default for Config {
             idle: Config::DEFAULT_IDLE,
             max_open_percent: None,
             overload: OverloadConfig::default(),
+            retry: crate::retry::RetryConfig::default(),
         }
     }
 }
@@ -282,6 +285,7 @@ impl PartialEq for Config {
             && self.idle == other.idle
             && self.max_open_percent == other.max_open_percent
             && self.overload == other.overload
+            && self.retry == other.retry
     }
 }
 
@@ -305,6 +309,7 @@ impl fmt::Debug for Config {
             .field("idle", &self.idle)
             .field("max_open_percent", &self.max_open_percent)
             .field("overload", &self.overload)
+            .field("retry", &self.retry)
             .finish()
     }
 }

@@ -139,6 +139,7 @@ impl Config {
             idle: to_nanos(self.idle),
             max_open_percent: self.max_open_percent,
             overload: self.overload.validate(self.max_concurrent)?,
+            retry: self.retry.validate()?,
         })
     }
 }
@@ -183,6 +184,8 @@ pub(crate) struct Policy {
     pub(crate) idle: u64,
     pub(crate) max_open_percent: Option<u32>,
     pub(crate) overload: OverloadPolicy,
+    /// `None`: no retries.
+    pub(crate) retry: Option<crate::retry::RetryPolicy>,
 }
 
 impl Policy {

@@ -51,7 +51,7 @@
 
 mod limit;
 mod ramp;
-mod random;
+pub(crate) mod random;
 mod settings;
 mod throttle;
 mod vegas;

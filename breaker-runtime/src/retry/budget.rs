@@ -1,0 +1,216 @@
+//! The retry budget (Finagle's `RetryBudget`, tower's `TpsBudget`): every first attempt
+//! deposits, every retry withdraws, over a window of ten one-second buckets; a reserve
+//! gives a floor of retries a second from the start.
+//!
+//! In units: a first attempt deposits `percent` units, a retry costs [`COST`] (100). Over
+//! any [`WINDOW`](super::WINDOW) a retry is granted while the balance (the window's
+//! deposits less its withdrawals, plus the reserve of [`FLOOR_PER_SECOND`](super::FLOOR_PER_SECOND)
+//! retries a second over the window) holds one retry's cost: at most `percent` % of the
+//! first attempts of the last ten seconds, plus 100.
+//!
+//! A few atomics, no lock: a deposit is one clock read, one load and one `fetch_add`. Under
+//! contention the count is approximate by the calls racing a bucket's turn (a deposit or a
+//! withdrawal landing in a bucket as it is cleared is lost) and by withdrawals racing one
+//! another past the last unit (each may pass the check before either subtracts): at most
+//! one retry per concurrent caller beyond the budget.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+/// What one retry costs, in units; a first attempt deposits `percent` of them.
+pub(crate) const COST: i64 = 100;
+/// Buckets in the window, one a second.
+const BUCKETS: usize = 10;
+const SECOND: u64 = 1_000_000_000;
+/// The reserve: the floor of retries a second, over the window, in units.
+const RESERVE: i64 = super::FLOOR_PER_SECOND as i64 * BUCKETS as i64 * COST;
+
+/// One breaker's (one key's) retry budget.
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    /// The second (since the breaker's creation) of the newest bucket.
+    head: AtomicU64,
+    /// Net units per second: deposits less withdrawals, bucket `s % BUCKETS` for second `s`.
+    buckets: [AtomicI64; BUCKETS],
+    /// Retries granted and denied since creation or the last reset (`Stats`).
+    retries: AtomicU64,
+    denied: AtomicU64,
+}
+
+impl Budget {
+    /// A first attempt at `now` (nanoseconds on the breaker's clock) deposits `percent` units.
+    pub(crate) fn deposit(&self, now: u64, percent: u32) {
+        let bucket = self.turn(now / SECOND);
+        bucket.fetch_add(i64::from(percent), Relaxed);
+    }
+
+    /// Asks for one retry at `now`: granted (and paid) while the balance holds its cost.
+    pub(crate) fn withdraw(&self, now: u64) -> bool {
+        let bucket = self.turn(now / SECOND);
+        if self.balance() >= COST {
+            bucket.fetch_sub(COST, Relaxed);
+            self.retries.fetch_add(1, Relaxed);
+            true
+        } else {
+            self.denied.fetch_add(1, Relaxed);
+            false
+        }
+    }
+
+    /// The balance in units, reserve included.
+    fn balance(&self) -> i64 {
+        let sum = self.buckets.iter().map(|b| b.load(Relaxed)).sum::<i64>();
+        sum.saturating_add(RESERVE)
+    }
+
+    /// The bucket of second `second`, clearing the buckets of the seconds that left the
+    /// window since the head last moved. A reading older than the head (a thread that read
+    /// the clock before another moved it) counts in the head's bucket.
+    fn turn(&self, second: u64) -> &AtomicI64 {
+        let head = self.head.load(Relaxed);
+        if second > head
+            && self
+                .head
+                .compare_exchange(head, second, Relaxed, Relaxed)
+                .is_ok()
+        {
+            // Seconds head+1..=second are new: their buckets held seconds now out of the window.
+            let stale = (second - head).min(BUCKETS as u64);
+            for s in (second + 1 - stale)..=second {
+                self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+            }
+        }
+        let newest = second.max(self.head.load(Relaxed));
+        &self.buckets[(newest % BUCKETS as u64) as usize]
+    }
+
+    /// Retries granted and denied.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (self.retries.load(Relaxed), self.denied.load(Relaxed))
+    }
+
+    /// Clears the counts (`Handle::reset`); the balance is kept: a reset says the
+    /// dependency is fine, not that it can take more retries.
+    pub(crate) fn reset_counts(&self) {
+        self.retries.store(0, Relaxed);
+        self.denied.store(0, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn the_floor_is_there_from_the_start() {
+        let b = Budget::default();
+        let granted = (0..1_000).filter(|_| b.withdraw(0)).count();
+        assert_eq!(granted, 100, "10 a second over 10 s");
+        assert_eq!(b.counts(), (100, 900));
+    }
+
+    #[test]
+    fn a_fifth_of_first_attempts_at_twenty_percent() {
+        let b = Budget::default();
+        for _ in 0..1_000 {
+            b.deposit(0, 20);
+        }
+        let granted = (0..1_000).filter(|_| b.withdraw(0)).count();
+        assert_eq!(granted, 200 + 100);
+    }
+
+    #[test]
+    fn withdrawals_come_back_when_they_leave_the_window() {
+        let b = Budget::default();
+        assert_eq!((0..200).filter(|_| b.withdraw(0)).count(), 100);
+        // Nine seconds on, the spent reserve is still spent.
+        assert!(!b.withdraw(9 * SECOND + 999 * MS));
+        // Ten seconds on, second 0 left the window.
+        assert!(b.withdraw(10 * SECOND));
+        assert_eq!((0..200).filter(|_| b.withdraw(10 * SECOND)).count(), 99);
+    }
+
+    #[test]
+    fn a_long_quiet_time_clears_everything() {
+        let b = Budget::default();
+        for _ in 0..1_000 {
+            b.deposit(0, 100);
+        }
+        // An hour on: the deposits are gone, the reserve is whole.
+        let granted = (0..2_000).filter(|_| b.withdraw(3_600 * SECOND)).count();
+        assert_eq!(granted, 100);
+    }
+
+    /// Callers racing past the last unit may each pass the check before any subtracts: at
+    /// most one retry per concurrent caller beyond the budget, never more.
+    #[test]
+    fn racing_withdrawals_overdraw_by_at_most_one_each() {
+        const THREADS: usize = 8;
+        let b = Budget::default();
+        let granted: usize = std::thread::scope(|s| {
+            let racers: Vec<_> = (0..THREADS)
+                .map(|_| s.spawn(|| (0..1_000).filter(|_| b.withdraw(0)).count()))
+                .collect();
+            racers.into_iter().map(|r| r.join().unwrap()).sum()
+        });
+        assert!((100..=100 + THREADS).contains(&granted), "{granted}");
+        assert_eq!(b.counts().0 as usize, granted);
+    }
+
+    /// The reference: every deposit and withdrawal with its second, summed over the window.
+    #[derive(Default)]
+    struct Model {
+        log: Vec<(u64, i64)>,
+    }
+
+    impl Model {
+        fn balance(&self, second: u64) -> i64 {
+            let live = self.log.iter().filter(|(s, _)| second < s + BUCKETS as u64);
+            live.map(|(_, u)| u).sum::<i64>() + RESERVE
+        }
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Deposit(u32),
+        Withdraw,
+        Wait(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1u32..=100).prop_map(Op::Deposit),
+            4 => Just(Op::Withdraw),
+            1 => (0u64..15_000).prop_map(|ms| Op::Wait(ms * MS)),
+        ]
+    }
+
+    proptest! {
+        /// Never more retries than the budget allows, never a denial within it.
+        #[test]
+        fn the_budget_matches_its_model(ops in proptest::collection::vec(op(), 1..400)) {
+            let b = Budget::default();
+            let mut model = Model::default();
+            let mut now = 0;
+            for (step, op) in ops.into_iter().enumerate() {
+                let second = now / SECOND;
+                match op {
+                    Op::Deposit(p) => {
+                        b.deposit(now, p);
+                        model.log.push((second, i64::from(p)));
+                    }
+                    Op::Withdraw => {
+                        let allowed = model.balance(second) >= COST;
+                        prop_assert_eq!(b.withdraw(now), allowed, "step {}", step);
+                        if allowed {
+                            model.log.push((second, -COST));
+                        }
+                    }
+                    Op::Wait(d) => now += d,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+//! What `#[circuit_breaker(retry = N)]` expands to calls: the body made once per attempt,
+//! through [`Breaker::call_retried_with`] (or `_classified`). Not part of the API.
+
+use std::future::Future;
+
+/// A parameter of a function with `retry`: each attempt gets its own copy.
+#[diagnostic::on_unimplemented(
+    message = "with `retry`, each attempt gets its own copy of every argument, and `{Self}` is not `Clone`",
+    label = "this argument is copied for each attempt",
+    note = "derive or implement `Clone` for it, take it by reference (`&{Self}`), or call `Breaker::call_retried` in the body"
+)]
+pub trait RetryArg: Sized {
+    /// This attempt's copy.
+    fn for_attempt(&self) -> Self;
+}
+
+impl<T: Clone> RetryArg for T {
+    #[inline(always)]
+    fn for_attempt(&self) -> Self {
+        self.clone()
+    }
+}
+
+use crate::__private::{body, finish, Fallible, FromBreakerError};
+use crate::{Breaker, CallError, Verdict};
+
+/// An `async fn` with `retry`, without a fallback: the last attempt's error as it was, the
+/// breaker's converted into `E` (see `__private::run`).
+pub fn run_retried<'a, R, T, E, M, F, P>(
+    breaker: &'a Breaker,
+    is_failure: P,
+    mut make: M,
+) -> impl Future<Output = R> + use<'a, R, T, E, M, F, P>
+where
+    R: Fallible<Ok = T, Err = E>,
+    E: FromBreakerError,
+    M: FnMut() -> F,
+    F: Future<Output = R>,
+    P: Fn(&E) -> bool + Clone,
+{
+    let attempts = breaker.call_retried_with(is_failure, move || body(make()));
+    async move { finish::<R>(attempts.await) }
+}
+
+/// [`run_retried`] judged by `classify = …`.
+pub fn run_retried_classified<'a, R, T, E, M, F, C>(
+    breaker: &'a Breaker,
+    classify: C,
+    mut make: M,
+) -> impl Future<Output = R> + use<'a, R, T, E, M, F, C>
+where
+    R: Fallible<Ok = T, Err = E>,
+    E: FromBreakerError,
+    M: FnMut() -> F,
+    F: Future<Output = R>,
+    C: Fn(&Result<T, E>) -> Verdict + Clone,
+{
+    let attempts = breaker.call_retried_classified(classify, move || body(make()));
+    async move { finish::<R>(attempts.await) }
+}
+
+/// An `async fn` with `retry` and a fallback: a success in the function's own return type,
+/// or the `CallError` of the last attempt, for the fallback.
+pub fn retried<'a, R, M, F, P>(
+    breaker: &'a Breaker,
+    is_failure: P,
+    mut make: M,
+) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, M, F, P>
+where
+    R: Fallible,
+    M: FnMut() -> F,
+    F: Future<Output = R>,
+    P: Fn(&R::Err) -> bool + Clone,
+{
+    let attempts = breaker.call_retried_with(is_failure, move || body(make()));
+    async move { attempts.await.map(|ok| R::from_result(Ok(ok))) }
+}
+
+/// [`retried`] judged by `classify = …`.
+pub fn retried_classified<'a, R, M, F, C>(
+    breaker: &'a Breaker,
+    classify: C,
+    mut make: M,
+) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, M, F, C>
+where
+    R: Fallible,
+    M: FnMut() -> F,
+    F: Future<Output = R>,
+    C: Fn(&Result<R::Ok, R::Err>) -> Verdict + Clone,
+{
+    let attempts = breaker.call_retried_classified(classify, move || body(make()));
+    async move { attempts.await.map(|ok| R::from_result(Ok(ok))) }
+}

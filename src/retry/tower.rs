@@ -1,0 +1,196 @@
+//! [`RetryLayer`]: a breaker in front of a tower service, with budgeted retries.
+
+use std::{fmt, future::Future, pin::Pin, task::Context, task::Poll};
+
+use tower_layer::Layer;
+use tower_service::Service;
+
+use breaker_runtime::Classify as Judge;
+
+use crate::tower::{Classify, DefaultClassify};
+use crate::{Breaker, CallError};
+
+/// A [`Layer`] that puts a breaker in front of a service and retries failed requests
+/// through it, per the breaker's [`Config::retry`](crate::Config::retry) (see the
+/// [module docs](crate::retry)): what [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer)
+/// does, once per attempt. Use it *instead of* that layer, not around it.
+///
+/// Each attempt sends a copy of the request (by `Clone`, or by
+/// [`clone_request`](Self::clone_request): an `http::Request` is not `Clone`, so pass
+/// [`clone_http_request`]) through a fresh clone of the inner service, readied, so the
+/// request is never sent while the breaker refuses. Judged by
+/// [`DefaultClassify`] (an `http::Response` by the [`http` preset](crate::http), so a 429's
+/// or a 503's `Retry-After` is the wait before the retry), or by
+/// [`classify`](Self::classify). The response future is boxed (one allocation per request).
+///
+/// ```
+/// use std::time::Duration;
+/// use breaker::{retry::RetryLayer, Breaker, Config};
+/// use tower::{service_fn, ServiceBuilder, ServiceExt};
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+/// let breaker = Breaker::new("docs::retry_layer", Config::default().retry(3));
+/// let tries = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+/// let counted = tries.clone();
+/// let svc = ServiceBuilder::new()
+///     .layer(RetryLayer::new(breaker.clone()))
+///     .service(service_fn(move |n: u32| {
+///         let attempt = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+///         async move { if attempt < 2 { Err(std::io::Error::other("503")) } else { Ok(n) } }
+///     }));
+/// assert_eq!(svc.oneshot(7).await.unwrap(), 7);
+/// assert_eq!(breaker.stats().retries, 2);
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RetryLayer<C = DefaultClassify, K = ByClone> {
+    breaker: Breaker,
+    classify: C,
+    copy: K,
+}
+
+impl RetryLayer {
+    /// Every request goes through `breaker`, retried per its `Config::retry`.
+    pub fn new(breaker: Breaker) -> Self {
+        RetryLayer {
+            breaker,
+            classify: DefaultClassify,
+            copy: ByClone,
+        }
+    }
+}
+
+impl<C, K> RetryLayer<C, K> {
+    /// Judges every attempt with `classify` (as
+    /// [`CircuitBreakerLayer::classify`](crate::tower::CircuitBreakerLayer::classify)): a
+    /// `Failure` is retried, an `OpenFor(d)` after at least `d`, the rest returned.
+    pub fn classify<C2>(self, classify: C2) -> RetryLayer<C2, K> {
+        RetryLayer {
+            breaker: self.breaker,
+            classify,
+            copy: self.copy,
+        }
+    }
+
+    /// Copies each attempt's request with `copy` (`Fn(&Req) -> Req`) instead of `Clone`:
+    /// [`clone_http_request`] for an `http::Request` with a `Clone` body.
+    pub fn clone_request<K2>(self, copy: K2) -> RetryLayer<C, K2> {
+        RetryLayer {
+            breaker: self.breaker,
+            classify: self.classify,
+            copy,
+        }
+    }
+}
+
+/// How a [`RetryLayer`] copies a request for each attempt: [`ByClone`], or any
+/// `Fn(&Req) -> Req`.
+pub trait CloneRequest<Req> {
+    /// A copy of `req` to send.
+    fn clone_request(&self, req: &Req) -> Req;
+}
+
+/// Copies a request by its `Clone` (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ByClone;
+
+impl<Req: Clone> CloneRequest<Req> for ByClone {
+    fn clone_request(&self, req: &Req) -> Req {
+        req.clone()
+    }
+}
+
+impl<Req, F: Fn(&Req) -> Req> CloneRequest<Req> for F {
+    fn clone_request(&self, req: &Req) -> Req {
+        self(req)
+    }
+}
+
+/// A copy of an `http::Request` whose body is `Clone` (`http_body_util::Empty`, `Full`,
+/// `String`, …): method, URI, version, headers, extensions and body.
+pub fn clone_http_request<B: Clone>(req: &http::Request<B>) -> http::Request<B> {
+    let mut copy = http::Request::new(req.body().clone());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    *copy.extensions_mut() = req.extensions().clone();
+    copy
+}
+
+impl<S, C: Clone, K: Clone> Layer<S> for RetryLayer<C, K> {
+    type Service = Retry<S, C, K>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Retry {
+            inner,
+            breaker: self.breaker.clone(),
+            classify: self.classify.clone(),
+            copy: self.copy.clone(),
+        }
+    }
+}
+
+impl<C, K> fmt::Debug for RetryLayer<C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("breaker", &self.breaker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The service [`RetryLayer`] makes.
+#[derive(Clone)]
+pub struct Retry<S, C = DefaultClassify, K = ByClone> {
+    inner: S,
+    breaker: Breaker,
+    classify: C,
+    copy: K,
+}
+
+impl<S: fmt::Debug, C, K> fmt::Debug for Retry<S, C, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .field("breaker", &self.breaker)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The response future of [`Retry`].
+pub type RetryFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, CallError<E>>> + Send>>;
+
+impl<S, Req, C, K> Service<Req> for Retry<S, C, K>
+where
+    S: Service<Req> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Response: Send,
+    S::Error: Send,
+    Req: Send + 'static,
+    C: Classify<S::Response, S::Error> + Clone + Send + Sync + 'static,
+    K: CloneRequest<Req> + Clone + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = CallError<S::Error>;
+    type Future = RetryFuture<S::Response, S::Error>;
+
+    /// The inner service's readiness (each attempt readies a clone of its own).
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(CallError::Inner)
+    }
+
+    fn call(&mut self, req: Req) -> Self::Future {
+        let breaker = self.breaker.clone();
+        let inner = self.inner.clone();
+        let classify = self.classify.clone();
+        let copy = self.copy.clone();
+        let judge = Judge(move |r: &Result<S::Response, S::Error>| classify.classify(r));
+        Box::pin(breaker.call_retried_owned(judge, move || {
+            let (mut svc, req) = (inner.clone(), copy.clone_request(&req));
+            async move {
+                std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+                svc.call(req).await
+            }
+        }))
+    }
+}
