@@ -11,7 +11,7 @@ mod error;
 mod validate;
 
 pub use error::ConfigError;
-pub(crate) use validate::Settings;
+pub(crate) use validate::{Policy, Settings};
 
 use std::{fmt, sync::Arc, time::Duration};
 

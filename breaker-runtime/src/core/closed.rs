@@ -45,7 +45,7 @@ impl Core {
     /// shadows. Asked only on a refusal, so the closed path never reads it.
     #[inline(always)]
     fn dry_runs(&self) -> bool {
-        self.overload.as_deref().is_some_and(|o| o.dry_run())
+        self.live.dry_run()
     }
 
     /// The closed fast path for a thread that owns no stripe yet (its first count claims
@@ -64,7 +64,7 @@ impl Core {
         stripe: impl FnOnce() -> Option<Counting<'a>>,
     ) -> Option<LocalTicket<'a>> {
         let w = self.word();
-        if !(w.is(State::Closed) && self.simple) {
+        if !(w.is(State::Closed) && self.simple.load(Relaxed)) {
             return None;
         }
         let counting = stripe()?;
@@ -161,7 +161,10 @@ impl Core {
             return;
         }
         let tag = streak_tag(generation);
-        if let Some(threshold) = self.settings.policy.threshold {
+        // One load: this outcome is judged wholly by the rules before or after a
+        // `reconfigure`.
+        let rules = self.live.rules();
+        if let Some(threshold) = rules.threshold {
             if failed {
                 // Saturating: while disabled, failures keep counting and nothing trips; a
                 // carry out of the count would land in the generation tag.
@@ -184,17 +187,16 @@ impl Core {
                 });
             }
         }
-        if let (Some(ring), Some(percent)) = (&self.ring, self.settings.policy.failure_rate) {
+        if let (Some(ring), Some(percent)) = (self.ring(), rules.failure_rate) {
             if self.word().generation() != generation {
                 return; // a late outcome from an older state changes nothing
             }
-            let now = if ring.needs_clock() { clock.now() } else { 0 };
             // The generation is checked again under the window's lock: a close between the
             // check above and this record restarted the window for the next generation.
-            let Some(tally) = ring.record_in(generation, failed, now) else {
+            let Some(tally) = ring.record_at(generation, failed, || clock.now()) else {
                 return;
             };
-            if tally.trips(self.settings.policy.min_calls, percent) {
+            if tally.trips(rules.min_calls, percent) {
                 let cause = Cause::FailureRate {
                     rate: tally.rate(),
                     calls: tally.calls,

@@ -61,7 +61,8 @@ impl Core {
     /// cool-off, with jitter) or what caps an `OpenFor` of its own (`max_cool_off`, else
     /// the engine's default cap), whichever is longer.
     pub(crate) fn fleet_cap(&self) -> Nanos {
-        let policy = &self.settings.policy;
+        let settings = self.live.settings();
+        let policy = &settings.policy;
         let own = policy
             .cool_off_after(u32::MAX)
             .saturating_add(policy.jitter);

@@ -107,6 +107,15 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         })
     }
 
+    /// Changes every key's configuration while they run, now and for keys made later,
+    /// keeping each key's state, counts and deadlines (see [`Breaker::reconfigure`]). A new
+    /// `max_keys` or `idle` applies from the next new key (a lower `max_keys` evicts as new
+    /// keys arrive, never all at once). Validated first: an invalid `config` changes nothing
+    /// and the error names the field.
+    pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
+        self.inner.reconfigure(config)
+    }
+
     /// The name every key's breaker is named after.
     pub fn name(&self) -> &str {
         &self.inner.name
