@@ -6,8 +6,11 @@
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
 //! | `validate` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `error` | [`ConfigError`]: which field, and why |
+//! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+#[cfg(feature = "serde")]
+mod serde;
 mod validate;
 
 pub use error::ConfigError;
@@ -57,6 +60,11 @@ pub enum Window {
 /// let config = breaker::Config::default().threshold(-1);
 /// ```
 #[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(::serde::Serialize, ::serde::Deserialize),
+    serde(into = "serde::Form", try_from = "serde::Form")
+)]
 pub struct Config {
     pub(crate) threshold: Option<u32>,
     pub(crate) failure_rate: Option<u32>,
