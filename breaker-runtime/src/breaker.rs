@@ -91,12 +91,16 @@ impl Breaker {
     }
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
+        let probe = config.probe.is_some();
         let (shared, _) = listing::index().list(
             &name,
             false,
             || config.settle(),
             |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         )?;
+        if probe {
+            crate::probe::install(&shared);
+        }
         Ok(Breaker { shared })
     }
 
@@ -307,6 +311,9 @@ impl Breaker {
             Ok(found) => found,
             Err(e) => panic!("{e}"),
         };
+        if !existed && config.probe.is_some() {
+            crate::probe::install(&shared);
+        }
         let differs = if !existed {
             None
         } else if !shared.core.live.settings().config.same_policy(&config) {

@@ -156,6 +156,9 @@ impl Live {
         if config.on_state_change.is_none() {
             config.on_state_change = current.config.on_state_change.clone();
         }
+        if config.probe.is_none() {
+            config.probe = current.config.probe.clone();
+        }
         self.store(&policy);
         let settings = Arc::new(Settings { policy, config });
         *current = settings.clone();
@@ -248,8 +251,18 @@ impl Handle {
             return Err(refuse_key());
         }
         let core = &self.shared.core;
+        let probe = config.probe.is_some();
         let settings = core.live.replace(config)?;
         core.adopt(&settings.policy);
+        if probe {
+            crate::probe::install(&self.shared);
+            // An opening under way gets its probe now (a second task for it, if it had one,
+            // finds the slot taken or the opening decided).
+            if core.peek() == crate::State::Open {
+                let opened = core.generation();
+                crate::probe::spawn(std::sync::Arc::downgrade(&self.shared), opened);
+            }
+        }
         Ok(())
     }
 

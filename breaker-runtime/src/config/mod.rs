@@ -84,6 +84,8 @@ pub struct Config {
     pub(crate) max_open_percent: Option<u32>,
     /// Throttling, the ramp, dry run and the adaptive bulkhead (`overload::settings`).
     pub(crate) overload: OverloadConfig,
+    /// The breaker's own probe (`crate::probe`).
+    pub(crate) probe: Option<crate::probe::ProbeFn>,
 }
 
 impl Default for Config {
@@ -107,6 +109,7 @@ impl Default for Config {
             idle: Config::DEFAULT_IDLE,
             max_open_percent: None,
             overload: OverloadConfig::default(),
+            probe: None,
         }
     }
 }
@@ -313,6 +316,7 @@ impl fmt::Debug for Config {
             .field("idle", &self.idle)
             .field("max_open_percent", &self.max_open_percent)
             .field("overload", &self.overload)
+            .field("probe", &self.probe.is_some())
             .finish()
     }
 }

@@ -55,6 +55,7 @@ impl Core {
         }
         events::notify_observers(t);
         self.fleet_announce(t);
+        self.probe_announce(t);
     }
 }
 

@@ -50,6 +50,7 @@ mod half_open;
 mod jitter;
 mod open_cap;
 mod permit;
+pub(crate) mod probe;
 mod shed;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
@@ -173,6 +174,8 @@ struct Cold {
     /// The counts at the last `reset()` (`None`: never reset); [`Core::stats`] counts from
     /// there.
     base: Mutex<Option<crate::Stats>>,
+    /// Starts the breaker's own probe at each opening (`Config::probe`).
+    prober: OnceLock<probe::Prober>,
 }
 
 impl std::ops::Deref for LazyInner {
@@ -189,6 +192,7 @@ impl LazyInner {
                 inner: Mutex::new(Inner::new()),
                 refusal_names: OnceLock::new(),
                 base: Mutex::new(None),
+                prober: OnceLock::new(),
             })
         })
     }

@@ -102,6 +102,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
 
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
+        crate::probe::refuse_keyed(&config)?;
         Ok(KeyedBreaker {
             inner: Arc::new(Map::new(name.as_ref(), config.settle()?)),
         })
@@ -113,6 +114,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// keys arrive, never all at once). Validated first: an invalid `config` changes nothing
     /// and the error names the field.
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
+        crate::probe::refuse_keyed(&config)?;
         self.inner.reconfigure(config)
     }
 
