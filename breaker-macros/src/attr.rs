@@ -45,6 +45,7 @@ pub(crate) const KEYS: &[&str] = &[
     "ramp",
     "dry_run",
     "adaptive_concurrency",
+    "probe",
 ];
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
@@ -99,6 +100,8 @@ pub(crate) struct Args {
     pub(crate) ramp: Option<Arg<Duration>>,
     pub(crate) dry_run: Option<Arg<bool>>,
     pub(crate) adaptive_concurrency: Option<Arg<u32>>,
+    /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
+    pub(crate) probe: Option<Arg<Expr>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -228,6 +231,7 @@ fn example(key: &Ident) -> String {
         "throttle_window" => "\"1m\"",
         "ramp" => "\"30s\"",
         "adaptive_concurrency" => "100",
+        "probe" => "check_health",
         _ => "…",
     };
     format!("write e.g. `{key} = {value}`")
@@ -309,6 +313,14 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
                 adaptive_concurrency,
                 at_most(&key, &value, MAX_ADAPTIVE, ADAPTIVE_WHY)
             ),
+            "probe" => set!(
+                probe,
+                callable(
+                    &key,
+                    value,
+                    "an `async fn() -> Verdict` (or `-> Result<T, E>`)"
+                )
+            ),
             _ => errors.push(unknown_key(&key)),
         }
     }
@@ -359,6 +371,13 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
     .flatten()
     .collect();
     check_overload(args, seen, errors);
+    if let (Some(probe), Some(_)) = (&args.probe, &args.key) {
+        errors.push(syn::Error::new(
+            probe.key.span(),
+            "`probe` is not for a keyed function: one probe cannot tell which key recovered; \
+             remove `probe` (each key's next call after its cool-off probes it)",
+        ));
+    }
     if args.key.is_none() {
         for key in [
             args.max_keys.as_ref().map(|a| &a.key),
