@@ -85,7 +85,10 @@ async fn main() {
     let config: Config = serde_json::from_str(text).expect("a valid configuration file");
     let handle = registry().get("search").unwrap();
     handle.reconfigure(config).expect("valid, so applied");
-    println!("applied: {}", serde_json::to_string(&handle.config()).unwrap());
+    println!(
+        "applied: {}",
+        serde_json::to_string(&handle.config()).unwrap()
+    );
     for _ in 0..3 {
         let refused = search("boots").await;
         assert!(matches!(refused, Err(CallError::Breaker(ref e)) if e.is_open()));

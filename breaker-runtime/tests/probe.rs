@@ -107,7 +107,7 @@ async fn a_quiet_dependency_is_closed_within_one_cool_off_plus_the_probe() {
 /// A failing probe reopens the breaker with its backoff; each opening probes again once.
 #[tokio::test(start_paused = true)]
 async fn a_failing_probe_reopens_with_backoff() {
-    let health = Health::new(false, 0 * MS);
+    let health = Health::new(false, Duration::ZERO);
     let config = Config::default()
         .threshold(1)
         .cool_off(10 * SEC)
