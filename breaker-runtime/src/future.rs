@@ -156,7 +156,7 @@ where
                         }
                     }
                 }
-                if shared.core.live.timeout().is_some() {
+                if shared.core.live.has_timeout() {
                     admitted_at = Some(Instant::now());
                 }
             }

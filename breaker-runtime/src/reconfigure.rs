@@ -126,6 +126,12 @@ impl Live {
         nonzero(self.slow_call.load(Relaxed))
     }
 
+    /// Whether calls have a deadline (the async call path asks only this).
+    #[inline(always)]
+    pub(crate) fn has_timeout(&self) -> bool {
+        self.timeout.load(Relaxed) != 0
+    }
+
     #[inline(always)]
     pub(crate) fn timeout(&self) -> Option<Duration> {
         nonzero(self.timeout.load(Relaxed)).map(Duration::from_nanos)

@@ -64,7 +64,10 @@ impl Core {
         stripe: impl FnOnce() -> Option<Counting<'a>>,
     ) -> Option<LocalTicket<'a>> {
         let w = self.word();
-        if !(w.is(State::Closed) && self.simple.load(Relaxed)) {
+        // Both read before one test (`&`, not `&&`): an atomic load is not speculated past a
+        // branch, and the second branch cost the closed path an instruction.
+        let simple = self.simple.load(Relaxed);
+        if !(w.is(State::Closed) & simple) {
             return None;
         }
         let counting = stripe()?;
