@@ -121,7 +121,9 @@ impl Core {
         }
     }
 
-    #[inline]
+    // Always: the refusal is inlined into `refuse`, as it was before the call future's poll
+    // grew by the live configuration's reads (out of line, open_async cost 25 Ir more).
+    #[inline(always)]
     pub(super) fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
         let at = here();
         self.counters.add_here(at, Count::Rejected);
