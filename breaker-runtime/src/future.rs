@@ -156,7 +156,7 @@ where
                         }
                     }
                 }
-                if shared.core.live.has_timeout() {
+                if shared.core.timed() {
                     admitted_at = Some(Instant::now());
                 }
             }

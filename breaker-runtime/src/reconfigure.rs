@@ -9,8 +9,9 @@
 //! change. The tripping rules are packed into one word, so one outcome is judged wholly by
 //! the old rules or wholly by the new. Everything else (cool-offs, probes, the hook) is read
 //! where the breaker already takes its lock, from the validated configuration in force,
-//! swapped whole. The closed fast path's one flag, `Core::simple`, lives beside the state
-//! word, and each breaker's is set after the new settings are in place.
+//! swapped whole. The call path's two flags (`Core::flags`: the fast path's policy, a
+//! `timeout`) live beside the state word, and each breaker's are set after the new settings
+//! are in place.
 //!
 //! What a breaker *holds* is never rebuilt: state, generation, counts, the open deadline,
 //! the backoff step, calls in flight under the bulkhead, probe leases. A count window is
@@ -124,12 +125,6 @@ impl Live {
     #[inline(always)]
     pub(crate) fn slow_call(&self) -> Option<u64> {
         nonzero(self.slow_call.load(Relaxed))
-    }
-
-    /// Whether calls have a deadline (the async call path asks only this).
-    #[inline(always)]
-    pub(crate) fn has_timeout(&self) -> bool {
-        self.timeout.load(Relaxed) != 0
     }
 
     #[inline(always)]

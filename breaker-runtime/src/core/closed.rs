@@ -66,7 +66,7 @@ impl Core {
         let w = self.word();
         // Both read before one test (`&`, not `&&`): an atomic load is not speculated past a
         // branch, and the second branch cost the closed path an instruction.
-        let simple = self.simple.load(Relaxed);
+        let simple = self.flags.load(Relaxed) & SIMPLE != 0;
         if !(w.is(State::Closed) & simple) {
             return None;
         }

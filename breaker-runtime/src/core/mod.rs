@@ -38,7 +38,7 @@ use crate::{
     events::Transition,
     reconfigure::Live,
     stats::{Counters, Counting, Here},
-    sync::{AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::*},
+    sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering::*},
     window::Ring,
     Name, State, Verdict,
 };
@@ -251,11 +251,13 @@ pub struct Core {
     /// Throttling, the ramp, the adaptive bulkhead, dry run: empty (one pointer) without;
     /// made when first needed (at creation, or when `reconfigure` turns a dry run on).
     overload: OnceLock<Box<Overload>>,
-    /// No `slow_call`, window, bulkhead or overload key: a closed call needs only the word,
-    /// its stripe and the streak, and gives nothing back if dropped (the fast path,
-    /// [`Core::enter_closed`]). A relaxed load is the plain load a `bool` was; set by
-    /// [`Core::adopt`] after what a policy that is not simple needs is in place.
-    simple: AtomicBool,
+    /// What the call path asks of the policy, beside the word: [`SIMPLE`] (no `slow_call`,
+    /// window, bulkhead or overload key: a closed call needs only the word, its stripe and
+    /// the streak, and gives nothing back if dropped: the fast path, [`Core::enter_closed`])
+    /// and [`TIMED`] (a `timeout`). One byte of the breaker's own, read with the word, not
+    /// behind the live pointer; set by [`Core::adopt`] after what a policy that is not
+    /// simple needs is in place.
+    flags: AtomicU8,
 }
 
 impl std::fmt::Debug for Core {
@@ -331,7 +333,7 @@ impl Core {
             inner: LazyInner(OnceLock::new()),
             cap: None,
             overload,
-            simple: AtomicBool::new(simple(policy)),
+            flags: AtomicU8::new(flags(policy)),
             live,
         }
     }
@@ -364,7 +366,7 @@ impl Core {
             self.overload
                 .get_or_init(|| Overload::build(&policy.overload));
         }
-        self.simple.store(simple(policy), Release);
+        self.flags.store(flags(policy), Release);
     }
 
     /// The window, if one was ever configured (it may be off now: see `Live::window`).
@@ -503,11 +505,25 @@ impl Core {
     }
 }
 
-/// Whether `policy` lets a closed call take the fast path: no `slow_call`, window, bulkhead
-/// or overload key.
-fn simple(policy: &Policy) -> bool {
-    policy.slow_call.is_none()
+/// [`Core::flags`]: the policy lets a closed call take the fast path (no `slow_call`,
+/// window, bulkhead or overload key).
+const SIMPLE: u8 = 1;
+/// [`Core::flags`]: calls have a deadline (`timeout`).
+const TIMED: u8 = 2;
+
+fn flags(policy: &Policy) -> u8 {
+    let simple = policy.slow_call.is_none()
         && policy.window.is_none()
         && policy.max_concurrent.is_none()
-        && !policy.overload.any()
+        && !policy.overload.any();
+    (u8::from(simple) * SIMPLE) | (u8::from(policy.timeout.is_some()) * TIMED)
+}
+
+impl Core {
+    /// Whether calls have a deadline: the async call path asks it at admission, from the
+    /// breaker's own flags (one load beside the word), not behind the live pointer.
+    #[inline(always)]
+    pub(crate) fn timed(&self) -> bool {
+        self.flags.load(Relaxed) & TIMED != 0
+    }
 }
