@@ -45,7 +45,7 @@ impl Core {
     /// shadows. Asked only on a refusal, so the closed path never reads it.
     #[inline(always)]
     fn dry_runs(&self) -> bool {
-        self.live.dry_run()
+        self.flags.load(Relaxed) & DRY != 0
     }
 
     /// The closed fast path for a thread that owns no stripe yet (its first count claims

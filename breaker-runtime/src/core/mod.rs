@@ -253,10 +253,10 @@ pub struct Core {
     overload: OnceLock<Box<Overload>>,
     /// What the call path asks of the policy, beside the word: [`SIMPLE`] (no `slow_call`,
     /// window, bulkhead or overload key: a closed call needs only the word, its stripe and
-    /// the streak, and gives nothing back if dropped: the fast path, [`Core::enter_closed`])
-    /// and [`TIMED`] (a `timeout`). One byte of the breaker's own, read with the word, not
-    /// behind the live pointer; set by [`Core::adopt`] after what a policy that is not
-    /// simple needs is in place.
+    /// the streak, and gives nothing back if dropped: the fast path, [`Core::enter_closed`]),
+    /// [`TIMED`] (a `timeout`) and [`DRY`] (a dry run: a refusal's test). One byte of the
+    /// breaker's own, read with the word, not behind the live pointer; set by
+    /// [`Core::adopt`] after what a policy that is not simple needs is in place.
     flags: AtomicU8,
 }
 
@@ -510,13 +510,17 @@ impl Core {
 const SIMPLE: u8 = 1;
 /// [`Core::flags`]: calls have a deadline (`timeout`).
 const TIMED: u8 = 2;
+/// [`Core::flags`]: a dry run (refusals become shadows).
+const DRY: u8 = 4;
 
 fn flags(policy: &Policy) -> u8 {
     let simple = policy.slow_call.is_none()
         && policy.window.is_none()
         && policy.max_concurrent.is_none()
         && !policy.overload.any();
-    (u8::from(simple) * SIMPLE) | (u8::from(policy.timeout.is_some()) * TIMED)
+    (u8::from(simple) * SIMPLE)
+        | (u8::from(policy.timeout.is_some()) * TIMED)
+        | (u8::from(policy.overload.dry_run) * DRY)
 }
 
 impl Core {
