@@ -97,6 +97,35 @@ fn bad_input_names_the_field() {
     assert!(e.contains("invalid value"), "{e}");
 }
 
+/// What a control plane (or anyone who can write the file) may send: sizes and durations
+/// past every bound are refused by name, never allocated or overflowed.
+#[test]
+fn hostile_values_are_refused_by_name() {
+    let error = |v: Value| serde_json::from_value::<Config>(v).unwrap_err().to_string();
+    let e = error(json!({"failure_rate": 50, "window_calls": 4_000_000_000u32}));
+    assert!(e.contains("`window_calls` must be at most 100000"), "{e}");
+    let e = error(json!({"probes": 4_000_000_000u32}));
+    assert!(e.contains("`probes` must be at most 1000"), "{e}");
+    let e = error(json!({"cool_off": "99999999999999999999999y"}));
+    assert!(e.contains("`cool_off`"), "{e}");
+    let e = error(json!({"timeout": "0s"}));
+    assert!(e.contains("`timeout` must not be zero"), "{e}");
+    let e = serde_json::from_str::<Config>(r#"{"throttle": 1e400}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(!e.is_empty(), "an infinite K is refused: {e}");
+    let e = error(json!({"throttle": 0.5}));
+    assert!(
+        e.contains("`throttle` must be a finite number of at least 1"),
+        "{e}"
+    );
+    // The largest duration humantime reads is capped where the engine uses it, not wrapped.
+    let far: Config = serde_json::from_value(json!({"cool_off": "500y"})).unwrap();
+    let b = Breaker::new("config_serde::far", far.threshold(1));
+    let _ = b.call_sync(|| Err::<(), _>("503"));
+    assert!(b.retry_in().unwrap() > Duration::from_secs(499 * 365 * 86_400));
+}
+
 /// The hook is code: not written, not read; `reconfigure` with a config read from a file
 /// keeps the hook in force.
 #[test]

@@ -240,3 +240,34 @@ async fn reconfigure_gives_a_probe_and_keyed_breakers_refuse_one() {
         "probe"
     );
 }
+
+/// A probe that panics gives its slot back (its task unwinds; the lease does not have to
+/// run out), and the next call probes.
+#[tokio::test(start_paused = true)]
+async fn a_panicking_probe_gives_its_slot_back() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let seen = runs.clone();
+    let config = Config::default().threshold(1).cool_off(SEC).probe(move || {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, SeqCst);
+            tokio::task::yield_now().await;
+            if seen.load(SeqCst) > 0 {
+                panic!("the health check panicked");
+            }
+            Verdict::Success
+        }
+    });
+    let b = Breaker::new("probe::panics", config);
+    trip(&b).await;
+    sleep(SEC).await;
+    settle().await;
+    assert_eq!(runs.load(SeqCst), 1);
+    assert_eq!(b.state(), State::HalfOpen);
+    assert_eq!(
+        b.call(async { Ok::<_, ()>("user") }).await,
+        Ok("user"),
+        "the slot is free"
+    );
+    assert_eq!(b.state(), State::Closed);
+}
