@@ -106,3 +106,55 @@ async fn a_fleet_sends_one_probe_and_every_instance_closes() {
     assert_eq!(most.load(SeqCst), 1, "two instances probed at once");
     drop(members);
 }
+
+/// A member switched to a dry run by `reconfigure` after it joined publishes nothing: its
+/// opening on paper opens no other instance (a fleet never takes a dry-run breaker in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_switched_to_a_dry_run_publishes_nothing() {
+    let server = RedisServer::start();
+    let config = || {
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(60))
+    };
+    let mut members = Vec::new();
+    for i in 0..2 {
+        let fleet = Fleet::builder(server.url())
+            .instance(format!("fleet_dry#{i}"))
+            .prefix("t")
+            .connect()
+            .await
+            .expect("connect to the test's redis-server");
+        let b = Breaker::new("fleet_probe::dry", config());
+        fleet.join(&b);
+        members.push((fleet, b));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await; // the joins reach the tasks
+    members[0].1.reconfigure(config().dry_run(true)).unwrap();
+    let r = members[0].1.call_sync(|| Err::<(), _>("down"));
+    assert!(r.is_err());
+    assert_eq!(members[0].1.state(), State::Open, "open on paper");
+    // A sentinel of the same fleets, enforcing: its opening reaches the other instance, so
+    // once it has, the dry run's would have too.
+    let sentinels: Vec<_> = members
+        .iter()
+        .map(|(f, _)| {
+            let b = Breaker::new("fleet_probe::sentinel", config());
+            f.join(&b);
+            b
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let r = sentinels[0].call_sync(|| Err::<(), _>("down"));
+    assert!(r.is_err());
+    wait_for("the sentinel's opening to spread", || {
+        sentinels[1].state() == State::Open
+    })
+    .await;
+    assert_eq!(
+        members[1].1.state(),
+        State::Closed,
+        "the dry run published its opening"
+    );
+    drop(members);
+}
