@@ -643,6 +643,23 @@ async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
     assert_eq!(mine["stats"]["failures"], 2);
     assert_eq!(mine["retry_in_ms"], 3_600_000);
     assert!(mine["failure_rate"].as_f64().unwrap() > 0.0);
+    assert_eq!(mine["config"]["threshold"], 2, "the configuration in force");
+    assert_eq!(mine["config"]["cool_off"], "1h");
+
+    // Reconfigured: the snapshot shows the configuration now in force.
+    b.reconfigure(slow_to_open(7).dry_run(true)).unwrap();
+    let (_, _, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let mine = v["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "dash_http::snapshot")
+        .unwrap()
+        .clone();
+    assert_eq!(mine["config"]["threshold"], 7);
+    assert_eq!(mine["config"]["dry_run"], true);
+    assert_eq!(mine["state"], "open", "its state kept");
 
     drop(b);
     let (_, _, body) = http(&base, "GET", "/snapshot.json", &[]).await;

@@ -48,6 +48,7 @@ pub(crate) const KEYS: &[&str] = &[
     "retry",
     "retry_budget",
     "backoff",
+    "probe",
 ];
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
@@ -106,6 +107,8 @@ pub(crate) struct Args {
     pub(crate) retry: Option<Arg<u32>>,
     pub(crate) retry_budget: Option<Arg<u32>>,
     pub(crate) backoff: Option<Arg<Duration>>,
+    /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
+    pub(crate) probe: Option<Arg<Expr>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -238,6 +241,7 @@ fn example(key: &Ident) -> String {
         "retry" => "3",
         "retry_budget" => "20",
         "backoff" => "\"100ms\"",
+        "probe" => "check_health",
         _ => "…",
     };
     format!("write e.g. `{key} = {value}`")
@@ -322,6 +326,14 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             "retry" => set!(retry, attempts(&key, &value)),
             "retry_budget" => set!(retry_budget, percent(&key, &value)),
             "backoff" => set!(backoff, duration(&key, &value)),
+            "probe" => set!(
+                probe,
+                callable(
+                    &key,
+                    value,
+                    "an `async fn() -> Verdict` (or `-> Result<T, E>`)"
+                )
+            ),
             _ => errors.push(unknown_key(&key)),
         }
     }
@@ -373,6 +385,13 @@ fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
     .collect();
     check_overload(args, seen, errors);
     check_retry(args, errors);
+    if let (Some(probe), Some(_)) = (&args.probe, &args.key) {
+        errors.push(syn::Error::new(
+            probe.key.span(),
+            "`probe` is not for a keyed function: one probe cannot tell which key recovered; \
+             remove `probe` (each key's next call after its cool-off probes it)",
+        ));
+    }
     if args.key.is_none() {
         for key in [
             args.max_keys.as_ref().map(|a| &a.key),

@@ -288,7 +288,10 @@ fn check_static_exprs(args: &Args, func: &ItemFn, errors: &mut Errors) {
             syn::GenericParam::Lifetime(_) => None,
         })
         .collect();
-    for arg in [&args.config, &args.on_state_change].into_iter().flatten() {
+    for arg in [&args.config, &args.on_state_change, &args.probe]
+        .into_iter()
+        .flatten()
+    {
         let key = &arg.key;
         let bad = |i: &Ident| i == "Self" || i == "self" || generics.iter().any(|g| i == g);
         let Some(found) = find_ident(arg.value.to_token_stream(), &bad) else {
@@ -344,6 +347,14 @@ fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut Errors) {
         ));
     }
     if let Shape::Sync = shape {
+        if let Some(p) = &args.probe {
+            errors.push(syn::Error::new(
+                p.key.span(),
+                "`probe` needs an `async fn`: the breaker's own probe runs as a tokio task, \
+                 and a plain fn may be called where no tokio runtime runs; make the function \
+                 `async`, or remove `probe` (the next call after the cool-off probes)",
+            ));
+        }
         if let Some(t) = &args.timeout {
             errors.push(syn::Error::new(
                 t.key.span(),
@@ -531,6 +542,10 @@ fn config(args: &Args, krate: &TokenStream) -> TokenStream {
             order(&hook.key),
             quote_spanned!(hook.span=> .on_state_change(#f)),
         ));
+    }
+    if let Some(probe) = &args.probe {
+        let f = &probe.value;
+        calls.push((order(&probe.key), quote_spanned!(probe.span=> .probe(#f))));
     }
     calls.sort_by_key(|(i, _)| *i);
     for (_, call) in calls {

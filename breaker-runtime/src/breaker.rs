@@ -7,11 +7,11 @@ use crate::{
     call::Host,
     call::Shared,
     clock::TokioClock,
-    config::Settings,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
     listing,
+    reconfigure::Live,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
@@ -91,12 +91,16 @@ impl Breaker {
     }
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
+        let probe = config.probe.is_some();
         let (shared, _) = listing::index().list(
             &name,
             false,
             || config.settle(),
             |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         )?;
+        if probe {
+            crate::probe::install(&shared);
+        }
         Ok(Breaker { shared })
     }
 
@@ -104,7 +108,7 @@ impl Breaker {
     /// breaker's, shared (validated when it was made).
     pub(crate) fn keyed(
         name: Name,
-        settings: &Arc<Settings>,
+        live: &Arc<Live>,
         family: &Arc<crate::call::Family>,
         budget: Option<&Arc<crate::core::OpenBudget>>,
     ) -> Breaker {
@@ -114,7 +118,7 @@ impl Breaker {
             &name,
             false,
             || Ok::<_, std::convert::Infallible>(()),
-            |(), listing| Shared::new(name.clone(), settings.clone(), Some(listing), keyed),
+            |(), listing| Shared::new(name.clone(), live.clone(), Some(listing), keyed),
         );
         let (shared, _) = match made {
             Ok(made) => made,
@@ -307,11 +311,14 @@ impl Breaker {
             Ok(found) => found,
             Err(e) => panic!("{e}"),
         };
+        if !existed && config.probe.is_some() {
+            crate::probe::install(&shared);
+        }
         let differs = if !existed {
             None
-        } else if !shared.core.settings.config.same_policy(&config) {
+        } else if !shared.core.live.settings().config.same_policy(&config) {
             Some("configuration")
-        } else if !shared.core.settings.config.same_hooks(&config) {
+        } else if !shared.core.live.settings().config.same_hooks(&config) {
             Some("`on_state_change` hook")
         } else {
             None

@@ -61,13 +61,13 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(
         name: crate::Name,
-        settings: Arc<crate::config::Settings>,
+        live: Arc<crate::reconfigure::Live>,
         listed: Option<Listing>,
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
-            core: Core::new(name, settings).with_cap(cap),
+            core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),
             _listed: listed,
             id: crate::departures::next_id(),

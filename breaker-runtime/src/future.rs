@@ -156,7 +156,7 @@ where
                         }
                     }
                 }
-                if shared.core.settings.policy.timeout.is_some() {
+                if shared.core.timed() {
                     admitted_at = Some(Instant::now());
                 }
             }
@@ -204,7 +204,7 @@ fn expired(
     cx: &mut Context<'_>,
     shared: &Shared,
 ) -> Option<Stop> {
-    let after = shared.core.settings.policy.timeout?;
+    let after = shared.core.live.timeout()?;
     if let Some(due) = admitted_at.and_then(|at| at.checked_add(after)) {
         // A deadline past what `Instant` holds never comes: no timer then.
         deadline.set(Some(tokio::time::sleep_until(due)));

@@ -32,6 +32,8 @@
 //! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
+//! | `probe` | recovery without traffic: the breaker's own probe, a task per opening |
+//! | `reconfigure` | live configuration: what the call path reads of it, `reconfigure` |
 //! | `registry` | [`registry()`]: the live breakers, by name |
 //! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
 //! | `listing` | the index under the registry: a slab of weak entries and slots by name, O(1) to list, unlist and find |
@@ -63,6 +65,8 @@ mod keyed;
 mod listing;
 mod name;
 mod overload;
+mod probe;
+mod reconfigure;
 mod registry;
 pub mod retry;
 mod snapshot;

@@ -352,3 +352,33 @@ fn loom_the_bulkhead_never_overshoots() {
         assert_eq!(core.in_flight(), 0);
     });
 }
+
+/// `reconfigure` racing a call, as the call wrappers make it (the fast path when the policy
+/// is simple, else full admission): a bulkhead switched on while the call is admitted, and
+/// off again. The call is counted once, as a success, and any bulkhead slot it took is given
+/// back: a swap never loses nor double-counts a call.
+#[test]
+fn loom_reconfigure_racing_a_call_counts_it_once() {
+    model(|| {
+        let (core, _) = core(Config::default().threshold(100));
+        let other = core.clone();
+        let t = loom::thread::spawn(move || {
+            for config in [
+                Config::default().threshold(100).max_concurrent(1),
+                Config::default().threshold(100),
+            ] {
+                let settings = other.live.replace(config).unwrap();
+                other.adopt(&settings.policy);
+            }
+        });
+        let c = clock(0);
+        match core.enter_claiming() {
+            Some(ticket) => core.succeed(ticket.ticket(), &c),
+            None => Permit::acquire(&core, &c).unwrap().finish(Outcome::Success),
+        }
+        t.join().unwrap();
+        let stats = core.stats();
+        assert_eq!((stats.calls, stats.successes, stats.rejected), (1, 1, 0));
+        assert_eq!(core.in_flight(), 0, "a bulkhead slot was kept");
+    });
+}

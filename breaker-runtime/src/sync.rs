@@ -3,13 +3,13 @@
 
 #[cfg(breaker_loom)]
 pub(crate) use loom::sync::{
-    atomic::{AtomicU32, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Mutex, MutexGuard,
 };
 
 #[cfg(not(breaker_loom))]
 pub(crate) use std::sync::{
-    atomic::{AtomicU32, AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering},
     Mutex, MutexGuard,
 };
 

@@ -41,7 +41,6 @@ impl Tally {
 /// No user code and no other lock is taken under it; the engine's lock may be held around
 /// it (a transition clears the window), never the other way round.
 pub(crate) struct Ring {
-    timed: bool,
     state: Mutex<Slide>,
 }
 
@@ -65,12 +64,11 @@ enum Calls {
 impl Ring {
     /// An empty window for generation 0, the generation of a new breaker's first state.
     pub(crate) fn new(window: Window) -> Ring {
-        let (timed, calls) = match window {
-            Window::Calls(n) => (false, Calls::Last(CallRing::new(n))),
-            Window::Duration(d) => (true, Calls::Span(TimeRing::new(crate::clock::to_nanos(d)))),
+        let calls = match window {
+            Window::Calls(n) => Calls::Last(CallRing::new(n)),
+            Window::Duration(d) => Calls::Span(TimeRing::new(crate::clock::to_nanos(d))),
         };
         Ring {
-            timed,
             state: Mutex::new(Slide {
                 generation: 0,
                 calls,
@@ -79,8 +77,58 @@ impl Ring {
     }
 
     /// Whether recording needs the time (only a time window does).
+    #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn needs_clock(&self) -> bool {
-        self.timed
+        matches!(lock(&self.state).calls, Calls::Span(_))
+    }
+
+    /// [`record_in`](Self::record_in) with the time read only if the window is a time
+    /// window when recorded (under the lock: `reconfigure` may change its kind).
+    pub(crate) fn record_at(
+        &self,
+        generation: u64,
+        failed: bool,
+        now: impl FnOnce() -> Nanos,
+    ) -> Option<Tally> {
+        let mut slide = lock(&self.state);
+        if slide.generation != generation {
+            return None;
+        }
+        let now = match slide.calls {
+            Calls::Span(_) => now(),
+            Calls::Last(_) => 0,
+        };
+        Some(slide.calls.record(failed, now))
+    }
+
+    /// [`tally`](Self::tally) with the time read only for a time window.
+    pub(crate) fn tally_at(&self, now: impl FnOnce() -> Nanos) -> Tally {
+        let slide = lock(&self.state);
+        let now = match slide.calls {
+            Calls::Span(_) => now(),
+            Calls::Last(_) => 0,
+        };
+        slide.calls.tally(now)
+    }
+
+    /// Gives the window a new shape (`reconfigure`), for the same generation: a count window
+    /// resized keeps its most recent outcomes (as many as fit); a time window whose span
+    /// changed, or a window of the other kind, starts empty (a bucket's calls cannot be
+    /// split between buckets of another width).
+    pub(crate) fn reshape(&self, window: Window) {
+        let mut slide = lock(&self.state);
+        let calls = match (&mut slide.calls, window) {
+            (Calls::Last(r), Window::Calls(n)) => {
+                r.resize(n);
+                None
+            }
+            (Calls::Span(r), Window::Duration(d)) if r.span() == crate::clock::to_nanos(d) => None,
+            (_, Window::Calls(n)) => Some(Calls::Last(CallRing::new(n))),
+            (_, Window::Duration(d)) => Some(Calls::Span(TimeRing::new(crate::clock::to_nanos(d)))),
+        };
+        if let Some(calls) = calls {
+            slide.calls = calls;
+        }
     }
 
     /// Records a call whatever generation it belongs to, and returns the tally after it.
@@ -93,11 +141,13 @@ impl Ring {
     /// recording nothing, when the window was restarted for another generation since. The
     /// check and the record are one step under the lock, so a late outcome never lands in
     /// the window of the generation that follows its own.
+    #[cfg(test)]
     pub(crate) fn record_in(&self, generation: u64, failed: bool, now: Nanos) -> Option<Tally> {
         let mut slide = lock(&self.state);
         (slide.generation == generation).then(|| slide.calls.record(failed, now))
     }
 
+    #[cfg(test)]
     pub(crate) fn tally(&self, now: Nanos) -> Tally {
         lock(&self.state).calls.tally(now)
     }
@@ -181,6 +231,26 @@ impl CallRing {
         }
     }
 
+    /// A ring of `size` holding the most recent of the calls this one holds, oldest first.
+    fn resize(&mut self, size: u32) {
+        let cap = self.failed.len();
+        let size = size.max(1) as usize;
+        if size == cap {
+            return;
+        }
+        let kept = self.len.min(size);
+        let oldest = (self.next + cap - self.len) % cap;
+        let skip = self.len - kept;
+        let mut failed = vec![false; size].into_boxed_slice();
+        for (i, slot) in failed.iter_mut().take(kept).enumerate() {
+            *slot = self.failed[(oldest + skip + i) % cap];
+        }
+        self.failures = failed.iter().take(kept).filter(|f| **f).count() as u64;
+        self.failed = failed;
+        self.len = kept;
+        self.next = kept % size;
+    }
+
     fn clear(&mut self) {
         // The flags past `len` are never read before they are written again.
         self.next = 0;
@@ -203,6 +273,7 @@ struct Bucket {
 /// The calls of the last D: twenty buckets of D/20 each, so a call leaves the window between
 /// D − D/20 and D after it was made.
 struct TimeRing {
+    span: Nanos,
     width: Nanos,
     /// The newest epoch recorded: time in the window never runs backwards, whatever `now`
     /// a late recorder brings.
@@ -213,10 +284,16 @@ struct TimeRing {
 impl TimeRing {
     fn new(span: Nanos) -> Self {
         TimeRing {
+            span,
             width: (span / BUCKETS).max(1),
             latest: 0,
             buckets: [Bucket::default(); BUCKETS as usize],
         }
+    }
+
+    /// The span this ring was made for (to the nanosecond, as twenty buckets).
+    fn span(&self) -> Nanos {
+        self.span
     }
 
     fn epoch(&self, now: Nanos) -> u64 {
@@ -408,6 +485,63 @@ mod tests {
                 failures: 0
             })
         );
+    }
+
+    /// `reconfigure` resizing a count window keeps its most recent outcomes, in order.
+    #[test]
+    fn a_resized_call_ring_keeps_the_most_recent_calls() {
+        let r = Ring::new(Window::Calls(5));
+        // Seven calls through a ring of five: it holds F S F F S (oldest first).
+        for failed in [true, true, true, false, true, true, false] {
+            r.record(failed, 0);
+        }
+        r.reshape(Window::Calls(3));
+        assert_eq!(
+            r.tally(0),
+            Tally {
+                calls: 3,
+                failures: 2
+            },
+            "F F S kept"
+        );
+        // The next call pushes out the oldest kept one (an F).
+        assert_eq!(
+            r.record(false, 0),
+            Tally {
+                calls: 3,
+                failures: 1
+            }
+        );
+        r.reshape(Window::Calls(6));
+        assert_eq!(
+            r.tally(0),
+            Tally {
+                calls: 3,
+                failures: 1
+            },
+            "growing keeps all"
+        );
+        for _ in 0..3 {
+            r.record(true, 0);
+        }
+        assert_eq!(
+            r.tally(0),
+            Tally {
+                calls: 6,
+                failures: 4
+            }
+        );
+        assert_eq!(
+            r.record(false, 0),
+            Tally {
+                calls: 6,
+                failures: 3
+            },
+            "the oldest F left"
+        );
+        r.reshape(Window::Duration(Duration::from_secs(1)));
+        assert!(r.needs_clock());
+        assert_eq!(r.tally(0), Tally::default(), "another kind starts empty");
     }
 
     #[test]

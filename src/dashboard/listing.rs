@@ -155,6 +155,12 @@ impl Fleet {
         let member = self.fleet.as_ref().is_some_and(|f| f.is_member(h));
         #[cfg(not(feature = "redis"))]
         let member = false;
-        super::with(h.snapshot(), &[("fleet", Value::Bool(member))])
+        // The configuration in force, as a file would write it (its keys are the attribute's;
+        // `reconfigure` may have changed it since the breaker was made).
+        let config = serde_json::to_value(h.config()).unwrap_or(Value::Null);
+        super::with(
+            h.snapshot(),
+            &[("fleet", Value::Bool(member)), ("config", config)],
+        )
     }
 }

@@ -9,7 +9,12 @@
 //! | `GET /events` | server-sent events: one `transition` event per transition, as it happens |
 //! | `POST /breakers/{name}/force_open`, `…/disable`, `…/reset` | manual control, only in [`router_with_controls()`]; `?name=` (percent-encoded) names the breaker instead of the path, for names `.` and `..` |
 //!
-//! The page shows each breaker's state in colour, its calls per second, failure rate and
+//! `config` is the configuration in force (the `serde` form of [`Config`](crate::Config):
+//! the attribute's key names, humantime durations), which
+//! [`reconfigure`](crate::Breaker::reconfigure) may have changed since the breaker was made.
+//!
+//! The page shows each breaker's state in colour (the configuration in force on its badge's
+//! tooltip), its calls per second, failure rate and
 //! calls, time left open, and a timeline of the last five minutes (state as a band, failure
 //! rate as a line); the transitions arrive live over `/events` and are listed as they come.
 //! Many breakers stay usable: open ones first (or sort by name, failure rate, calls per
@@ -34,7 +39,8 @@
 //!             "rejected": 3, "neutral": 0, "cancelled": 0},
 //!   "failure_rate": 44.4,
 //!   "retry_in_ms": 4200,
-//!   "fleet": false
+//!   "fleet": false,
+//!   "config": {"threshold": 5, "cool_off": "10s", "probes": 1, "max_keys": 10000, "idle": "10m"}
 //! }],
 //! "keyed": [{"name": "reqwest", "keys": 100000, "not_closed": 3, "listed": 3,
 //!            "states": {"open": 2, "forced_open": 1, "half_open": 0, "disabled": 0,

@@ -6,12 +6,15 @@
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
 //! | `validate` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `error` | [`ConfigError`]: which field, and why |
+//! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+#[cfg(feature = "serde")]
+mod serde;
 mod validate;
 
 pub use error::ConfigError;
-pub(crate) use validate::Settings;
+pub(crate) use validate::{Policy, Settings};
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -57,6 +60,11 @@ pub enum Window {
 /// let config = breaker::Config::default().threshold(-1);
 /// ```
 #[derive(Clone)]
+#[cfg_attr(
+    feature = "serde",
+    derive(::serde::Serialize, ::serde::Deserialize),
+    serde(into = "serde::Form", try_from = "serde::Form")
+)]
 pub struct Config {
     pub(crate) threshold: Option<u32>,
     pub(crate) failure_rate: Option<u32>,
@@ -78,6 +86,8 @@ pub struct Config {
     pub(crate) overload: OverloadConfig,
     /// `retry`, `retry_budget`, `backoff` (`crate::retry`).
     pub(crate) retry: crate::retry::RetryConfig,
+    /// The breaker's own probe (`crate::probe`).
+    pub(crate) probe: Option<crate::probe::ProbeFn>,
 }
 
 impl Default for Config {
@@ -102,6 +112,7 @@ impl Default for Config {
             max_open_percent: None,
             overload: OverloadConfig::default(),
             retry: crate::retry::RetryConfig::default(),
+            probe: None,
         }
     }
 }
@@ -310,6 +321,7 @@ impl fmt::Debug for Config {
             .field("max_open_percent", &self.max_open_percent)
             .field("overload", &self.overload)
             .field("retry", &self.retry)
+            .field("probe", &self.probe.is_some())
             .finish()
     }
 }

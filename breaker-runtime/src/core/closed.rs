@@ -45,7 +45,7 @@ impl Core {
     /// shadows. Asked only on a refusal, so the closed path never reads it.
     #[inline(always)]
     fn dry_runs(&self) -> bool {
-        self.overload.as_deref().is_some_and(|o| o.dry_run())
+        self.flags.load(Relaxed) & DRY != 0
     }
 
     /// The closed fast path for a thread that owns no stripe yet (its first count claims
@@ -64,7 +64,10 @@ impl Core {
         stripe: impl FnOnce() -> Option<Counting<'a>>,
     ) -> Option<LocalTicket<'a>> {
         let w = self.word();
-        if !(w.is(State::Closed) && self.simple) {
+        // Both read before one test (`&`, not `&&`): an atomic load is not speculated past a
+        // branch, and the second branch cost the closed path an instruction.
+        let simple = self.flags.load(Relaxed) & SIMPLE != 0;
+        if !(w.is(State::Closed) & simple) {
             return None;
         }
         let counting = stripe()?;
@@ -118,7 +121,9 @@ impl Core {
         }
     }
 
-    #[inline]
+    // Always: the refusal is inlined into `refuse`, as it was before the call future's poll
+    // grew by the live configuration's reads (out of line, open_async cost 25 Ir more).
+    #[inline(always)]
     pub(super) fn reject(&self, retry_in: Option<Nanos>) -> BreakerError {
         let at = here();
         self.counters.add_here(at, Count::Rejected);
@@ -161,7 +166,10 @@ impl Core {
             return;
         }
         let tag = streak_tag(generation);
-        if let Some(threshold) = self.settings.policy.threshold {
+        // One load: this outcome is judged wholly by the rules before or after a
+        // `reconfigure`.
+        let rules = self.live.rules();
+        if let Some(threshold) = rules.threshold {
             if failed {
                 // Saturating: while disabled, failures keep counting and nothing trips; a
                 // carry out of the count would land in the generation tag.
@@ -184,17 +192,16 @@ impl Core {
                 });
             }
         }
-        if let (Some(ring), Some(percent)) = (&self.ring, self.settings.policy.failure_rate) {
+        if let (Some(ring), Some(percent)) = (self.ring(), rules.failure_rate) {
             if self.word().generation() != generation {
                 return; // a late outcome from an older state changes nothing
             }
-            let now = if ring.needs_clock() { clock.now() } else { 0 };
             // The generation is checked again under the window's lock: a close between the
             // check above and this record restarted the window for the next generation.
-            let Some(tally) = ring.record_in(generation, failed, now) else {
+            let Some(tally) = ring.record_at(generation, failed, || clock.now()) else {
                 return;
             };
-            if tally.trips(self.settings.policy.min_calls, percent) {
+            if tally.trips(rules.min_calls, percent) {
                 let cause = Cause::FailureRate {
                     rate: tally.rate(),
                     calls: tally.calls,

@@ -50,6 +50,11 @@ impl Inner {
 impl Core {
     /// Tells the fleet link, if any, of a transition (from the dispatcher, in order).
     pub(super) fn fleet_announce(&self, t: &Transition) {
+        // A dry run never publishes to its fleet (a fleet does not take a dry-run breaker in;
+        // this one was switched to a dry run by `reconfigure` after it joined).
+        if t.dry_run {
+            return;
+        }
         let inner = lock(&self.inner);
         if let Some(link) = &inner.fleet {
             link.transition(t);
@@ -61,7 +66,8 @@ impl Core {
     /// cool-off, with jitter) or what caps an `OpenFor` of its own (`max_cool_off`, else
     /// the engine's default cap), whichever is longer.
     pub(crate) fn fleet_cap(&self) -> Nanos {
-        let policy = &self.settings.policy;
+        let settings = self.live.settings();
+        let policy = &settings.policy;
         let own = policy
             .cool_off_after(u32::MAX)
             .saturating_add(policy.jitter);

@@ -59,7 +59,7 @@ impl Core {
             }
         };
         let mut shed = Shed::default();
-        if let Some(o) = self.overload.as_deref() {
+        if let Some(o) = self.overload() {
             let t = match now {
                 Some(t) => t,
                 None if o.needs_clock() => *now.insert(clock.now()),
@@ -89,9 +89,8 @@ impl Core {
         }
         // A disabled breaker admits every call, past the bulkhead too.
         let bulkhead = self
-            .settings
-            .policy
-            .max_concurrent
+            .live
+            .max_concurrent()
             .filter(|_| !w.is(State::Disabled));
         if let Some(max) = bulkhead {
             // A compare-and-swap that never overshoots: `fetch_add` then undo would let two
@@ -105,9 +104,8 @@ impl Core {
         }
         self.counters.add(Count::Admitted);
         let started = self
-            .settings
-            .policy
-            .slow_call
+            .live
+            .slow_call()
             .map(|_| now.unwrap_or_else(|| clock.now()));
         Ok(Admission {
             generation,
@@ -155,7 +153,14 @@ impl Core {
     /// `calls` and `shadow_rejected` (by the overload part, not on the stripes), holding
     /// nothing, its outcome counting for nothing. `None` otherwise.
     pub(super) fn shadow(&self, generation: u64) -> Option<Admission> {
-        let o = self.overload.as_deref().filter(|o| o.dry_run())?;
+        if !self.live.dry_run() {
+            return None;
+        }
+        // Made by `reconfigure` before it turned the dry run on; made here if a racing call
+        // got here first.
+        let o = self
+            .overload
+            .get_or_init(|| Overload::build(&self.live.settings().policy.overload));
         o.count_shadow();
         Some(Admission {
             generation,
@@ -210,10 +215,9 @@ impl Core {
     /// slot, and its late outcome will change nothing). Refused: the time until the
     /// earliest lease ends.
     pub(super) fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
+        let settings = self.live.settings();
         if inner.leases.is_empty() {
-            inner
-                .leases
-                .resize(self.settings.policy.probes as usize, None);
+            inner.leases.resize(settings.policy.probes as usize, None);
         }
         let free = inner
             .leases
@@ -225,7 +229,7 @@ impl Core {
         };
         let lease = inner.next_lease;
         inner.next_lease += 1;
-        let until = now.saturating_add(self.settings.policy.lease());
+        let until = now.saturating_add(settings.policy.lease());
         inner.leases[slot] = Some(Lease { id: lease, until });
         Ok(Probe { slot, lease, until })
     }
@@ -234,12 +238,12 @@ impl Core {
     pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
         if admission.shed.is_shadow() {
             // A dry run's would-be refusal: its outcome counts for nothing; it ended.
-            if let Some(o) = self.overload.as_deref() {
+            if let Some(o) = self.overload() {
                 o.end_shadow();
             }
             return;
         }
-        let slow = match (admission.started, self.settings.policy.slow_call) {
+        let slow = match (admission.started, self.live.slow_call()) {
             (Some(started), Some(slow)) if outcome != Outcome::Timeout => {
                 clock.now().saturating_sub(started) >= slow
             }
@@ -267,7 +271,7 @@ impl Core {
         if admission.bulkhead {
             self.in_flight.fetch_sub(1, Release);
         }
-        if let Some(o) = self.overload.as_deref() {
+        if let Some(o) = self.overload() {
             o.finish(admission.shed, outcome, clock);
         }
         match admission.probe {
@@ -284,8 +288,13 @@ impl Core {
         clock: &impl Clock,
     ) {
         let mut inner = lock(&self.inner);
-        let lease = &mut inner.leases[probe.slot];
-        if lease.map(|l| l.id) == Some(probe.lease) {
+        // The slot may be gone: a transition empties the table, and the next half-open
+        // period may have fewer slots (`reconfigure` changed `probes`).
+        let lease = inner.leases.get_mut(probe.slot);
+        let ours = lease
+            .as_ref()
+            .is_some_and(|l| l.map(|l| l.id) == Some(probe.lease));
+        if let (true, Some(lease)) = (ours, lease) {
             *lease = None;
         } else if outcome != Outcome::Timeout
             && (outcome == Outcome::Cancelled || clock.now() > probe.until)
@@ -307,10 +316,10 @@ impl Core {
             Outcome::Success => {
                 inner.probe_successes += 1;
                 let successes = inner.probe_successes;
-                if successes >= self.settings.policy.success_threshold {
+                if successes >= self.live.settings().policy.success_threshold {
                     let cause = Cause::ProbesSucceeded { successes };
                     // The time only to start a recovery ramp.
-                    let ramps = self.overload.as_deref().is_some_and(Overload::ramps);
+                    let ramps = self.overload().is_some_and(Overload::ramps);
                     let now = if ramps { clock.now() } else { 0 };
                     self.transition(&mut inner, w, State::Closed, cause, now);
                     true

@@ -34,10 +34,11 @@ use std::{collections::VecDeque, sync::OnceLock};
 
 use crate::{
     clock::{Clock, Nanos},
-    config::Settings,
+    config::Policy,
     events::Transition,
+    reconfigure::Live,
     stats::{Counters, Counting, Here},
-    sync::{AtomicU32, AtomicU64, Mutex, Ordering::*},
+    sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering::*},
     window::Ring,
     Name, State, Verdict,
 };
@@ -49,6 +50,7 @@ mod half_open;
 mod jitter;
 mod open_cap;
 mod permit;
+pub(crate) mod probe;
 mod shed;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
@@ -172,6 +174,8 @@ struct Cold {
     /// The counts at the last `reset()` (`None`: never reset); [`Core::stats`] counts from
     /// there.
     base: Mutex<Option<crate::Stats>>,
+    /// Starts the breaker's own probe at each opening (`Config::probe`).
+    prober: OnceLock<probe::Prober>,
 }
 
 impl std::ops::Deref for LazyInner {
@@ -188,6 +192,7 @@ impl LazyInner {
                 inner: Mutex::new(Inner::new()),
                 refusal_names: OnceLock::new(),
                 base: Mutex::new(None),
+                prober: OnceLock::new(),
             })
         })
     }
@@ -226,27 +231,33 @@ fn streak_tag(generation: u64) -> u64 {
 
 pub struct Core {
     pub(crate) name: Name,
-    /// Its policy and the configuration it was made from (the `on_state_change` hook, read
-    /// at each transition; what `get_or_create` compares), shared by a keyed breaker's keys.
-    pub(crate) settings: std::sync::Arc<Settings>,
+    /// Its configuration as it runs (the call path's settings as atomics, the validated
+    /// configuration in force for transitions and hooks; what `get_or_create` compares),
+    /// shared by a keyed breaker's keys; changed by `reconfigure` (`crate::reconfigure`).
+    pub(crate) live: std::sync::Arc<Live>,
     word: AtomicU64,
     /// When the cool-off ends; meaningful while the word says `Open`.
     open_until: AtomicU64,
     streak: AtomicU64,
-    /// Boxed: most breakers have no window, and a keyed breaker's keys are many.
-    ring: Option<Box<Ring>>,
+    /// Boxed: most breakers have no window, and a keyed breaker's keys are many. Made when
+    /// a window is first configured (at creation or by `reconfigure`), then kept.
+    ring: OnceLock<Box<Ring>>,
     in_flight: AtomicU32,
     pub(crate) counters: Counters,
     /// Made at its first use (see [`LazyInner`]).
     inner: LazyInner,
     /// A keyed breaker's cap on its open keys (`max_open_percent`).
     cap: Option<OpenCap>,
-    /// Throttling, the ramp, the adaptive bulkhead, dry run: `None` (one pointer) without.
-    overload: Option<Box<Overload>>,
-    /// No `slow_call`, window, bulkhead or overload key: a closed call needs only the word,
-    /// its stripe and the streak, and gives nothing back if dropped (the fast path,
-    /// [`Core::enter_closed`]).
-    simple: bool,
+    /// Throttling, the ramp, the adaptive bulkhead, dry run: empty (one pointer) without;
+    /// made when first needed (at creation, or when `reconfigure` turns a dry run on).
+    overload: OnceLock<Box<Overload>>,
+    /// What the call path asks of the policy, beside the word: [`SIMPLE`] (no `slow_call`,
+    /// window, bulkhead or overload key: a closed call needs only the word, its stripe and
+    /// the streak, and gives nothing back if dropped: the fast path, [`Core::enter_closed`]),
+    /// [`TIMED`] (a `timeout`) and [`DRY`] (a dry run: a refusal's test). One byte of the
+    /// breaker's own, read with the word, not behind the live pointer; set by
+    /// [`Core::adopt`] after what a policy that is not simple needs is in place.
+    flags: AtomicU8,
 }
 
 impl std::fmt::Debug for Core {
@@ -300,9 +311,17 @@ impl LocalTicket<'_> {
 }
 
 impl Core {
-    pub(crate) fn new(name: Name, settings: std::sync::Arc<Settings>) -> Core {
+    pub(crate) fn new(name: Name, live: std::sync::Arc<Live>) -> Core {
+        let settings = live.settings();
         let policy = &settings.policy;
-        let ring = policy.window.map(|w| Box::new(Ring::new(w)));
+        let ring = OnceLock::new();
+        if let Some(w) = policy.window {
+            let _ = ring.set(Box::new(Ring::new(w)));
+        }
+        let overload = OnceLock::new();
+        if let Some(o) = Overload::new(&policy.overload) {
+            let _ = overload.set(o);
+        }
         Core {
             name,
             word: AtomicU64::new(Word::INITIAL.0),
@@ -313,13 +332,53 @@ impl Core {
             counters: Counters::new(),
             inner: LazyInner(OnceLock::new()),
             cap: None,
-            overload: Overload::new(&policy.overload),
-            simple: policy.slow_call.is_none()
-                && policy.window.is_none()
-                && policy.max_concurrent.is_none()
-                && !policy.overload.any(),
-            settings,
+            overload,
+            flags: AtomicU8::new(flags(policy)),
+            live,
         }
+    }
+
+    /// Puts a new policy's parts in place (`reconfigure`, after [`Live`] holds it): the
+    /// window reshaped (or made, for the current generation), the overload part made if a
+    /// dry run needs it, then the fast path's flag. State, counts and deadlines are kept.
+    pub(crate) fn adopt(&self, policy: &Policy) {
+        match (policy.window, self.ring.get()) {
+            // Off: emptied, so turned on again it does not judge outcomes from before.
+            // Under the lock, as below: a transition restarting it meanwhile would be undone.
+            (None, Some(ring)) => {
+                let _inner = crate::sync::lock(&self.inner);
+                ring.restart(self.word().generation());
+            }
+            (None, None) => {}
+            (Some(w), ring) => match ring {
+                Some(ring) => ring.reshape(w),
+                None => {
+                    // Under the lock: no transition restarts the window meanwhile, so it
+                    // counts for the generation in force.
+                    let _inner = crate::sync::lock(&self.inner);
+                    let ring = Ring::new(w);
+                    ring.restart(self.word().generation());
+                    let _ = self.ring.set(Box::new(ring));
+                }
+            },
+        }
+        if policy.overload.any() {
+            self.overload
+                .get_or_init(|| Overload::build(&policy.overload));
+        }
+        self.flags.store(flags(policy), Release);
+    }
+
+    /// The window, if one was ever configured (it may be off now: see `Live::window`).
+    #[inline(always)]
+    fn ring(&self) -> Option<&Ring> {
+        self.ring.get().map(|r| &**r)
+    }
+
+    /// The overload part, if made.
+    #[inline(always)]
+    fn overload(&self) -> Option<&Overload> {
+        self.overload.get().map(|o| &**o)
     }
 
     /// Caps this key's opening by its keyed breaker's budget.
@@ -364,7 +423,7 @@ impl Core {
             .made()
             .and_then(|cold| *crate::sync::lock(&cold.base));
         let mut stats = self.counters.since(base.as_ref());
-        if let Some(o) = self.overload.as_deref() {
+        if let Some(o) = self.overload() {
             (stats.throttled, stats.shadow_rejected) = o.counts();
             // A shadow is a call, counted by the overload part only.
             stats.calls = stats.calls.wrapping_add(stats.shadow_rejected);
@@ -375,14 +434,14 @@ impl Core {
     /// Calls admitted and not yet finished, shadows of a dry run included: what a keyed
     /// breaker reads to judge a key evictable.
     pub(crate) fn calls_in_flight(&self) -> u64 {
-        let shadows = self.overload.as_deref().map_or(0, Overload::shadows);
+        let shadows = self.overload().map_or(0, Overload::shadows);
         self.counters.in_flight().saturating_add(shadows)
     }
 
     /// The percentage of calls being shed now by throttling or a ramp (0 without either, or
     /// when not closed).
     pub(crate) fn throttle_rate(&self, clock: &impl Clock) -> f64 {
-        match self.overload.as_deref() {
+        match self.overload() {
             Some(o) if o.needs_clock() && self.peek() == State::Closed => o.rate(clock.now()),
             _ => 0.0,
         }
@@ -390,15 +449,14 @@ impl Core {
 
     /// The bulkhead's limit now: the fixed one, or the adaptive one; `None` without either.
     pub(crate) fn concurrency_limit(&self) -> Option<u32> {
-        self.settings
-            .policy
-            .max_concurrent
-            .or_else(|| self.overload.as_deref().and_then(Overload::limit))
+        self.live
+            .max_concurrent()
+            .or_else(|| self.overload().and_then(Overload::limit))
     }
 
     /// Whether this breaker only pretends to refuse (`dry_run`).
     pub(crate) fn dry_run(&self) -> bool {
-        self.settings.policy.overload.dry_run
+        self.live.dry_run()
     }
 
     /// The state as stored, without moving an open breaker to half-open.
@@ -434,18 +492,42 @@ impl Core {
         if self.streak.load(Acquire) & STREAK_COUNT != 0 || self.in_flight.load(Acquire) != 0 {
             return false;
         }
-        if let Some(o) = self.overload.as_deref() {
+        if let Some(o) = self.overload() {
             let now = if o.needs_clock() { clock.now() } else { 0 };
             if !o.is_fresh(now) {
                 return false;
             }
         }
-        match &self.ring {
-            Some(ring) => {
-                let now = if ring.needs_clock() { clock.now() } else { 0 };
-                ring.tally(now).failures == 0
-            }
-            None => true,
+        match (self.ring(), self.live.window()) {
+            (Some(ring), Some(_)) => ring.tally_at(|| clock.now()).failures == 0,
+            _ => true,
         }
+    }
+}
+
+/// [`Core::flags`]: the policy lets a closed call take the fast path (no `slow_call`,
+/// window, bulkhead or overload key).
+const SIMPLE: u8 = 1;
+/// [`Core::flags`]: calls have a deadline (`timeout`).
+const TIMED: u8 = 2;
+/// [`Core::flags`]: a dry run (refusals become shadows).
+const DRY: u8 = 4;
+
+fn flags(policy: &Policy) -> u8 {
+    let simple = policy.slow_call.is_none()
+        && policy.window.is_none()
+        && policy.max_concurrent.is_none()
+        && !policy.overload.any();
+    (u8::from(simple) * SIMPLE)
+        | (u8::from(policy.timeout.is_some()) * TIMED)
+        | (u8::from(policy.overload.dry_run) * DRY)
+}
+
+impl Core {
+    /// Whether calls have a deadline: the async call path asks it at admission, from the
+    /// breaker's own flags (one load beside the word), not behind the live pointer.
+    #[inline(always)]
+    pub(crate) fn timed(&self) -> bool {
+        self.flags.load(Relaxed) & TIMED != 0
     }
 }

@@ -70,6 +70,14 @@ impl<H: Engine> Permit<H> {
         }
     }
 
+    /// The permit of an admission made elsewhere (the breaker's own probe).
+    pub(crate) fn admitted_in(host: H, admission: Admission) -> Self {
+        Permit {
+            host,
+            admission: Some(admission),
+        }
+    }
+
     /// The breaker's name.
     pub(crate) fn name(&self) -> &Name {
         &self.host.core().name

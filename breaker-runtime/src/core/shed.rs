@@ -19,7 +19,6 @@ pub(crate) struct Overload {
     throttle: Option<Throttle>,
     ramp: Option<Ramp>,
     limiter: Option<Limiter>,
-    dry_run: bool,
     /// Calls refused by the throttle or the ramp (also counted in `Stats::rejected`).
     throttled: AtomicU64,
     /// Dry run: calls that would have been refused, made anyway.
@@ -93,24 +92,23 @@ pub(crate) fn limit_sample(outcome: Outcome) -> Sample {
 impl Overload {
     /// The mechanisms `policy` turns on; `None` when it turns on none.
     pub(crate) fn new(policy: &OverloadPolicy) -> Option<Box<Overload>> {
-        if !policy.any() {
-            return None;
-        }
-        Some(Box::new(Overload {
+        policy.any().then(|| Overload::build(policy))
+    }
+
+    /// The mechanisms `policy` turns on, made even if none is (a dry run turned on by
+    /// `reconfigure` needs the counts). Whether a dry run is on is read from the breaker's
+    /// live configuration, not kept here.
+    pub(crate) fn build(policy: &OverloadPolicy) -> Box<Overload> {
+        Box::new(Overload {
             throttle: policy
                 .throttle
                 .map(|(k, cap, window)| Throttle::new(f64::from_bits(k), cap, window)),
             ramp: policy.ramp.map(Ramp::new),
             limiter: policy.adaptive_concurrency.map(Limiter::new),
-            dry_run: policy.dry_run,
             throttled: AtomicU64::new(0),
             shadow_rejected: AtomicU64::new(0),
             shadows: AtomicU64::new(0),
-        }))
-    }
-
-    pub(crate) fn dry_run(&self) -> bool {
-        self.dry_run
+        })
     }
 
     /// Whether closing needs the time (to start a ramp).

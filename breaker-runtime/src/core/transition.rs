@@ -39,9 +39,8 @@ impl Core {
         };
         let next = from.next(to);
         let mut cool_off = None;
-        for lease in inner.leases.iter_mut() {
-            *lease = None;
-        }
+        // Emptied: the next half-open period makes `probes` slots, as configured then.
+        inner.leases.clear();
         inner.probe_successes = 0;
         inner.granted = false;
         if !matches!(to, State::Open | State::HalfOpen) {
@@ -52,8 +51,9 @@ impl Core {
                 let total = match open_for {
                     Some(asked) if asked > 0 => self.cap_open_for(asked),
                     _ => {
-                        let base = self.settings.policy.cool_off_after(inner.reopenings);
-                        let jitter = match self.settings.policy.jitter {
+                        let settings = self.live.settings();
+                        let base = settings.policy.cool_off_after(inner.reopenings);
+                        let jitter = match settings.policy.jitter {
                             0 => 0,
                             j => jitter::next_random(&mut inner.rng) % j.saturating_add(1),
                         };
@@ -67,18 +67,17 @@ impl Core {
             State::Closed | State::Disabled => {
                 inner.reopenings = 0;
                 self.streak.store(streak_tag(next.generation()), Release);
-                match &self.ring {
-                    Some(ring) => ring.restart(next.generation()),
-                    None => {
-                        let stats = self.counters.read();
-                        inner.closed_at = (stats.successes, stats.failures);
-                    }
+                // Both: a window `reconfigure` turns off leaves the rate to the counts.
+                if let Some(ring) = self.ring() {
+                    ring.restart(next.generation());
                 }
+                let stats = self.counters.read();
+                inner.closed_at = (stats.successes, stats.failures);
             }
             State::ForcedOpen => self.make_refusal_names(),
             State::HalfOpen => {}
         }
-        if let Some(o) = self.overload.as_deref() {
+        if let Some(o) = self.overload() {
             // A recovery ramp follows a probe's success (this instance's or the fleet's).
             let ramp = to == State::Closed
                 && matches!(cause, Cause::ProbesSucceeded { .. } | Cause::Fleet);
@@ -155,9 +154,9 @@ impl Core {
     /// (`failure_rate` not set), the calls since the breaker last closed serve as the window:
     /// the counts it keeps anyway, so the closed path pays nothing for it.
     pub(crate) fn failure_rate(&self, clock: &impl Clock) -> f64 {
-        let tally = match &self.ring {
-            Some(ring) => ring.tally(if ring.needs_clock() { clock.now() } else { 0 }),
-            None => {
+        let tally = match (self.ring(), self.live.window()) {
+            (Some(ring), Some(_)) => ring.tally_at(|| clock.now()),
+            _ => {
                 let (successes, failures) = self.inner.closed_at();
                 let now = self.counters.read();
                 let failures = now.failures.saturating_sub(failures);
@@ -176,7 +175,7 @@ impl Core {
         let w = self.word();
         if to == State::Closed {
             *lock(&self.inner.cold().base) = Some(self.counters.read());
-            if let Some(o) = self.overload.as_deref() {
+            if let Some(o) = self.overload() {
                 o.clear();
             }
         } else if w.state() == to {
@@ -193,7 +192,8 @@ impl Core {
     /// keep a recovered server idle.
     pub(super) fn cap_open_for(&self, asked: Nanos) -> Nanos {
         asked.min(
-            self.settings
+            self.live
+                .settings()
                 .policy
                 .max_cool_off
                 .unwrap_or(UNSET_OPEN_FOR_CAP),

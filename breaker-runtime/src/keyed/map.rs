@@ -80,7 +80,9 @@ use papaya::{Equivalent, Guard, HashSet, LocalGuard};
 use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
-use crate::{call::Family, clock::to_nanos, config::Settings, core::OpenBudget, Breaker};
+use crate::{
+    call::Family, clock::to_nanos, config::Settings, core::OpenBudget, reconfigure::Live, Breaker,
+};
 
 /// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
 pub(super) type OnNew = Box<dyn Fn(&Breaker) + Send + Sync>;
@@ -112,9 +114,11 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 
 pub(super) struct Map<K> {
     pub(super) name: String,
-    settings: Arc<Settings>,
-    max_keys: usize,
-    idle: u64,
+    /// Every key's configuration, shared (`reconfigure` changes it for every key at once).
+    live: Arc<Live>,
+    /// `max_keys` and `idle`, changed by `reconfigure`.
+    max_keys: AtomicUsize,
+    idle: AtomicU64,
     /// Every key's entry, for lookups: written only under the lock of the key's shard.
     index: HashSet<Node<K>, Prehashed>,
     shards: [Shard; SHARDS],
@@ -292,8 +296,8 @@ impl<K: BreakerKey> Map<K> {
         let policy = &settings.policy;
         Map {
             name: name.to_owned(),
-            max_keys: policy.max_keys,
-            idle: policy.idle,
+            max_keys: AtomicUsize::new(policy.max_keys),
+            idle: AtomicU64::new(policy.idle),
             index: HashSet::builder().hasher(Prehashed).build(),
             shards: std::array::from_fn(|_| Shard(Mutex::new(Vec::new()))),
             len: len.clone(),
@@ -308,8 +312,33 @@ impl<K: BreakerKey> Map<K> {
             on_new: OnceLock::new(),
             draws: AtomicU64::new(0),
             family: Arc::new(Family { name: name.into() }),
-            settings: Arc::new(settings),
+            live: settings.into(),
         }
+    }
+
+    fn max_keys(&self) -> usize {
+        self.max_keys.load(Relaxed)
+    }
+
+    fn idle(&self) -> u64 {
+        self.idle.load(Relaxed)
+    }
+
+    /// Puts `config` in force for every key, now and later (see
+    /// [`KeyedBreaker::reconfigure`](super::KeyedBreaker::reconfigure)). Each shard is locked
+    /// while its keys adopt it: a key made meanwhile is made under its shard's lock, so it
+    /// either read the new configuration or is in the set when its shard is gone through.
+    pub(super) fn reconfigure(&self, config: crate::Config) -> Result<(), crate::ConfigError> {
+        let settings = self.live.replace(config)?;
+        let policy = &settings.policy;
+        self.max_keys.store(policy.max_keys, Relaxed);
+        self.idle.store(policy.idle, Relaxed);
+        let _shards: Vec<_> = self.shards.iter().map(|s| lock(&s.0)).collect();
+        let guard = self.guard();
+        for node in self.index.iter(&guard) {
+            node.breaker.shared.core.adopt(policy);
+        }
+        Ok(())
     }
 
     /// Every key in the map with its breaker, and the `max_open` places taken (for the
@@ -442,7 +471,7 @@ impl<K: BreakerKey> Map<K> {
         let key = key.to_owned();
         let breaker = Breaker::keyed(
             KeyName(&self.name, &key).to_name(),
-            &self.settings,
+            &self.live,
             &self.family,
             self.budget.as_ref(),
         );
@@ -451,12 +480,12 @@ impl<K: BreakerKey> Map<K> {
             tracing::warn!(
                 target: "breaker",
                 breaker = self.name.as_str(),
-                max_keys = self.max_keys,
+                max_keys = self.max_keys(),
                 "keyed circuit breaker `{}` is at max_keys = {} with every key under manual \
                  control (forced open or disabled): new keys get breakers that are not kept \
                  (raise max_keys, or release keys)",
                 self.name,
-                self.max_keys
+                self.max_keys()
             );
         }
         breaker
@@ -465,7 +494,7 @@ impl<K: BreakerKey> Map<K> {
     /// Takes one place below `max_keys`, if there is one.
     fn reserve(&self) -> bool {
         self.len
-            .fetch_update(Relaxed, Relaxed, |n| (n < self.max_keys).then_some(n + 1))
+            .fetch_update(Relaxed, Relaxed, |n| (n < self.max_keys()).then_some(n + 1))
             .is_ok()
     }
 
@@ -485,7 +514,7 @@ impl<K: BreakerKey> Map<K> {
         let key = key.to_owned();
         let breaker = Breaker::keyed(
             KeyName(&self.name, &key).to_name(),
-            &self.settings,
+            &self.live,
             &self.family,
             self.budget.as_ref(),
         );
@@ -533,7 +562,7 @@ impl<K: BreakerKey> Map<K> {
 
     /// A quarter of `idle` has passed since the last sweep started.
     fn sweep_due(&self, now: u64) -> bool {
-        now.saturating_sub(self.swept.load(Relaxed)) >= self.idle / 4
+        now.saturating_sub(self.swept.load(Relaxed)) >= self.idle() / 4
     }
 
     /// Stamps touched entries with `now`; drops evictable ones unused for `idle`. Every
@@ -626,7 +655,7 @@ impl<K: BreakerKey> Map<K> {
                     node.seen.store(now & !TOUCHED, Relaxed);
                     false
                 } else {
-                    now.saturating_sub(seen) >= self.idle && evictable_when_idle(&node.breaker)
+                    now.saturating_sub(seen) >= self.idle() && evictable_when_idle(&node.breaker)
                 }
             }
             None => true, // not reached: a slot and its entry go together
@@ -694,7 +723,7 @@ impl<K: BreakerKey> Map<K> {
                     *manual = true; // an operator's hand outlives eviction
                     continue;
                 }
-                let idle = now.saturating_sub(node.recency()) >= self.idle;
+                let idle = now.saturating_sub(node.recency()) >= self.idle();
                 let rank = (class(&node.breaker, idle), node.recency());
                 if best.is_none_or(|(c, r, ..)| rank < (c, r)) {
                     best = Some((rank.0, rank.1, s, i, by.id));
@@ -732,11 +761,11 @@ impl<K: BreakerKey> Map<K> {
             tracing::warn!(
                 target: "breaker",
                 breaker = self.name.as_str(),
-                max_keys = self.max_keys,
+                max_keys = self.max_keys(),
                 "keyed circuit breaker `{}` is at max_keys = {} with no breaker idle and \
                  fresh: evicting ones that hold state (raise max_keys)",
                 self.name,
-                self.max_keys
+                self.max_keys()
             );
         }
     }

@@ -102,9 +102,20 @@ impl<K: BreakerKey> KeyedBreaker<K> {
 
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
+        crate::probe::refuse_keyed(&config)?;
         Ok(KeyedBreaker {
             inner: Arc::new(Map::new(name.as_ref(), config.settle()?)),
         })
+    }
+
+    /// Changes every key's configuration while they run, now and for keys made later,
+    /// keeping each key's state, counts and deadlines (see [`Breaker::reconfigure`]). A new
+    /// `max_keys` or `idle` applies from the next new key (a lower `max_keys` evicts as new
+    /// keys arrive, never all at once). Validated first: an invalid `config` changes nothing
+    /// and the error names the field.
+    pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
+        crate::probe::refuse_keyed(&config)?;
+        self.inner.reconfigure(config)
     }
 
     /// The name every key's breaker is named after.

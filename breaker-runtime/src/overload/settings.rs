@@ -10,12 +10,12 @@ use super::{DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW};
 /// What the builder methods below set; `Default` is "none of it".
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct OverloadConfig {
-    throttle: Option<f64>,
-    max_throttle: Option<u32>,
-    throttle_window: Option<Duration>,
-    ramp: Option<Duration>,
-    dry_run: bool,
-    adaptive_concurrency: Option<u32>,
+    pub(crate) throttle: Option<f64>,
+    pub(crate) max_throttle: Option<u32>,
+    pub(crate) throttle_window: Option<Duration>,
+    pub(crate) ramp: Option<Duration>,
+    pub(crate) dry_run: bool,
+    pub(crate) adaptive_concurrency: Option<u32>,
 }
 
 /// The overload part of a validated configuration. `K` is kept as its bits so the policy

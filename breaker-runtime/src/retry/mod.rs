@@ -90,9 +90,9 @@ fn ceiling(initial: Duration, n: u32) -> Duration {
 /// The retry keys of a [`Config`], as given.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RetryConfig {
-    attempts: Option<u32>,
-    percent: Option<u32>,
-    backoff: Option<Duration>,
+    pub(crate) attempts: Option<u32>,
+    pub(crate) percent: Option<u32>,
+    pub(crate) backoff: Option<Duration>,
 }
 
 /// The retry keys, validated.
@@ -237,7 +237,8 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     let shared = host.shared();
-    let Some(policy) = shared.core.settings.policy.retry else {
+    // Read once per retried call (the settings in force: `reconfigure` may change them).
+    let Some(policy) = shared.core.live.settings().policy.retry else {
         return CallFuture::new(host.clone(), judge, make()).await;
     };
     let slot = VerdictSlot::default();
@@ -289,7 +290,13 @@ impl crate::Breaker {
     /// The attempts [`call_retried`](Self::call_retried) makes at most
     /// ([`Config::retry`]), or `None` without `retry`: one attempt.
     pub fn retry_attempts(&self) -> Option<u32> {
-        self.shared.core.settings.policy.retry.map(|p| p.attempts)
+        self.shared
+            .core
+            .live
+            .settings()
+            .policy
+            .retry
+            .map(|p| p.attempts)
     }
 
     /// Runs an async call through the breaker, retried per [`Config::retry`] (see
