@@ -1515,6 +1515,25 @@ async fn a_heard_opening_holds_a_member_at_most_its_own_cap() {
     assert_eq!(capped.state(), State::Closed);
 }
 
+/// Waits until the fleet has taken in the joins of `keyed`'s keys `0..keys`: the last key's
+/// name opens in Redis (its key and the message) and that key follows.
+async fn all_joins_taken_in(server: &RedisServer, keyed: &breaker::KeyedBreaker<u64>, keys: u64) {
+    let last = keyed.breaker(&(keys - 1));
+    let name = last.name().to_owned();
+    assert_eq!(
+        server.command(&["SET", &format!("{{t:{name}}}:open"), "x", "PX", "60000"]),
+        "+OK"
+    );
+    publish(
+        server,
+        format!("breaker-fleet/1 open other 60000 {name}").as_bytes(),
+    );
+    wait_for("the joins taken in", WITHIN * 3, || {
+        last.state() == State::Open
+    })
+    .await;
+}
+
 /// Issue 28's suspected defect, confirmed: tens of thousands of keyed members opening at
 /// once delayed the propagation of another opening behind them. 20 000 keys of instance A
 /// fail at once, then A's member of another name opens: B's member of that name opened
@@ -1549,20 +1568,7 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
     let (late_b, _) = member("fleet::mass_late", 60_000);
     fleet_b.join(&late_b);
     // Every join taken in: an opening of B's last key reaches it.
-    let last = b.breaker(&(KEYS - 1));
-    let name = last.name().to_owned();
-    assert_eq!(
-        server.command(&["SET", &format!("{{t:{name}}}:open"), "x", "PX", "60000"]),
-        "+OK"
-    );
-    publish(
-        &server,
-        format!("breaker-fleet/1 open other 60000 {name}").as_bytes(),
-    );
-    wait_for("the joins taken in", WITHIN * 3, || {
-        last.state() == State::Open
-    })
-    .await;
+    all_joins_taken_in(&server, &b, KEYS).await;
     let b_last = b.breaker(&(KEYS - 2));
     // The mass opening: every key of A fails at once, then one more name opens.
     let started = Instant::now();
@@ -1663,20 +1669,7 @@ async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
     }
     let (late, _) = member("fleet::qmass_late", 60_000);
     qfleet.join(&late);
-    let last = keyed.breaker(&(KEYS - 1));
-    let name = last.name().to_owned();
-    assert_eq!(
-        server.command(&["SET", &format!("{{t:{name}}}:open"), "x", "PX", "60000"]),
-        "+OK"
-    );
-    publish(
-        &server,
-        format!("breaker-fleet/1 open other 60000 {name}").as_bytes(),
-    );
-    wait_for("the joins taken in", WITHIN * 3, || {
-        last.state() == State::Open
-    })
-    .await;
+    all_joins_taken_in(&server, &keyed, KEYS).await;
     let started = Instant::now();
     for k in 0..KEYS - 1 {
         let _ = keyed.call_sync(&k, || Err::<(), _>("down"));
