@@ -592,6 +592,19 @@ async fn mounted_behind_a_middleware_nothing_answers_without_credentials() {
     assert_eq!((status, body.as_str()), (200, "the service itself"));
 }
 
+/// `name`'s entry in `/snapshot.json`'s `breakers`.
+async fn snapshot_of(base: &str, name: &str) -> Value {
+    let (_, _, body) = http(base, "GET", "/snapshot.json", &[]).await;
+    let v: Value = serde_json::from_str(&body).unwrap();
+    v["breakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {body}"))
+        .clone()
+}
+
 /// Mounted with `nest_service` (as the module docs say), the page answers at `/breakers` and
 /// at `/breakers/`, and its routes below both; mounted with `nest`, at `/breakers`.
 #[tokio::test(start_paused = true)]
@@ -627,17 +640,10 @@ async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
     fail(&b).await;
     fail(&b).await;
     let (base, _) = serve(breaker::dashboard::router()).await;
-    let (status, headers, body) = http(&base, "GET", "/snapshot.json", &[]).await;
+    let (status, headers, _) = http(&base, "GET", "/snapshot.json", &[]).await;
     assert_eq!(status, 200);
     assert!(headers["content-type"].starts_with("application/json"));
-    let v: Value = serde_json::from_str(&body).unwrap();
-    let mine = v["breakers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "dash_http::snapshot")
-        .unwrap()
-        .clone();
+    let mine = snapshot_of(&base, "dash_http::snapshot").await;
     assert_eq!(mine["state"], "open");
     assert_eq!(mine["stats"]["calls"], 3);
     assert_eq!(mine["stats"]["failures"], 2);
@@ -648,15 +654,7 @@ async fn snapshot_json_lists_live_breakers_in_the_documented_shape() {
 
     // Reconfigured: the snapshot shows the configuration now in force.
     b.reconfigure(slow_to_open(7).dry_run(true)).unwrap();
-    let (_, _, body) = http(&base, "GET", "/snapshot.json", &[]).await;
-    let v: Value = serde_json::from_str(&body).unwrap();
-    let mine = v["breakers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "dash_http::snapshot")
-        .unwrap()
-        .clone();
+    let mine = snapshot_of(&base, "dash_http::snapshot").await;
     assert_eq!(mine["config"]["threshold"], 7);
     assert_eq!(mine["config"]["dry_run"], true);
     assert_eq!(mine["state"], "open", "its state kept");
