@@ -70,7 +70,7 @@ pub(crate) struct Group {
 }
 
 /// How far apart two readings of one open key's end may fall (round trips, a busy task).
-const SAME_OPENING: Duration = Duration::from_secs(1);
+pub(crate) const SAME_OPENING: Duration = Duration::from_secs(1);
 
 impl Group {
     pub(crate) fn new(keys: Keys) -> Group {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    group::{Group, Manual, Phase},
+    group::{Group, Manual, Phase, SAME_OPENING},
     lease::LEASE,
     protocol::{Keys, CLOSED, DISABLED, FORCED, RESET},
 };
@@ -55,14 +55,17 @@ pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> 
     };
     if pttl > 0 {
         let until = now + Duration::from_millis(pttl as u64);
-        // Already agreeing (within a few ms of the round trip): nothing to redo.
+        // Already agreeing: the same opening read again. Its end moves with the round trip
+        // and with how long the task took to reach this name of a batch (tens of ms on a busy
+        // machine), so "the same" is `SAME_OPENING`, not a few ms: a resync then re-arms no
+        // deadline, and the timers stay one entry per name.
         if let (Some(end), Phase::Open { until: mine }) = (group.open_end(), group.phase) {
             let diff = if end > until {
                 end - until
             } else {
                 until - end
             };
-            if diff < Duration::from_millis(50) {
+            if diff < SAME_OPENING {
                 return Some(mine);
             }
         }
