@@ -8,8 +8,10 @@
 //! | `expand` | checks the function and generates the wrapped one |
 #![forbid(unsafe_code)]
 
-mod attr;
+mod args;
+mod errors;
 mod expand;
+mod item;
 mod renamed;
 mod suggest;
 
