@@ -8,53 +8,17 @@ use syn::{
     ext::IdentExt,
     parse::{Parse, ParseStream},
     spanned::Spanned,
-    Expr, ExprLit, Ident, Lit, LitStr, Path, Token,
+    Expr, ExprLit, Ident, Lit, Token,
 };
 
 use crate::{errors::Errors, suggest};
 
+mod keys;
 mod rules;
 mod values;
 
-use values::*;
-
-/// Every key the attribute accepts, in the order of the DESIGN table.
-pub(crate) const KEYS: &[&str] = &[
-    "threshold",
-    "failure_rate",
-    "window",
-    "min_calls",
-    "slow_call",
-    "cool_off",
-    "max_cool_off",
-    "jitter",
-    "probes",
-    "success_threshold",
-    "timeout",
-    "max_concurrent",
-    "is_failure",
-    "fallback",
-    "name",
-    "on_state_change",
-    "config",
-    "crate",
-    "key",
-    "max_keys",
-    "idle",
-    "max_open",
-    "classify",
-    "fleet",
-    "throttle",
-    "max_throttle",
-    "throttle_window",
-    "ramp",
-    "dry_run",
-    "adaptive_concurrency",
-    "retry",
-    "retry_budget",
-    "backoff",
-    "probe",
-];
+use keys::TABLE;
+pub(crate) use keys::{Args, KEYS};
 
 /// The runtime's defaults that compile-time checks depend on (see `Config::default`).
 pub(crate) const DEFAULT_COOL_OFF: Duration = Duration::from_secs(10);
@@ -73,47 +37,6 @@ pub(crate) struct Arg<T> {
 pub(crate) enum WindowArg {
     Calls(u32),
     Duration(Duration),
-}
-
-/// The parsed and checked arguments; `None` means "not written" (the runtime default).
-#[derive(Default)]
-pub(crate) struct Args {
-    pub(crate) threshold: Option<Arg<u32>>,
-    pub(crate) failure_rate: Option<Arg<u32>>,
-    pub(crate) window: Option<Arg<WindowArg>>,
-    pub(crate) min_calls: Option<Arg<u32>>,
-    pub(crate) slow_call: Option<Arg<Duration>>,
-    pub(crate) cool_off: Option<Arg<Duration>>,
-    pub(crate) max_cool_off: Option<Arg<Duration>>,
-    pub(crate) jitter: Option<Arg<Duration>>,
-    pub(crate) probes: Option<Arg<u32>>,
-    pub(crate) success_threshold: Option<Arg<u32>>,
-    pub(crate) timeout: Option<Arg<Duration>>,
-    pub(crate) max_concurrent: Option<Arg<u32>>,
-    pub(crate) is_failure: Option<Arg<Expr>>,
-    pub(crate) fallback: Option<Arg<Expr>>,
-    pub(crate) name: Option<Arg<LitStr>>,
-    pub(crate) on_state_change: Option<Arg<Expr>>,
-    pub(crate) config: Option<Arg<Expr>>,
-    pub(crate) krate: Option<Arg<Path>>,
-    pub(crate) key: Option<Arg<Expr>>,
-    pub(crate) max_keys: Option<Arg<u32>>,
-    pub(crate) idle: Option<Arg<Duration>>,
-    pub(crate) max_open: Option<Arg<u32>>,
-    pub(crate) classify: Option<Arg<Expr>>,
-    pub(crate) fleet: Option<Arg<bool>>,
-    pub(crate) throttle: Option<Arg<f64>>,
-    pub(crate) max_throttle: Option<Arg<u32>>,
-    pub(crate) throttle_window: Option<Arg<Duration>>,
-    pub(crate) ramp: Option<Arg<Duration>>,
-    pub(crate) dry_run: Option<Arg<bool>>,
-    pub(crate) adaptive_concurrency: Option<Arg<u32>>,
-    /// Retries (part four): attempts in all, the budget's percent, the first wait.
-    pub(crate) retry: Option<Arg<u32>>,
-    pub(crate) retry_budget: Option<Arg<u32>>,
-    pub(crate) backoff: Option<Arg<Duration>>,
-    /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
-    pub(crate) probe: Option<Arg<Expr>>,
 }
 
 /// `key = value`, before the value is interpreted.
@@ -215,40 +138,10 @@ fn positional(input: ParseStream) -> syn::Error {
 /// What a correct use of `key` looks like, for messages.
 pub(crate) fn example(key: &Ident) -> String {
     let key = key.to_string();
-    let value = match key.as_str() {
-        "threshold" | "probes" | "success_threshold" => "3",
-        "failure_rate" => "50",
-        "window" => "100",
-        "min_calls" => "10",
-        "max_concurrent" => "16",
-        "slow_call" => "\"2s\"",
-        "cool_off" => "\"10s\"",
-        "max_cool_off" => "\"5m\"",
-        "jitter" => "\"500ms\"",
-        "timeout" => "\"600ms\"",
-        "is_failure" => "is_transient",
-        "fallback" => "cached_value",
-        "name" => "\"payments\"",
-        "on_state_change" => "alert_on_call",
-        "config" => "config_from_env()",
-        "crate" => "\"::my_facade::breaker\"",
-        "key" => "self.host",
-        "max_keys" => "1000",
-        "idle" => "\"10m\"",
-        "max_open" => "50",
-        "classify" => "judge_response",
-        "fleet" | "dry_run" => "true",
-        "throttle" => "2",
-        "max_throttle" => "90",
-        "throttle_window" => "\"1m\"",
-        "ramp" => "\"30s\"",
-        "adaptive_concurrency" => "100",
-        "retry" => "3",
-        "retry_budget" => "20",
-        "backoff" => "\"100ms\"",
-        "probe" => "check_health",
-        _ => "…",
-    };
+    let value = TABLE
+        .iter()
+        .find(|row| row.name == key)
+        .map_or("…", |row| row.example);
     format!("write e.g. `{key} = {value}`")
 }
 
@@ -271,75 +164,10 @@ pub(crate) fn parse(tokens: proc_macro2::TokenStream) -> syn::Result<Args> {
             continue;
         }
         seen.push(key.clone());
-        let span = value.span();
-        macro_rules! set {
-            ($field:ident, $parse:expr) => {
-                match $parse {
-                    Ok(v) => {
-                        args.$field = Some(Arg {
-                            key,
-                            value: v,
-                            span,
-                        })
-                    }
-                    Err(e) => errors.push(e),
-                }
-            };
-        }
-        match name.as_str() {
-            "threshold" => set!(threshold, integer(&key, &value)),
-            "failure_rate" => set!(failure_rate, percent(&key, &value)),
-            "window" => set!(window, window(&key, &value)),
-            "min_calls" => set!(min_calls, integer(&key, &value)),
-            "slow_call" => set!(slow_call, duration(&key, &value)),
-            "cool_off" => set!(cool_off, duration(&key, &value)),
-            "max_cool_off" => set!(max_cool_off, duration(&key, &value)),
-            "jitter" => set!(jitter, duration(&key, &value)),
-            "probes" => set!(probes, at_most(&key, &value, MAX_PROBES, PROBES_WHY)),
-            "success_threshold" => set!(success_threshold, integer(&key, &value)),
-            "timeout" => set!(timeout, duration(&key, &value)),
-            "max_concurrent" => set!(max_concurrent, integer(&key, &value)),
-            "is_failure" => set!(is_failure, callable(&key, value, "a `fn(&E) -> bool`")),
-            "fallback" => set!(fallback, callable(&key, value, "a function")),
-            "on_state_change" => {
-                set!(
-                    on_state_change,
-                    callable(&key, value, "a `fn(&breaker::Transition)`")
-                )
-            }
-            "name" => set!(name, name_value(&key, &value)),
-            "config" => set!(config, Ok::<_, syn::Error>(value)),
-            "crate" => set!(krate, crate_path(&key, &value)),
-            "key" => set!(key, Ok::<_, syn::Error>(value)),
-            "max_keys" => set!(max_keys, integer(&key, &value)),
-            "idle" => set!(idle, duration(&key, &value)),
-            "max_open" => set!(max_open, open_percent(&key, &value)),
-            "classify" => set!(
-                classify,
-                callable(&key, value, "a `fn(&Result<T, E>) -> breaker::Verdict`")
-            ),
-            "fleet" => set!(fleet, boolean(&key, &value)),
-            "throttle" => set!(throttle, throttle_k(&key, &value)),
-            "max_throttle" => set!(max_throttle, percent(&key, &value)),
-            "throttle_window" => set!(throttle_window, duration(&key, &value)),
-            "ramp" => set!(ramp, duration(&key, &value)),
-            "dry_run" => set!(dry_run, boolean(&key, &value)),
-            "adaptive_concurrency" => set!(
-                adaptive_concurrency,
-                at_most(&key, &value, MAX_ADAPTIVE, ADAPTIVE_WHY)
-            ),
-            "retry" => set!(retry, attempts(&key, &value)),
-            "retry_budget" => set!(retry_budget, percent(&key, &value)),
-            "backoff" => set!(backoff, duration(&key, &value)),
-            "probe" => set!(
-                probe,
-                callable(
-                    &key,
-                    value,
-                    "an `async fn() -> Verdict` (or `-> Result<T, E>`)"
-                )
-            ),
-            _ => errors.push(unknown_key(&key)),
+        match args.set(key.clone(), value) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => errors.push(e),
+            None => errors.push(unknown_key(&key)),
         }
     }
     rules::check_combinations(&args, &seen, &mut errors);

@@ -1,47 +1,32 @@
-//! Rules across keys (`Args::build`'s second half): which keys need another, which exclude
-//! each other, and the sizes checked against each other, so that what `Config::validate`
-//! would reject at run time is rejected at compile time, on the offending key.
+//! Rules across keys, run once every value is parsed: which keys need another (the table's
+//! `needs` column), which exclude each other, `config` against the policy keys (the table's
+//! `policy` column), and sizes against each other, so that what `Config::validate` would
+//! reject at run time is rejected at compile time, on the offending key.
 
 use syn::Ident;
 
 use super::{Args, WindowArg, DEFAULT_COOL_OFF, DEFAULT_WINDOW_CALLS};
 use crate::errors::Errors;
 
-/// Rules across keys: `config` against the policy keys, window keys against
-/// `failure_rate`, sizes against each other (what `Config::validate` would reject at run
-/// time is rejected here, at compile time).
+/// Rules across keys, in the order their errors are reported: the keys that need another,
+/// the keys that exclude each other, `config` against the policy keys, and sizes against
+/// each other (what `Config::validate` would reject at run time is rejected here, at compile
+/// time). `seen` is the keys in the order written.
 pub(super) fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Errors) {
-    // The policy keys: `config = …` replaces all of them.
-    let policy: Vec<&Ident> = [
-        args.threshold.as_ref().map(|a| &a.key),
-        args.failure_rate.as_ref().map(|a| &a.key),
-        args.window.as_ref().map(|a| &a.key),
-        args.min_calls.as_ref().map(|a| &a.key),
-        args.slow_call.as_ref().map(|a| &a.key),
-        args.cool_off.as_ref().map(|a| &a.key),
-        args.max_cool_off.as_ref().map(|a| &a.key),
-        args.jitter.as_ref().map(|a| &a.key),
-        args.probes.as_ref().map(|a| &a.key),
-        args.success_threshold.as_ref().map(|a| &a.key),
-        args.timeout.as_ref().map(|a| &a.key),
-        args.max_concurrent.as_ref().map(|a| &a.key),
-        // The bounds of the keyed map are policy too: `Config::max_keys`, `Config::idle`.
-        args.max_keys.as_ref().map(|a| &a.key),
-        args.idle.as_ref().map(|a| &a.key),
-        args.max_open.as_ref().map(|a| &a.key),
-        // Overload (part three): shedding, the ramp, the dry run and the adaptive limit.
-        args.throttle.as_ref().map(|a| &a.key),
-        args.max_throttle.as_ref().map(|a| &a.key),
-        args.throttle_window.as_ref().map(|a| &a.key),
-        args.ramp.as_ref().map(|a| &a.key),
-        args.dry_run.as_ref().map(|a| &a.key),
-        args.adaptive_concurrency.as_ref().map(|a| &a.key),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    check_overload(args, seen, errors);
-    check_retry(args, errors);
+    needs(args, "throttle", errors, |key| {
+        format!(
+            "`{key}` tunes adaptive throttling, and this breaker does not throttle: add \
+             `throttle = 2` (refuse what the dependency would refuse, past twice the calls \
+             it accepts) or remove `{key}`"
+        )
+    });
+    one_bulkhead(args, seen, errors);
+    needs(args, "retry", errors, |key| {
+        format!(
+            "`{key}` tunes retries, and this function does not retry: add `retry = 3` \
+             (attempts in all, the first included) or remove `{key}`"
+        )
+    });
     if let (Some(probe), Some(_)) = (&args.probe, &args.key) {
         errors.push(syn::Error::new(
             probe.key.span(),
@@ -49,170 +34,135 @@ pub(super) fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Error
              remove `probe` (each key's next call after its cool-off probes it)",
         ));
     }
-    if args.key.is_none() {
-        for key in [
-            args.max_keys.as_ref().map(|a| &a.key),
-            args.idle.as_ref().map(|a| &a.key),
-            args.max_open.as_ref().map(|a| &a.key),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            errors.push(syn::Error::new(
-                key.span(),
-                format!(
-                    "`{key}` bounds the breakers of a keyed function, and this one has no \
-                     `key`: add `key = …` (one breaker per value, e.g. `key = self.host`) or \
-                     remove `{key}`"
-                ),
-            ));
-        }
-    }
-    if let (Some(classify), Some(is_failure)) = (&args.classify, &args.is_failure) {
-        // One mistake, one error: on the key written second, naming both.
-        let position = |key: &Ident| seen.iter().position(|k| k == key);
-        let (first, second) = if position(&classify.key) < position(&is_failure.key) {
-            (&classify.key, &is_failure.key)
-        } else {
-            (&is_failure.key, &classify.key)
-        };
-        errors.push(syn::Error::new(
-            second.span(),
-            format!(
-                "`{second}` cannot be combined with `{first}`: `classify` judges every result, \
-                 errors included, so remove `is_failure` and return `Verdict::Neutral` from \
-                 `classify` for the errors `is_failure` lets pass"
-            ),
-        ));
-    }
+    needs(args, "key", errors, |key| {
+        format!(
+            "`{key}` bounds the breakers of a keyed function, and this one has no \
+             `key`: add `key = …` (one breaker per value, e.g. `key = self.host`) or \
+             remove `{key}`"
+        )
+    });
+    one_judge(args, seen, errors);
     if args.config.is_some() {
-        for key in policy {
-            let method = match key.to_string().as_str() {
-                "window" => "window_calls(…)` or `.window_duration(…)".to_owned(),
-                "max_open" => "max_open_percent(…)".to_owned(),
-                other => format!("{other}(…)"),
-            };
-            let why = match key.to_string().as_str() {
-                "max_keys" | "idle" | "max_open" => {
-                    " (the keyed map's bounds are part of the policy)"
-                }
-                _ => "",
-            };
-            errors.push(syn::Error::new(
-                key.span(),
-                format!(
-                    "`{key}` cannot be combined with `config = …`{why}: set it on the \
-                     `Config` (`.{method}`) or remove `config`"
-                ),
-            ));
-        }
+        config_replaces_policy(args, errors);
         return;
     }
-    if args.failure_rate.is_none() {
-        for key in [
-            &args.window.as_ref().map(|a| &a.key),
-            &args.min_calls.as_ref().map(|a| &a.key),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            errors.push(syn::Error::new(
-                key.span(),
-                format!(
-                    "`{key}` only applies to a failure rate: add `failure_rate = 50` (percent of \
-                     the window's calls) or remove `{key}`"
-                ),
-            ));
-        }
-    } else if let Some(min) = &args.min_calls {
-        let size = match args.window.as_ref().map(|w| w.value) {
-            Some(WindowArg::Calls(n)) => Some(n),
-            Some(WindowArg::Duration(_)) => None,
-            None => Some(DEFAULT_WINDOW_CALLS),
-        };
-        if let Some(size) = size {
-            if min.value > size {
-                errors.push(syn::Error::new(
-                    min.span,
-                    format!(
-                        "`min_calls` must be at most the window's size ({size} calls): write \
-                         `min_calls = {size}` or less, or widen `window`"
-                    ),
-                ));
-            }
-        }
+    needs(args, "failure_rate", errors, |key| {
+        format!(
+            "`{key}` only applies to a failure rate: add `failure_rate = 50` (percent of \
+             the window's calls) or remove `{key}`"
+        )
+    });
+    min_calls_fit_the_window(args, errors);
+    max_cool_off_caps_cool_off(args, errors);
+}
+
+/// Each key written whose row `needs` the key `needed`, when `needed` is not written.
+fn needs(args: &Args, needed: &str, errors: &mut Errors, message: impl Fn(&Ident) -> String) {
+    if args.written().any(|(row, _)| row.name == needed) {
+        return;
     }
-    if let Some(cap) = &args.max_cool_off {
-        let base = args.cool_off.as_ref().map_or(DEFAULT_COOL_OFF, |c| c.value);
-        if cap.value < base {
-            errors.push(syn::Error::new(
-                cap.span,
-                format!(
-                    "`max_cool_off` caps the growing cool-off, so it must be at least `cool_off` \
-                     ({}): write `max_cool_off = \"{}\"` or more",
-                    humantime::format_duration(base),
-                    humantime::format_duration(base)
-                ),
-            ));
-        }
+    for (_, key) in args.written().filter(|(row, _)| row.needs == Some(needed)) {
+        errors.push(syn::Error::new(key.span(), message(key)));
     }
 }
 
-/// The overload keys against each other: `max_throttle` and `throttle_window` tune a
-/// `throttle`, and one bulkhead is fixed or adaptive, not both.
-fn check_overload(args: &Args, seen: &[Ident], errors: &mut Errors) {
-    if args.throttle.is_none() {
-        for key in [
-            args.max_throttle.as_ref().map(|a| &a.key),
-            args.throttle_window.as_ref().map(|a| &a.key),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            errors.push(syn::Error::new(
-                key.span(),
-                format!(
-                    "`{key}` tunes adaptive throttling, and this breaker does not throttle: add \
-                     `throttle = 2` (refuse what the dependency would refuse, past twice the calls \
-                     it accepts) or remove `{key}`"
-                ),
-            ));
-        }
-    }
-    if let (Some(fixed), Some(adaptive)) = (&args.max_concurrent, &args.adaptive_concurrency) {
-        // One mistake, one error: on the key written second.
-        let position = |key: &Ident| seen.iter().position(|k| k == key);
-        let second = if position(&fixed.key) < position(&adaptive.key) {
-            &adaptive.key
-        } else {
-            &fixed.key
-        };
-        errors.push(syn::Error::new(
-            second.span(),
-            "`adaptive_concurrency` and `max_concurrent` are two kinds of one bulkhead: keep \
-             `adaptive_concurrency = N` for a limit that follows the dependency's latency (up to \
-             N), or `max_concurrent = N` for a fixed one",
-        ));
+/// Of two keys, the one written second (one mistake, one error: on it).
+fn second<'a>(seen: &[Ident], a: &'a Ident, b: &'a Ident) -> (&'a Ident, &'a Ident) {
+    let position = |key: &Ident| seen.iter().position(|k| k == key);
+    if position(a) < position(b) {
+        (a, b)
+    } else {
+        (b, a)
     }
 }
 
-/// `retry_budget` and `backoff` tune `retry`.
-fn check_retry(args: &Args, errors: &mut Errors) {
-    if args.retry.is_some() {
+/// One bulkhead is fixed or adaptive, not both.
+fn one_bulkhead(args: &Args, seen: &[Ident], errors: &mut Errors) {
+    let (Some(fixed), Some(adaptive)) = (&args.max_concurrent, &args.adaptive_concurrency) else {
         return;
-    }
-    for key in [
-        args.retry_budget.as_ref().map(|a| &a.key),
-        args.backoff.as_ref().map(|a| &a.key),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    };
+    let (_, second) = second(seen, &fixed.key, &adaptive.key);
+    errors.push(syn::Error::new(
+        second.span(),
+        "`adaptive_concurrency` and `max_concurrent` are two kinds of one bulkhead: keep \
+         `adaptive_concurrency = N` for a limit that follows the dependency's latency (up to \
+         N), or `max_concurrent = N` for a fixed one",
+    ));
+}
+
+/// `classify` judges every result, so it replaces `is_failure`.
+fn one_judge(args: &Args, seen: &[Ident], errors: &mut Errors) {
+    let (Some(classify), Some(is_failure)) = (&args.classify, &args.is_failure) else {
+        return;
+    };
+    let (first, second) = second(seen, &classify.key, &is_failure.key);
+    errors.push(syn::Error::new(
+        second.span(),
+        format!(
+            "`{second}` cannot be combined with `{first}`: `classify` judges every result, \
+             errors included, so remove `is_failure` and return `Verdict::Neutral` from \
+             `classify` for the errors `is_failure` lets pass"
+        ),
+    ));
+}
+
+/// `config = …` replaces every policy key of the table.
+fn config_replaces_policy(args: &Args, errors: &mut Errors) {
+    for (row, key) in args.written().filter(|(row, _)| row.policy) {
+        let method = match (row.name, row.becomes) {
+            ("window", _) => "window_calls(…)` or `.window_duration(…)".to_owned(),
+            (_, Some(method)) => format!("{method}(…)"),
+            (name, None) => format!("{name}(…)"),
+        };
+        let why = match row.needs {
+            Some("key") => " (the keyed map's bounds are part of the policy)",
+            _ => "",
+        };
         errors.push(syn::Error::new(
             key.span(),
             format!(
-                "`{key}` tunes retries, and this function does not retry: add `retry = 3` \
-                 (attempts in all, the first included) or remove `{key}`"
+                "`{key}` cannot be combined with `config = …`{why}: set it on the \
+                 `Config` (`.{method}`) or remove `config`"
+            ),
+        ));
+    }
+}
+
+/// With a count window, `min_calls` is at most its size.
+fn min_calls_fit_the_window(args: &Args, errors: &mut Errors) {
+    let (Some(min), Some(_)) = (&args.min_calls, &args.failure_rate) else {
+        return;
+    };
+    let size = match args.window.as_ref().map(|w| w.value) {
+        Some(WindowArg::Calls(n)) => n,
+        Some(WindowArg::Duration(_)) => return,
+        None => DEFAULT_WINDOW_CALLS,
+    };
+    if min.value > size {
+        errors.push(syn::Error::new(
+            min.span,
+            format!(
+                "`min_calls` must be at most the window's size ({size} calls): write \
+                 `min_calls = {size}` or less, or widen `window`"
+            ),
+        ));
+    }
+}
+
+/// `max_cool_off` caps the growing cool-off.
+fn max_cool_off_caps_cool_off(args: &Args, errors: &mut Errors) {
+    let Some(cap) = &args.max_cool_off else {
+        return;
+    };
+    let base = args.cool_off.as_ref().map_or(DEFAULT_COOL_OFF, |c| c.value);
+    if cap.value < base {
+        errors.push(syn::Error::new(
+            cap.span,
+            format!(
+                "`max_cool_off` caps the growing cool-off, so it must be at least `cool_off` \
+                 ({}): write `max_cool_off = \"{}\"` or more",
+                humantime::format_duration(base),
+                humantime::format_duration(base)
             ),
         ));
     }

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{quote_spanned, ToTokens};
 use syn::{spanned::Spanned, Expr, ExprLit, Ident, Lit, LitStr, Path};
 
 use super::{example, WindowArg};
@@ -378,4 +380,90 @@ pub(super) fn crate_path(key: &Ident, value: &Expr) -> syn::Result<Path> {
         }),
         _ => Err(needs_string("crate", "the path as a string literal", value)),
     }
+}
+
+/// A value kind as the generated code writes it: the argument of its `Config` builder call.
+pub(crate) trait Value {
+    fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream;
+
+    /// `.method(value)`, spanned with the value.
+    fn call(&self, method: &str, krate: &TokenStream, span: Span) -> TokenStream {
+        let method = Ident::new(method, span);
+        let value = self.tokens(krate, span);
+        quote_spanned!(span=> .#method(#value))
+    }
+}
+
+impl Value for u32 {
+    fn tokens(&self, _: &TokenStream, _: Span) -> TokenStream {
+        Literal::u32_unsuffixed(*self).into_token_stream()
+    }
+}
+
+impl Value for f64 {
+    fn tokens(&self, _: &TokenStream, _: Span) -> TokenStream {
+        Literal::f64_unsuffixed(*self).into_token_stream()
+    }
+}
+
+impl Value for bool {
+    fn tokens(&self, _: &TokenStream, _: Span) -> TokenStream {
+        self.into_token_stream()
+    }
+}
+
+impl Value for Duration {
+    fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        duration_tokens(krate, *self, span)
+    }
+}
+
+/// Paths and closures (`on_state_change`, `probe`), and the glue keys' values, as written.
+macro_rules! as_written {
+    ($($ty:ty),*) => {$(
+        impl Value for $ty {
+            fn tokens(&self, _: &TokenStream, _: Span) -> TokenStream {
+                self.to_token_stream()
+            }
+        }
+    )*};
+}
+as_written!(Expr, LitStr, Path);
+
+impl Value for WindowArg {
+    fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        match *self {
+            WindowArg::Calls(n) => n.tokens(krate, span),
+            WindowArg::Duration(d) => d.tokens(krate, span),
+        }
+    }
+
+    /// `.window_calls(n)` or `.window_duration(d)`: the value picks the call.
+    fn call(&self, _: &str, krate: &TokenStream, span: Span) -> TokenStream {
+        let method = match self {
+            WindowArg::Calls(_) => "window_calls",
+            WindowArg::Duration(_) => "window_duration",
+        };
+        let method = Ident::new(method, span);
+        let value = self.tokens(krate, span);
+        quote_spanned!(span=> .#method(#value))
+    }
+}
+
+/// A duration as the shortest readable constant.
+fn duration_tokens(krate: &TokenStream, d: Duration, span: Span) -> TokenStream {
+    let nanos = d.as_nanos();
+    let (ctor, n) = if nanos.is_multiple_of(1_000_000_000) {
+        ("from_secs", nanos / 1_000_000_000)
+    } else if nanos.is_multiple_of(1_000_000) {
+        ("from_millis", nanos / 1_000_000)
+    } else if nanos.is_multiple_of(1_000) {
+        ("from_micros", nanos / 1_000)
+    } else {
+        ("from_nanos", nanos)
+    };
+    let ctor = Ident::new(ctor, span);
+    // Fits: `duration` rejects durations past `u64::MAX` nanoseconds.
+    let n = Literal::u64_unsuffixed(u64::try_from(n).unwrap_or(u64::MAX));
+    quote_spanned!(span=> #krate::__private::Duration::#ctor(#n))
 }
