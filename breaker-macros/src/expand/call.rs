@@ -27,6 +27,27 @@ impl VisitMut for InferImplTrait {
     }
 }
 
+/// What every form of the call is made of.
+struct Parts<'a> {
+    /// The facade, spanned with the return type.
+    k: TokenStream,
+    /// The function's return type, `impl Trait` made `_`.
+    ret: TokenStream,
+    /// The judge of the call's result (see [`judge`]).
+    judge: TokenStream,
+    /// `classify` judges: the runtime's `_classified` helpers.
+    classified: bool,
+    breaker: &'a TokenStream,
+}
+
+impl Parts<'_> {
+    /// `run`, `call`, `retried`, …, or their `_classified` forms.
+    fn helper(&self, name: &str, span: Span) -> Ident {
+        let suffix = if self.classified { "_classified" } else { "" };
+        Ident::new(&format!("{name}{suffix}"), span)
+    }
+}
+
 /// The call of `body` (the function's block) through `__breaker`, as the function's result.
 pub(super) fn call_expr(
     args: &Args,
@@ -36,15 +57,49 @@ pub(super) fn call_expr(
     is_async: bool,
     breaker: &TokenStream,
 ) -> TokenStream {
-    let krate = krate_at(args, Span::call_site());
     let ret_span = ret.span();
     let mut ret = ret.clone();
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
-    // A path is coerced to the `fn` pointer it must be (a struct field is a coercion site;
-    // an `as` cast would trip a user's `trivial_casts`), so a wrong signature is one error
-    // naming it; a closure goes straight in, where its parameter types are inferred.
-    let (judge, classified) = match (&args.classify, &args.is_failure) {
+    let (judge, classified) = judge(args, &ret);
+    let k = krate_at(args, ret_span);
+    let body = if is_async {
+        typed_async_body(&k, &ret, body, ret_span)
+    } else {
+        body.to_token_stream()
+    };
+    let parts = Parts {
+        k,
+        ret,
+        judge,
+        classified,
+        breaker,
+    };
+    if let (Some(retry), true) = (&args.retry, is_async) {
+        return retried_call(args, sig, &parts, &body, retry.span);
+    }
+    match &args.fallback {
+        None => run(&parts, &body, is_async, ret_span),
+        Some(fallback) => {
+            let call = call(&parts, &body, is_async, ret_span);
+            let krate = krate_at(args, Span::call_site());
+            let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
+            if is_async {
+                quote!(#krate::__private::recover(#call, #recovery).await)
+            } else {
+                quote!(#krate::__private::recover_sync(#call, #recovery))
+            }
+        }
+    }
+}
+
+/// The judge of a call's result, and whether it classifies (`classify`) or judges errors only
+/// (`is_failure`, or every error a failure). A path is coerced to the `fn` pointer it must be
+/// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`), so a
+/// wrong signature is one error naming it; a closure goes straight in, where its parameter
+/// types are inferred.
+fn judge(args: &Args, ret: &TokenStream) -> (TokenStream, bool) {
+    match (&args.classify, &args.is_failure) {
         (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
             let (f, k) = (&c.value, krate_at(args, c.span));
             let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
@@ -66,101 +121,111 @@ pub(super) fn call_expr(
             )
         }
         (None, Some(p)) => (p.value.to_token_stream(), false),
-        (None, None) => (quote!(#krate::__private::every_error), false),
-    };
-    let helper = |name: &str| {
-        let suffix = if classified { "_classified" } else { "" };
-        Ident::new(&format!("{name}{suffix}"), ret_span)
-    };
+        (None, None) => {
+            let krate = krate_at(args, Span::call_site());
+            (quote!(#krate::__private::every_error), false)
+        }
+    }
+}
+
+/// Without a fallback: `run` (or `run_sync`), where the body may consume the arguments.
+fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
+    let Parts {
+        k,
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
+    if is_async {
+        let run = parts.helper("run", span);
+        quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
+        }
+    } else {
+        let run = parts.helper("run_sync", span);
+        quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
+        }
+    }
+}
+
+/// With a fallback: `call` (or `call_sync`), where the body borrows the arguments, since the
+/// fallback receives them after the body ran.
+fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
+    let Parts {
+        k,
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
+    if is_async {
+        let call = parts.helper("call", span);
+        quote_spanned! {span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, async #body).await
+        }
+    } else {
+        let call = parts.helper("call_sync", span);
+        quote_spanned! {span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
+        }
+    }
+}
+
+/// `{ …; move |err| fallback(args…, err) }`: the closure `recover` calls with the call's
+/// error. The body has run (and its borrows of the arguments ended) before the closure, which
+/// takes the arguments on to the fallback, is made: arguments are evaluated in order.
+/// Spanned with the fallback, where a body that consumed an argument is then reported.
+fn recovery(
+    args: &Args,
+    fallback: &Expr,
+    span: Span,
+    sig: &syn::Signature,
+    parts: &Parts,
+    is_async: bool,
+) -> TokenStream {
     let err = Ident::new("__breaker_err", Span::mixed_site());
-    // `fallback_call` binds `__breaker_recover` when parameters are `#[cfg]`-gated.
+    // `fallback_call` binds `__breaker_recover` when parameters are `#[cfg]`-gated (always
+    // shadowed with `retry`, as it always was).
     let gated = sig.inputs.iter().any(|i| match i {
         FnArg::Typed(t) => t.attrs.iter().any(|a| a.path().is_ident("cfg")),
         FnArg::Receiver(_) => false,
     });
     let recover_name = Ident::new("__breaker_recover", Span::mixed_site());
-    let shadowed = if gated {
+    let shadowed = if gated || (args.retry.is_some() && is_async) {
         shadow(&[&err, &recover_name])
     } else {
         shadow(&[&err])
     };
-    let k = krate_at(args, ret_span);
-    let body = if is_async {
-        typed_async_body(&k, &ret, body, ret_span)
-    } else {
-        body.to_token_stream()
-    };
-    if let (Some(retry), true) = (&args.retry, is_async) {
-        return retried_call(
-            args, sig, &ret, &body, &judge, classified, breaker, retry.span,
-        );
-    }
-    let Some(fallback) = &args.fallback else {
-        // Without a fallback the body may consume the arguments.
-        return if is_async {
-            let run = helper("run");
-            quote_spanned! {ret_span=>
-                #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
-            }
-        } else {
-            let run = helper("run_sync");
-            quote_spanned! {ret_span=>
-                #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
-            }
-        };
-    };
-    // With one the body borrows them: the fallback receives them after the body ran.
-    let call = if is_async {
-        let call = helper("call");
-        quote_spanned! {ret_span=>
-            #k::__private::#call::<#ret, _, _>(#breaker, #judge, async #body).await
-        }
-    } else {
-        let call = helper("call_sync");
-        quote_spanned! {ret_span=>
-            #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
-        }
-    };
     let how = Apply {
-        krate: krate_at(args, fallback.span),
-        ret: ret.clone(),
+        krate: krate_at(args, span),
+        ret: parts.ret.clone(),
         is_async,
     };
-    let recover = fallback_call(&fallback.value, sig, &err, &how);
+    let recover = fallback_call(fallback, sig, &err, &how);
     // A closure is called where it is written, which clippy's `redundant_closure_call` would
     // report on the user's tokens.
-    let allow = match &fallback.value {
+    let allow = match fallback {
         Expr::Path(_) => TokenStream::new(),
         _ => quote!(#[allow(clippy::redundant_closure_call)]),
     };
-    // The body has run (and its borrows of the arguments ended) before the closure, which
-    // takes the arguments on to the fallback, is made: arguments are evaluated in order.
-    // Spanned with the fallback, where a body that consumed an argument is then reported.
-    let recovery = quote_spanned! {fallback.span=> {
+    quote_spanned! {span=> {
         #shadowed
         #allow
         move |#err| #recover
-    }};
-    if is_async {
-        quote!(#krate::__private::recover(#call, #recovery).await)
-    } else {
-        quote!(#krate::__private::recover_sync(#call, #recovery))
-    }
+    }}
 }
 
 /// The call of an `async fn` with `retry`: the body made once per attempt by a closure that
 /// gives each attempt its own clone of every argument (a reference or a `Copy` value costs
 /// nothing to clone), so an attempt may consume its arguments and the next gets them whole;
 /// the arguments themselves stay with the function, for the fallback.
-#[allow(clippy::too_many_arguments)]
 fn retried_call(
     args: &Args,
     sig: &syn::Signature,
-    ret: &TokenStream,
+    parts: &Parts,
     body: &TokenStream,
-    judge: &TokenStream,
-    classified: bool,
-    breaker: &TokenStream,
     span: Span,
 ) -> TokenStream {
     let k = krate_at(args, span);
@@ -180,34 +245,23 @@ fn retried_call(
         FnArg::Receiver(_) => None,
     });
     let make = quote_spanned! {span=> || { #(#clones)* async move #body } };
-    let suffix = if classified { "_classified" } else { "" };
+    let Parts {
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
     let Some(fallback) = &args.fallback else {
-        let run = Ident::new(&format!("run_retried{suffix}"), span);
+        let run = parts.helper("run_retried", span);
         return quote_spanned! {span=>
             #k::__private::#run::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
         };
     };
-    let call = Ident::new(&format!("retried{suffix}"), span);
+    let call = parts.helper("retried", span);
     let call = quote_spanned! {span=>
         #k::__private::#call::<#ret, _, _, _>(#breaker, #judge, #make).await
     };
-    let err = Ident::new("__breaker_err", Span::mixed_site());
-    let how = Apply {
-        krate: krate_at(args, fallback.span),
-        ret: ret.clone(),
-        is_async: true,
-    };
-    let recover = fallback_call(&fallback.value, sig, &err, &how);
-    let shadowed = shadow(&[&err, &Ident::new("__breaker_recover", Span::mixed_site())]);
-    let allow = match &fallback.value {
-        Expr::Path(_) => TokenStream::new(),
-        _ => quote!(#[allow(clippy::redundant_closure_call)]),
-    };
-    let recovery = quote_spanned! {fallback.span=> {
-        #shadowed
-        #allow
-        move |#err| #recover
-    }};
+    let recovery = recovery(args, &fallback.value, fallback.span, sig, parts, true);
     let krate = krate_at(args, Span::call_site());
     quote!(#krate::__private::recover(#call, #recovery).await)
 }
