@@ -296,6 +296,13 @@ pub(crate) fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut E
             "`#[circuit_breaker]` cannot wrap a variadic function",
         ));
     }
+    check_async_keys(args, shape, errors);
+    check_retry(args, sig, shape, errors);
+    check_fallback_params(args, sig, shape, errors);
+}
+
+/// `probe` and `timeout` need an `async fn`.
+fn check_async_keys(args: &Args, shape: &Shape, errors: &mut Errors) {
     if let Shape::Sync = shape {
         if let Some(p) = &args.probe {
             errors.push(syn::Error::new(
@@ -314,7 +321,11 @@ pub(crate) fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut E
             ));
         }
     }
-    check_retry(args, sig, shape, errors);
+}
+
+/// With a `fallback`, the parameters are passed on to it: they must be plain names (and, with
+/// `#[async_trait]`, `self` must be borrowed).
+fn check_fallback_params(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Errors) {
     if let (Some(fallback), Shape::Boxed(_)) = (&args.fallback, shape) {
         if let Some(r) = sig.receiver().filter(|r| r.reference.is_none()) {
             errors.push(syn::Error::new(
