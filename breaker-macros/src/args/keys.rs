@@ -7,7 +7,11 @@
 use proc_macro2::TokenStream;
 use syn::{spanned::Spanned, Expr, Ident, LitStr, Path};
 
-use super::{values::*, Arg, WindowArg};
+use super::{
+    limits::{MAX_ADAPTIVE, MAX_PROBES},
+    values::*,
+    Arg, WindowArg,
+};
 use std::time::Duration;
 
 /// One row of the table, as the rules and messages read it.

@@ -14,15 +14,12 @@ use syn::{
 use crate::{errors::Errors, suggest};
 
 mod keys;
+mod limits;
 mod rules;
 mod values;
 
 use keys::TABLE;
 pub(crate) use keys::{Args, KEYS};
-
-/// The runtime's defaults that compile-time checks depend on (see `Config::default`).
-pub(crate) const DEFAULT_COOL_OFF: Duration = Duration::from_secs(10);
-pub(crate) const DEFAULT_WINDOW_CALLS: u32 = 100;
 
 /// One value with the key it was given for.
 pub(crate) struct Arg<T> {

@@ -5,7 +5,10 @@
 
 use syn::Ident;
 
-use super::{Args, WindowArg, DEFAULT_COOL_OFF, DEFAULT_WINDOW_CALLS};
+use super::{
+    limits::{DEFAULT_COOL_OFF, DEFAULT_WINDOW_CALLS},
+    Args, WindowArg,
+};
 use crate::errors::Errors;
 
 /// Rules across keys, in the order their errors are reported: the keys that need another,

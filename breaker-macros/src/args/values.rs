@@ -8,7 +8,7 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote_spanned, ToTokens};
 use syn::{spanned::Spanned, Expr, ExprLit, Ident, Lit, LitStr, Path};
 
-use super::{example, WindowArg};
+use super::{example, limits::*, WindowArg};
 
 /// `retry = N`: attempts in all, the first included, so at least 2.
 pub(super) fn attempts(key: &Ident, value: &Expr) -> syn::Result<u32> {
@@ -70,14 +70,6 @@ pub(super) fn lit(value: &Expr) -> Option<&Lit> {
     }
 }
 
-/// The runtime's `Config::MAX_PROBES` and `Config::MAX_WINDOW_CALLS` (a proc-macro crate
-/// cannot depend on the runtime; `tests/attribute_keys.rs` checks the numbers agree).
-pub(super) const MAX_PROBES: u32 = 1_000;
-pub(super) const MAX_WINDOW_CALLS: u32 = 100_000;
-/// `throttle` above this sheds nothing a breaker's threshold would not catch first.
-pub(super) const MAX_THROTTLE_K: f64 = 100.0;
-/// The runtime's `Config::MAX_ADAPTIVE_CONCURRENCY`.
-pub(super) const MAX_ADAPTIVE: u32 = 100_000;
 pub(super) const ADAPTIVE_WHY: &str =
     "the limit grows one step at a time from 20; for no limit, leave the bulkhead out";
 pub(super) const PROBES_WHY: &str = "half-open lets a few calls test a recovering dependency, and the probe table is allocated up front";
