@@ -735,7 +735,12 @@ fn an_invalid_config_says_what_is_wrong_on_every_call() {
 /// At the attribute's caps (`breaker-macros/src/args/limits.rs`): accepted at compile time,
 /// and by the runtime on the first call (one past each is refused at compile time:
 /// tests/ui/fail/probes_and_window_capped.rs).
-#[circuit_breaker(probes = 1000, failure_rate = 50, window = 100000, adaptive_concurrency = 100000)]
+#[circuit_breaker(
+    probes = 1000,
+    failure_rate = 50,
+    window = 100000,
+    adaptive_concurrency = 100000
+)]
 async fn at_the_caps() -> Result<(), Error> {
     Ok(())
 }

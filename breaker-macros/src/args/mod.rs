@@ -1,5 +1,7 @@
-//! The attribute's arguments: parsed into [`Args`], every value with its span, every misuse a
-//! `syn::Error` on the offending token that says what to write instead.
+//! The attribute's arguments: `key = value` pairs parsed into [`Args`] (every value with its
+//! span) through the one table of keys (`keys.rs`), each value by its kind (`values.rs`),
+//! then checked across keys (`rules.rs`). Every misuse is a `syn::Error` on the offending
+//! token that says what to write instead; code generation reads only the checked `Args`.
 
 use std::time::Duration;
 
@@ -95,40 +97,45 @@ fn positional(input: ParseStream) -> syn::Error {
     }
     match input.parse::<Expr>() {
         Ok(value) => {
-            let hint = match &value {
-                Expr::Lit(ExprLit {
-                    lit: Lit::Int(i), ..
-                }) => {
-                    format!(
-                        "; for the failure count write `threshold = {}`",
-                        i.base10_digits()
-                    )
-                }
-                Expr::Lit(ExprLit {
-                    lit: Lit::Str(s), ..
-                }) => {
-                    format!(
-                        "; for the time the breaker stays open write `cool_off = {:?}`",
-                        s.value()
-                    )
-                }
-                Expr::Call(call) => match &*call.func {
-                    Expr::Path(p) => match p.path.get_ident() {
-                        Some(key) if KEYS.contains(&key.to_string().as_str()) => {
-                            format!("; write `{key} = …` instead of `{key}(…)`")
-                        }
-                        _ => String::new(),
-                    },
-                    _ => String::new(),
-                },
-                _ => String::new(),
-            };
+            let hint = positional_hint(&value);
             syn::Error::new(
                 value.span(),
                 format!("positional arguments are not supported: write `key = value`{hint}"),
             )
         }
         Err(e) => e,
+    }
+}
+
+/// What a positional value was probably meant as, for the message.
+fn positional_hint(value: &Expr) -> String {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(i), ..
+        }) => {
+            format!(
+                "; for the failure count write `threshold = {}`",
+                i.base10_digits()
+            )
+        }
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(s), ..
+        }) => {
+            format!(
+                "; for the time the breaker stays open write `cool_off = {:?}`",
+                s.value()
+            )
+        }
+        Expr::Call(call) => match &*call.func {
+            Expr::Path(p) => match p.path.get_ident() {
+                Some(key) if KEYS.contains(&key.to_string().as_str()) => {
+                    format!("; write `{key} = …` instead of `{key}(…)`")
+                }
+                _ => String::new(),
+            },
+            _ => String::new(),
+        },
+        _ => String::new(),
     }
 }
 

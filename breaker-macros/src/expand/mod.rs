@@ -1,5 +1,8 @@
 //! Code generation: the user's function, signature untouched, with its body wrapped in one
-//! call into the runtime through a lazily created static breaker.
+//! call into the runtime through a lazily created static breaker. `expand` runs the phases
+//! (arguments, item, checks) and reports every error at once; generation then reads only
+//! the checked `Args` and item: `config` (the `Config` built), `binding` (the static
+//! breaker), `call` (the body's call through it), `fallback` (its recovery).
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
