@@ -1,7 +1,7 @@
 //! The one table of attribute keys. A row is everything the macro knows of a key: its field
 //! in [`Args`] and value kind, its name, how its value is parsed, an example for messages,
-//! whether it is part of the policy (`config = …` replaces it), the key it needs, and the
-//! `Config` builder call it becomes. Adding a key is one row here plus its runtime field;
+//! whether it is part of the policy (`config = …` replaces it), the key it needs, the key it
+//! excludes, and the `Config` builder call it becomes. Adding a key is one row here plus its runtime field;
 //! the rules that are more than "needs" (exclusions, sizes) live in `rules.rs`.
 
 use proc_macro2::TokenStream;
@@ -24,8 +24,17 @@ pub(crate) struct Key {
     pub(crate) policy: bool,
     /// The key it only applies with (`retry_budget` tunes `retry`).
     pub(crate) needs: Option<&'static str>,
+    /// The key it cannot be combined with (`classify` replaces `is_failure`).
+    pub(crate) excludes: Option<&'static str>,
     /// The `Config` builder method its value becomes, if any.
     pub(crate) becomes: Option<&'static str>,
+}
+
+/// The first of its arguments: an optional column's value, or its default.
+macro_rules! first {
+    ($value:expr $(, $default:expr)?) => {
+        $value
+    };
 }
 
 /// Generates from the rows: [`Args`] (one field a key), [`KEYS`] and [`TABLE`] (in the rows'
@@ -35,7 +44,8 @@ macro_rules! keys {
     ($(
         $(#[$doc:meta])*
         $field:ident: $ty:ty, $name:literal, $parse:expr,
-        e.g. $example:literal, policy $policy:literal, needs $needs:expr, becomes $becomes:expr;
+        e.g. $example:literal, policy $policy:literal, needs $needs:expr,
+        $(excludes $excludes:literal,)? becomes $becomes:expr;
     )*) => {
         /// The parsed arguments; `None` means "not written" (the runtime default).
         #[derive(Default)]
@@ -51,6 +61,7 @@ macro_rules! keys {
             example: $example,
             policy: $policy,
             needs: $needs,
+            excludes: first!($(Some($excludes),)? None),
             becomes: $becomes,
         }),*];
 
@@ -138,7 +149,7 @@ keys! {
         e.g. "50", policy true, needs Some("key"), becomes Some("max_open_percent");
     classify: Expr, "classify",
         |k, v| callable(k, v, "a `fn(&Result<T, E>) -> breaker::Verdict`"),
-        e.g. "judge_response", policy false, needs None, becomes None;
+        e.g. "judge_response", policy false, needs None, excludes "is_failure", becomes None;
     fleet: bool, "fleet", |k, v| boolean(k, &v),
         e.g. "true", policy false, needs None, becomes None;
     // Overload (part three): shedding, the ramp, the dry run and the adaptive limit.
@@ -154,7 +165,8 @@ keys! {
         e.g. "true", policy true, needs None, becomes Some("dry_run");
     adaptive_concurrency: u32, "adaptive_concurrency",
         |k, v| at_most(k, &v, MAX_ADAPTIVE, ADAPTIVE_WHY),
-        e.g. "100", policy true, needs None, becomes Some("adaptive_concurrency");
+        e.g. "100", policy true, needs None, excludes "max_concurrent",
+        becomes Some("adaptive_concurrency");
     /// Retries (part four): attempts in all, the budget's percent, the first wait.
     retry: u32, "retry", |k, v| attempts(k, &v),
         e.g. "3", policy false, needs None, becomes Some("retry");
@@ -165,5 +177,5 @@ keys! {
     /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
     probe: Expr, "probe",
         |k, v| callable(k, v, "an `async fn() -> Verdict` (or `-> Result<T, E>`)"),
-        e.g. "check_health", policy false, needs None, becomes Some("probe");
+        e.g. "check_health", policy false, needs None, excludes "key", becomes Some("probe");
 }

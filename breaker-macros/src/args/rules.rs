@@ -1,5 +1,6 @@
 //! Rules across keys, run once every value is parsed: which keys need another (the table's
-//! `needs` column), which exclude each other, `config` against the policy keys (the table's
+//! `needs` column), which exclude each other (its `excludes` column; each pair with its own
+//! message), `config` against the policy keys (the table's
 //! `policy` column), and sizes against each other, so that what `Config::validate` would
 //! reject at run time is rejected at compile time, on the offending key.
 
@@ -30,13 +31,7 @@ pub(super) fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Error
              (attempts in all, the first included) or remove `{key}`"
         )
     });
-    if let (Some(probe), Some(_)) = (&args.probe, &args.key) {
-        errors.push(syn::Error::new(
-            probe.key.span(),
-            "`probe` is not for a keyed function: one probe cannot tell which key recovered; \
-             remove `probe` (each key's next call after its cool-off probes it)",
-        ));
-    }
+    probe_unkeyed(args, errors);
     needs(args, "key", errors, |key| {
         format!(
             "`{key}` bounds the breakers of a keyed function, and this one has no \
@@ -79,12 +74,21 @@ fn second<'a>(seen: &[Ident], a: &'a Ident, b: &'a Ident) -> (&'a Ident, &'a Ide
     }
 }
 
+/// `key` and the key its row `excludes`, when both are written.
+fn both<'a>(args: &'a Args, key: &str) -> Option<(&'a Ident, &'a Ident)> {
+    let (row, this) = args.written().find(|(row, _)| row.name == key)?;
+    let (_, other) = args
+        .written()
+        .find(|(other, _)| Some(other.name) == row.excludes)?;
+    Some((this, other))
+}
+
 /// One bulkhead is fixed or adaptive, not both.
 fn one_bulkhead(args: &Args, seen: &[Ident], errors: &mut Errors) {
-    let (Some(fixed), Some(adaptive)) = (&args.max_concurrent, &args.adaptive_concurrency) else {
+    let Some((adaptive, fixed)) = both(args, "adaptive_concurrency") else {
         return;
     };
-    let (_, second) = second(seen, &fixed.key, &adaptive.key);
+    let (_, second) = second(seen, fixed, adaptive);
     errors.push(syn::Error::new(
         second.span(),
         "`adaptive_concurrency` and `max_concurrent` are two kinds of one bulkhead: keep \
@@ -95,10 +99,10 @@ fn one_bulkhead(args: &Args, seen: &[Ident], errors: &mut Errors) {
 
 /// `classify` judges every result, so it replaces `is_failure`.
 fn one_judge(args: &Args, seen: &[Ident], errors: &mut Errors) {
-    let (Some(classify), Some(is_failure)) = (&args.classify, &args.is_failure) else {
+    let Some((classify, is_failure)) = both(args, "classify") else {
         return;
     };
-    let (first, second) = second(seen, &classify.key, &is_failure.key);
+    let (first, second) = second(seen, classify, is_failure);
     errors.push(syn::Error::new(
         second.span(),
         format!(
@@ -107,6 +111,17 @@ fn one_judge(args: &Args, seen: &[Ident], errors: &mut Errors) {
              `classify` for the errors `is_failure` lets pass"
         ),
     ));
+}
+
+/// One probe cannot tell which key recovered.
+fn probe_unkeyed(args: &Args, errors: &mut Errors) {
+    if let Some((probe, _)) = both(args, "probe") {
+        errors.push(syn::Error::new(
+            probe.span(),
+            "`probe` is not for a keyed function: one probe cannot tell which key recovered; \
+             remove `probe` (each key's next call after its cool-off probes it)",
+        ));
+    }
 }
 
 /// `config = …` replaces every policy key of the table.
