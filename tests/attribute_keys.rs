@@ -732,11 +732,41 @@ fn an_invalid_config_says_what_is_wrong_on_every_call() {
     }
 }
 
-/// The attribute caps `probes` and count windows with the runtime's own numbers.
-#[test]
-fn the_attributes_caps_are_the_runtimes() {
+/// At the attribute's caps (`breaker-macros/src/args/limits.rs`): accepted at compile time,
+/// and by the runtime on the first call (one past each is refused at compile time:
+/// tests/ui/fail/probes_and_window_capped.rs).
+#[circuit_breaker(
+    probes = 1000,
+    failure_rate = 50,
+    window = 100000,
+    adaptive_concurrency = 100000
+)]
+async fn at_the_caps() -> Result<(), Error> {
+    Ok(())
+}
+
+/// The attribute's defaults: `max_cool_off` at the default `cool_off`, `min_calls` at the
+/// default window's size.
+#[circuit_breaker(max_cool_off = "10s", failure_rate = 50, min_calls = 100)]
+async fn at_the_defaults() -> Result<(), Error> {
+    Ok(())
+}
+
+/// The attribute caps `probes`, count windows and the adaptive limit, and checks
+/// `max_cool_off` and `min_calls` against the defaults, with the runtime's own numbers.
+#[tokio::test]
+async fn the_attributes_caps_are_the_runtimes() {
     assert_eq!(Config::MAX_PROBES, 1_000);
     assert_eq!(Config::MAX_WINDOW_CALLS, 100_000);
+    assert_eq!(Config::MAX_ADAPTIVE_CONCURRENCY, 100_000);
+    at_the_caps().await.unwrap();
+    at_the_defaults().await.unwrap();
+    // The runtime's defaults are the macro's: just below them, the runtime refuses too.
+    let refused = |config: Config| breaker::Breaker::try_new("limits", config).is_err();
+    assert!(refused(
+        Config::default().max_cool_off(Duration::from_millis(9_999))
+    ));
+    assert!(refused(Config::default().failure_rate(50).min_calls(101)));
 }
 
 #[circuit_breaker(key = host, threshold = 1, max_open = 50)]

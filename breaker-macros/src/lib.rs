@@ -1,15 +1,27 @@
 //! The `#[circuit_breaker]` attribute of [`breaker`](https://docs.rs/breaker). Use it through
 //! the `breaker` crate, which re-exports it with the runtime the generated code calls.
 //!
+//! By phase, input → checks → code (as thiserror's `impl/src/{ast,attr,valid,expand}.rs`):
+//!
 //! | module | what it does |
 //! | --- | --- |
-//! | `attr` | parses `key = value` arguments, each value with its span, and checks them |
+//! | `args` | parses `key = value` arguments into `Args`, each value with its span |
+//! | `args::keys` | the one table of keys: field, kind, example, policy, needs, builder call |
+//! | `args::values` | the value kinds (integer, percent, duration, …): parse, check, emit |
+//! | `args::limits` | the runtime's caps and defaults the checks use, written once |
+//! | `args::rules` | rules across keys (needs, exclusions, `config`, sizes) |
+//! | `item` | the annotated function: parsed, its shape, the checks that need it |
+//! | `errors` | the accumulator: every independent mistake reported at once |
 //! | `suggest` | the closest valid key for an unknown one |
-//! | `expand` | checks the function and generates the wrapped one |
+//! | `renamed` | a `breaker` dependency under another name, without `crate = "…"` |
+//! | `expand` | generation: the rewritten function (`config`, `binding`, `call`, `fallback`) |
+//! | `snapshots`, `never_panics` | tests: expansion snapshots, the parser never panics |
 #![forbid(unsafe_code)]
 
-mod attr;
+mod args;
+mod errors;
 mod expand;
+mod item;
 mod renamed;
 mod suggest;
 

@@ -1,0 +1,162 @@
+//! The breaker of a call: the function's lazily created static `Breaker`, or with `key` the
+//! breaker of this call's key from the function's static keyed map.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::{Ident, ItemFn};
+
+use super::{config::config, krate_at, shadow};
+use crate::args::Args;
+
+/// What the static is made of: the facade, the breaker's name and policy, and where it lives.
+struct Site<'a> {
+    args: &'a Args,
+    krate: &'a TokenStream,
+    /// `module_path!()`.
+    module: TokenStream,
+    fn_name: String,
+    /// The name as static text: `name = "…"`, or `{module}::{fn}` (the module alone in an
+    /// `impl`, where the body completes it).
+    name: TokenStream,
+    /// Named by the user: breakers of one name are one breaker.
+    shared: bool,
+    /// A method with a `self` receiver and no `name`.
+    in_impl: bool,
+    config: TokenStream,
+    /// Items are not hygienic: the static's name only needs to be one no user writes, and
+    /// its own block keeps it out of the body's scope (a binding may not shadow a static in
+    /// scope).
+    static_name: Ident,
+}
+
+/// The `&Breaker` of this call: the function's static breaker or, with `key`, the breaker
+/// of this call's key (a temporary), taken from the function's static keyed map. An
+/// expression, not a binding, which a user's `const` could capture.
+pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> TokenStream {
+    let fn_name = func.sig.ident.to_string();
+    // A method with a `self` receiver is named `{module}::{Self}::{method}` by default. The
+    // attribute cannot see the `impl`, so the body, which can name `Self`, gives the static
+    // its `type_name` on the first call (`InImpl::of`, `KeyedStatic::of`).
+    let in_impl = args.name.is_none() && func.sig.receiver().is_some();
+    let module = quote!(#krate::__private::module_path!());
+    let (name, shared) = match &args.name {
+        // With `key` an explicit name names the keyed map; maps are not shared by name.
+        Some(n) => (n.value.to_token_stream(), true),
+        None if in_impl => (module.clone(), false),
+        None => (
+            quote!(#krate::__private::concat!(#module, "::", #fn_name)),
+            false,
+        ),
+    };
+    let site = Site {
+        args,
+        krate,
+        module,
+        fn_name,
+        name,
+        shared,
+        in_impl,
+        config: config(args, krate),
+        static_name: Ident::new("__BREAKER", Span::mixed_site()),
+    };
+    match &args.key {
+        None => one_breaker(&site),
+        Some(key) => keyed_breaker(&site, &key.value, key.span),
+    }
+}
+
+/// The function's one breaker, in a `Lazy` static (an `InImpl` one in an `impl`), joined to
+/// the fleet with `fleet = true`.
+fn one_breaker(site: &Site) -> TokenStream {
+    let Site {
+        args,
+        krate,
+        module,
+        fn_name,
+        name,
+        shared,
+        in_impl,
+        config,
+        static_name,
+    } = site;
+    let join = |init: TokenStream| match args.fleet.as_ref().filter(|f| f.value) {
+        Some(f) => {
+            let k = krate_at(args, f.span);
+            quote_spanned!(f.span=> #k::__private::join_fleet(#init))
+        }
+        None => init,
+    };
+    if *in_impl {
+        let given = Ident::new("__name", Span::mixed_site());
+        let shadowed = shadow(&[&given]);
+        let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
+        return quote! {{
+            #shadowed
+            static #static_name: #krate::__private::InImpl<#krate::Breaker> =
+                #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
+            #static_name.of::<Self>()
+        }};
+    }
+    // The name is a literal (or `concat!` of literals): static text, copied into a refusal
+    // without a reference count. In a static of its own, which reads better than the `&"…"`
+    // that `Name::from_static` (taking a `&'static &'static str`) needs.
+    let name_static = Ident::new("__NAME", Span::mixed_site());
+    let init = join(quote! {
+        #krate::__private::breaker(#krate::Name::from_static(&#name_static), #shared, #config)
+    });
+    quote! {{
+        static #name_static: &str = #name;
+        static #static_name: #krate::__private::Lazy<#krate::Breaker> =
+            #krate::__private::Lazy::new(|| #init);
+        &#static_name
+    }}
+}
+
+/// The breaker of this call's key. A static cannot name the key's type: `KeyedStatic` makes
+/// the keyed map on the first call and finds it again with one type comparison. The key is
+/// borrowed, never moved, and only for the lookup, so the body may then move what it was
+/// computed from. With `fleet = true` every key's breaker joins the installed fleet as it is
+/// made.
+fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
+    let Site {
+        args,
+        krate,
+        fn_name,
+        name,
+        in_impl,
+        config,
+        static_name,
+        ..
+    } = site;
+    let make = match args.fleet.as_ref().filter(|f| f.value) {
+        Some(f) => {
+            let k = krate_at(args, f.span);
+            quote_spanned!(f.span=> #k::__private::KeyedStatic::in_fleet)
+        }
+        None => quote!(#krate::__private::KeyedStatic::new),
+    };
+    let naming = match (&args.name, in_impl) {
+        (Some(_), _) => TokenStream::new(),
+        (None, true) => quote!(.method(#fn_name)),
+        (None, false) => quote!(.default_name()),
+    };
+    let keyed_static = if *in_impl {
+        quote!(#static_name.of::<Self>())
+    } else {
+        quote!(&#static_name)
+    };
+    let k = krate_at(args, span);
+    // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
+    // are imported unnamed, in this block only.
+    let lookup = quote_spanned! {span=>
+        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(#keyed_static)
+    };
+    quote! {&{
+        use #krate::__private::{
+            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
+        };
+        static #static_name: #krate::__private::KeyedStatic =
+            #make(|| (#name, #config))#naming;
+        #lookup
+    }}
+}

@@ -1,0 +1,306 @@
+//! The call of the body through the breaker, as the function's result: `run`/`call` (with a
+//! fallback), their `_sync`, `_classified` and retried forms.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::{spanned::Spanned, visit_mut::VisitMut, Expr, FnArg, Ident, Pat, Type};
+
+use super::{
+    fallback::{fallback_call, Apply},
+    krate_at, shadow,
+};
+use crate::args::Args;
+
+/// Replaces `impl Trait` in the return type with `_`: the body names the return type so that
+/// `?` knows its target, and `impl Trait` cannot be written there.
+struct InferImplTrait;
+
+impl VisitMut for InferImplTrait {
+    fn visit_type_mut(&mut self, ty: &mut Type) {
+        if let Type::ImplTrait(it) = ty {
+            *ty = Type::Infer(syn::TypeInfer {
+                underscore_token: syn::Token![_](it.impl_token.span),
+            });
+        } else {
+            syn::visit_mut::visit_type_mut(self, ty);
+        }
+    }
+}
+
+/// What every form of the call is made of.
+struct Parts<'a> {
+    /// The facade, spanned with the return type.
+    k: TokenStream,
+    /// The function's return type, `impl Trait` made `_`.
+    ret: TokenStream,
+    /// The judge of the call's result (see [`judge`]).
+    judge: TokenStream,
+    /// `classify` judges: the runtime's `_classified` helpers.
+    classified: bool,
+    breaker: &'a TokenStream,
+}
+
+impl Parts<'_> {
+    /// `run`, `call`, `retried`, …, or their `_classified` forms.
+    fn helper(&self, name: &str, span: Span) -> Ident {
+        let suffix = if self.classified { "_classified" } else { "" };
+        Ident::new(&format!("{name}{suffix}"), span)
+    }
+}
+
+/// The call of `body` (the function's block) through `__breaker`, as the function's result.
+pub(super) fn call_expr(
+    args: &Args,
+    sig: &syn::Signature,
+    ret: &Type,
+    body: &syn::Block,
+    is_async: bool,
+    breaker: &TokenStream,
+) -> TokenStream {
+    let ret_span = ret.span();
+    let mut ret = ret.clone();
+    InferImplTrait.visit_type_mut(&mut ret);
+    let ret = ret.to_token_stream();
+    let (judge, classified) = judge(args, &ret);
+    let k = krate_at(args, ret_span);
+    let body = if is_async {
+        typed_async_body(&k, &ret, body, ret_span)
+    } else {
+        body.to_token_stream()
+    };
+    let parts = Parts {
+        k,
+        ret,
+        judge,
+        classified,
+        breaker,
+    };
+    if let (Some(retry), true) = (&args.retry, is_async) {
+        return retried_call(args, sig, &parts, &body, retry.span);
+    }
+    match &args.fallback {
+        None => run(&parts, &body, is_async, ret_span),
+        Some(fallback) => {
+            let call = call(&parts, &body, is_async, ret_span);
+            let krate = krate_at(args, Span::call_site());
+            let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
+            if is_async {
+                quote!(#krate::__private::recover(#call, #recovery).await)
+            } else {
+                quote!(#krate::__private::recover_sync(#call, #recovery))
+            }
+        }
+    }
+}
+
+/// The judge of a call's result, and whether it classifies (`classify`) or judges errors only
+/// (`is_failure`, or every error a failure). A path is coerced to the `fn` pointer it must be
+/// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`), so a
+/// wrong signature is one error naming it; a closure goes straight in, where its parameter
+/// types are inferred.
+fn judge(args: &Args, ret: &TokenStream) -> (TokenStream, bool) {
+    match (&args.classify, &args.is_failure) {
+        (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
+            let (f, k) = (&c.value, krate_at(args, c.span));
+            let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
+            (
+                quote_spanned!(c.span=> #k::__private::Judge::<
+                    fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict,
+                > { f: #f }.f),
+                true,
+            )
+        }
+        (Some(c), _) => (c.value.to_token_stream(), true),
+        (None, Some(p)) if matches!(p.value, Expr::Path(_)) => {
+            let (f, k) = (&p.value, krate_at(args, p.span));
+            (
+                quote_spanned!(p.span=> #k::__private::Judge::<
+                    fn(&<#ret as #k::__private::Fallible>::Err) -> bool,
+                > { f: #f }.f),
+                false,
+            )
+        }
+        (None, Some(p)) => (p.value.to_token_stream(), false),
+        (None, None) => {
+            let krate = krate_at(args, Span::call_site());
+            (quote!(#krate::__private::every_error), false)
+        }
+    }
+}
+
+/// Without a fallback: `run` (or `run_sync`), where the body may consume the arguments.
+fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
+    let Parts {
+        k,
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
+    if is_async {
+        let run = parts.helper("run", span);
+        quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
+        }
+    } else {
+        let run = parts.helper("run_sync", span);
+        quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
+        }
+    }
+}
+
+/// With a fallback: `call` (or `call_sync`), where the body borrows the arguments, since the
+/// fallback receives them after the body ran.
+fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
+    let Parts {
+        k,
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
+    if is_async {
+        let call = parts.helper("call", span);
+        quote_spanned! {span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, async #body).await
+        }
+    } else {
+        let call = parts.helper("call_sync", span);
+        quote_spanned! {span=>
+            #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
+        }
+    }
+}
+
+/// `{ …; move |err| fallback(args…, err) }`: the closure `recover` calls with the call's
+/// error. The body has run (and its borrows of the arguments ended) before the closure, which
+/// takes the arguments on to the fallback, is made: arguments are evaluated in order.
+/// Spanned with the fallback, where a body that consumed an argument is then reported.
+fn recovery(
+    args: &Args,
+    fallback: &Expr,
+    span: Span,
+    sig: &syn::Signature,
+    parts: &Parts,
+    is_async: bool,
+) -> TokenStream {
+    let err = Ident::new("__breaker_err", Span::mixed_site());
+    // `fallback_call` binds `__breaker_recover` when parameters are `#[cfg]`-gated (always
+    // shadowed with `retry`, as it always was).
+    let gated = sig.inputs.iter().any(|i| match i {
+        FnArg::Typed(t) => t.attrs.iter().any(|a| a.path().is_ident("cfg")),
+        FnArg::Receiver(_) => false,
+    });
+    let recover_name = Ident::new("__breaker_recover", Span::mixed_site());
+    let shadowed = if gated || (args.retry.is_some() && is_async) {
+        shadow(&[&err, &recover_name])
+    } else {
+        shadow(&[&err])
+    };
+    let how = Apply {
+        krate: krate_at(args, span),
+        ret: parts.ret.clone(),
+        is_async,
+    };
+    let recover = fallback_call(fallback, sig, &err, &how);
+    // A closure is called where it is written, which clippy's `redundant_closure_call` would
+    // report on the user's tokens.
+    let allow = match fallback {
+        Expr::Path(_) => TokenStream::new(),
+        _ => quote!(#[allow(clippy::redundant_closure_call)]),
+    };
+    quote_spanned! {span=> {
+        #shadowed
+        #allow
+        move |#err| #recover
+    }}
+}
+
+/// The call of an `async fn` with `retry`: the body made once per attempt by a closure that
+/// gives each attempt its own clone of every argument (a reference or a `Copy` value costs
+/// nothing to clone), so an attempt may consume its arguments and the next gets them whole;
+/// the arguments themselves stay with the function, for the fallback.
+fn retried_call(
+    args: &Args,
+    sig: &syn::Signature,
+    parts: &Parts,
+    body: &TokenStream,
+    span: Span,
+) -> TokenStream {
+    let k = krate_at(args, span);
+    let clones = sig.inputs.iter().filter_map(|input| match input {
+        FnArg::Typed(t) => match &*t.pat {
+            Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
+                let (m, name) = (&p.mutability, &p.ident);
+                let attrs = &t.attrs;
+                // On the parameter: an argument that is not `Clone` is reported there.
+                let at = name.span();
+                Some(quote_spanned! {at=>
+                    #(#attrs)* let #m #name = #k::__private::RetryArg::for_attempt(&#name);
+                })
+            }
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    let make = quote_spanned! {span=> || { #(#clones)* async move #body } };
+    let Parts {
+        ret,
+        judge,
+        breaker,
+        ..
+    } = parts;
+    let Some(fallback) = &args.fallback else {
+        let run = parts.helper("run_retried", span);
+        return quote_spanned! {span=>
+            #k::__private::#run::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
+        };
+    };
+    let call = parts.helper("retried", span);
+    let call = quote_spanned! {span=>
+        #k::__private::#call::<#ret, _, _, _>(#breaker, #judge, #make).await
+    };
+    let recovery = recovery(args, &fallback.value, fallback.span, sig, parts, true);
+    let krate = krate_at(args, Span::call_site());
+    quote!(#krate::__private::recover(#call, #recovery).await)
+}
+
+/// With `retry` each attempt binds its own copy of a `mut` parameter (`let mut x = …`), and
+/// the parameter itself is never changed: its `mut` goes, or rustc would warn that it is
+/// unused.
+pub(super) fn unmut_params(sig: &mut syn::Signature) {
+    for input in &mut sig.inputs {
+        if let FnArg::Typed(t) = input {
+            if let Pat::Ident(p) = &mut *t.pat {
+                if p.by_ref.is_none() && p.subpat.is_none() {
+                    p.mutability = None;
+                }
+            }
+        }
+    }
+}
+
+/// `{ if false { return returns::<R>(); } …body }`: the body of the `async` block, told the
+/// function's return type. An `async` block has no expected output, so without this line
+/// `Ok(Box::new(5))` for a `Box<dyn Display>`, `&self.text` for a `&str` or `return
+/// Err(e.into())` would not coerce as in the plain function, and a type error would be
+/// rustc's E0271 about the block instead of the plain function's error on the user's tokens.
+/// (async-trait's `if let Some(r) = None::<R> { return r; }`, without the binding, which a
+/// user's `const r` could capture.)
+fn typed_async_body(
+    krate: &TokenStream,
+    ret: &TokenStream,
+    body: &syn::Block,
+    span: Span,
+) -> TokenStream {
+    let stmts = &body.stmts;
+    // The block is spanned with the return type, which rustc then names in a note about it
+    // (a body that is not `Send`).
+    quote_spanned! {span=> {
+        if false {
+            return #krate::__private::returns::<#ret>();
+        }
+        #(#stmts)*
+    }}
+}

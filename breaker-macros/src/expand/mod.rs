@@ -1,0 +1,132 @@
+//! Code generation: the user's function, signature untouched, with its body wrapped in one
+//! call into the runtime through a lazily created static breaker. `expand` runs the phases
+//! (arguments, item, checks) and reports every error at once; generation then reads only
+//! the checked `Args` and item: `config` (the `Config` built), `binding` (the static
+//! breaker), `call` (the body's call through it), `fallback` (its recovery).
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned, ToTokens};
+use syn::{Ident, ItemFn, ReturnType};
+
+use crate::{
+    args::{self, Args},
+    errors::Errors,
+    item::{self, boxed_async_block_mut, Shape},
+};
+
+mod binding;
+mod call;
+mod config;
+mod fallback;
+
+/// The attribute: the rewritten function, or on any error the errors followed by the
+/// function as written (so one mistake gives one error, not a cascade at the call sites).
+pub(crate) fn circuit_breaker(args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand(args, item.clone()) {
+        Ok(out) => out,
+        Err(e) => {
+            let mut out = e.into_compile_error();
+            out.extend(item);
+            out
+        }
+    }
+}
+
+/// Parses, checks and generates; every argument and signature error at once.
+pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+    let mut errors = Errors::default();
+    let args = args::parse(args).map_err(|e| errors.push(e)).ok();
+    let func = item::parse_fn(item).map_err(|e| errors.push(e)).ok();
+    let shape = func
+        .as_ref()
+        .and_then(|f| item::shape(f).map_err(|e| errors.push(e)).ok());
+    if let (Some(args), Some(func), Some(shape)) = (&args, &func, &shape) {
+        item::check_fn(args, func, shape, &mut errors);
+        if args.krate.is_none() {
+            if let Some(name) = crate::renamed::renamed_facade() {
+                errors.push(syn::Error::new(
+                    Span::call_site(),
+                    format!(
+                        "this crate depends on `breaker` under the name `{name}`: add `crate = \
+                         \"::{name}\"` to the attribute (`#[circuit_breaker(crate = \
+                         \"::{name}\", …)]`), so that the generated code finds it"
+                    ),
+                ));
+            }
+        }
+    }
+    errors.finish(())?;
+    match (args, func, shape) {
+        (Some(args), Some(func), Some(shape)) => Ok(generate(&args, func, shape)),
+        // Unreachable: a `None` above pushed an error.
+        _ => Err(syn::Error::new(
+            Span::call_site(),
+            "invalid `#[circuit_breaker]`",
+        )),
+    }
+}
+
+/// The rewritten function.
+fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
+    let krate = krate_at(args, Span::call_site());
+    let breaker = binding::breaker_ref(args, &func, &krate);
+    let ret = match (&shape, &func.sig.output) {
+        (Shape::Boxed(r), _) => (**r).clone(),
+        (_, ReturnType::Type(_, ty)) => (**ty).clone(),
+        // `check_fn` rejected it; `()` keeps this total.
+        (_, ReturnType::Default) => syn::parse_quote!(()),
+    };
+    if let Shape::Boxed(_) = shape {
+        let ItemFn { sig, block, .. } = &mut func;
+        let Some(inner) = boxed_async_block_mut(block) else {
+            return syn::Error::new(sig.ident.span(), "expected `Box::pin(async move { … })`")
+                .into_compile_error();
+        };
+        if args.fallback.is_some() {
+            fallback::unmove_async_trait_args(sig, &mut inner.block);
+        }
+        let result = call::call_expr(args, sig, &ret, &inner.block, true, &breaker);
+        if args.retry.is_some() {
+            call::unmut_params(sig);
+        }
+        return match syn::parse2::<syn::Block>(quote!({ #result })) {
+            Ok(new_block) => {
+                inner.block = new_block;
+                func.into_token_stream()
+            }
+            Err(e) => e.into_compile_error(),
+        };
+    }
+    let is_async = matches!(shape, Shape::Async);
+    if is_async && args.fallback.is_some() {
+        fallback::unmove_tracing_future(&mut func.block);
+    }
+    let result = call::call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
+    if args.retry.is_some() && is_async {
+        call::unmut_params(&mut func.sig);
+    }
+    let body = quote!({ #result });
+    // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
+    match syn::parse2::<syn::Block>(body) {
+        Ok(new_block) => {
+            *func.block = new_block;
+            func.into_token_stream()
+        }
+        Err(e) => e.into_compile_error(),
+    }
+}
+/// `::breaker` (or the `crate = "…"` path) with `span`, so an error in a generated call is
+/// reported on the user's token the call is spanned with, not on the whole attribute.
+pub(crate) fn krate_at(args: &Args, span: Span) -> TokenStream {
+    match &args.krate {
+        Some(k) => k.value.to_token_stream(),
+        None => quote_spanned!(span=> ::breaker),
+    }
+}
+
+/// A user's `const` named like a binding would capture it (in a pattern a constant's name
+/// is a constant pattern, whatever the binding's hygiene): a `fn` item of the same name in a
+/// block around the pattern (and never around the user's body) shadows any such constant.
+pub(crate) fn shadow(names: &[&Ident]) -> TokenStream {
+    quote!(#(#[allow(dead_code)] fn #names() {})*)
+}
