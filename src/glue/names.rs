@@ -40,7 +40,7 @@ impl<T> InImpl<T> {
     }
 
     /// The value, made on the first call with the name `{module}::{S}::{method}`. Like
-    /// [`Lazy`](super::__private::Lazy), a panicking `init` leaves it empty (no poisoning).
+    /// [`Lazy`](super::lazy::Lazy), a panicking `init` leaves it empty (no poisoning).
     #[inline]
     pub fn of<S: ?Sized>(&self) -> &T {
         self.cell.get_or_init(|| {
