@@ -44,6 +44,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod glue;
+mod sync;
 // Without `redis` the module holds only the glue of `fleet = true` (which then logs a WARN);
 // its page describes the feature, so its links lead to items that only `redis` compiles.
 #[cfg_attr(

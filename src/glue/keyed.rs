@@ -204,7 +204,7 @@ impl KeyedStatic {
 
     #[cold]
     fn other<K: BreakerKey>(&self) -> KeyedBreaker<K> {
-        let mut others = self.others.lock().unwrap_or_else(|p| p.into_inner());
+        let mut others = crate::sync::lock(&self.others);
         let found = others
             .iter()
             .find_map(|m| m.downcast_ref::<KeyedBreaker<K>>());

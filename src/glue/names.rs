@@ -88,7 +88,7 @@ fn made() -> &'static Mutex<HashMap<String, bool>> {
 /// the first time, one `WARN` naming it. Called after the breaker was made, so a panicking
 /// `config` retried on the next call is not counted twice.
 pub(crate) fn note_default_name(name: &str) {
-    let mut made = made().lock().unwrap_or_else(|p| p.into_inner());
+    let mut made = crate::sync::lock(made());
     match made.get_mut(name) {
         None => {
             made.insert(name.to_owned(), false);
