@@ -99,7 +99,7 @@ use std::{
     collections::{HashMap, HashSet},
     sync::{
         atomic::{AtomicBool, Ordering::Relaxed},
-        LazyLock, Mutex, MutexGuard, Once, PoisonError,
+        LazyLock, Mutex, MutexGuard, Once,
     },
     time::Duration,
 };
@@ -410,7 +410,7 @@ struct Inner {
 
 fn lock() -> MutexGuard<'static, Inner> {
     static INNER: LazyLock<Mutex<Inner>> = LazyLock::new(Default::default);
-    INNER.lock().unwrap_or_else(PoisonError::into_inner)
+    crate::sync::lock(&INNER)
 }
 
 fn set_state(name: &str, state: State) {

@@ -4,7 +4,8 @@
 //! logical request (the other order is in tests/reqwest_middleware.rs).
 #![cfg(feature = "reqwest")]
 
-mod common;
+#[path = "support/http.rs"]
+mod http_server;
 
 use std::{
     sync::{
@@ -84,7 +85,7 @@ async fn keyed_by_authority_and_path_a_429_on_one_path_leaves_the_others_alone()
 
 #[tokio::test]
 async fn a_judge_of_ones_own_decides_what_counts() {
-    let server = common::Server::start().await;
+    let server = http_server::Server::start().await;
     server.answer(409, None);
 
     // The preset: a 409 is the caller's doing, it counts for nothing.
@@ -118,7 +119,7 @@ async fn a_judge_of_ones_own_decides_what_counts() {
 
 #[tokio::test]
 async fn outside_the_retry_middleware_it_sees_one_outcome_per_logical_request() {
-    let server = common::Server::start().await;
+    let server = http_server::Server::start().await;
     server.answer(500, None);
     let breakers = CircuitBreakerMiddleware::with_config(Config::default().threshold(3));
     let retry = reqwest_retry::policies::ExponentialBackoff::builder()

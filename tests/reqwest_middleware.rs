@@ -3,7 +3,8 @@
 //! and the order with `reqwest-retry`.
 #![cfg(feature = "reqwest")]
 
-mod common;
+#[path = "support/http.rs"]
+mod http_server;
 
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +12,7 @@ use breaker::{
     reqwest::{breaker_error, CircuitBreakerMiddleware},
     BreakerError, Config, State,
 };
-use common::Server;
+use http_server::Server;
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::{policies::ExponentialBackoff, RetryTransientMiddleware};
 

@@ -4,7 +4,8 @@
 //! `Retry-After` is waited. Real time, so the backoff is a millisecond.
 #![cfg(all(feature = "tower", feature = "reqwest"))]
 
-mod common;
+#[path = "support/http.rs"]
+mod http_server;
 
 use std::time::{Duration, Instant};
 
@@ -13,8 +14,8 @@ use breaker::{
     retry::{clone_http_request, RetryLayer},
     Breaker, CallError, Config, State,
 };
-use common::Server;
 use http_body_util::Empty;
+use http_server::Server;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use reqwest_middleware::ClientBuilder;
 use tower::{Layer, ServiceBuilder, ServiceExt};

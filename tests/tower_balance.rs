@@ -5,7 +5,8 @@
 //! breaker is open and ready when its cool-off ends.
 #![cfg(feature = "tower")]
 
-mod common;
+#[path = "support/http.rs"]
+mod http_server;
 
 use std::time::Duration;
 
@@ -28,7 +29,7 @@ async fn three_endpoints(
     ready_when_closed: bool,
     cool_off: Duration,
 ) -> (
-    Vec<common::Server>,
+    Vec<http_server::Server>,
     Vec<Breaker>,
     impl Service<http::Request<Body>, Error = BoxError>,
 ) {
@@ -37,7 +38,7 @@ async fn three_endpoints(
     let mut breakers = Vec::new();
     let mut endpoints = Vec::new();
     for i in 0..3 {
-        let server = common::Server::start().await;
+        let server = http_server::Server::start().await;
         let breaker = Breaker::new(
             format!("{name}::endpoint{i}"),
             Config::default().threshold(3).cool_off(cool_off),

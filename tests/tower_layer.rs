@@ -3,7 +3,8 @@
 //! client against a real loopback axum server, and a service that is not HTTP.
 #![cfg(feature = "tower")]
 
-mod common;
+#[path = "support/http.rs"]
+mod http_server;
 
 use std::{
     convert::Infallible,
@@ -479,7 +480,7 @@ async fn service_builder_around_a_hyper_client_against_a_loopback_server() {
     use http_body_util::Empty;
     use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 
-    let server = common::Server::start().await;
+    let server = http_server::Server::start().await;
     let b = Breaker::new(
         "tower::hyper",
         Config::default()
@@ -538,7 +539,10 @@ async fn keyed_by_authority_around_a_hyper_client_one_breaker_per_host() {
     use http_body_util::Empty;
     use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 
-    let (sick, well) = (common::Server::start().await, common::Server::start().await);
+    let (sick, well) = (
+        http_server::Server::start().await,
+        http_server::Server::start().await,
+    );
     sick.answer(502, None);
     let hosts = KeyedBreaker::<Authority>::new("tower::authority", Config::default().threshold(1));
     let svc = ServiceBuilder::new()
@@ -552,7 +556,7 @@ async fn keyed_by_authority_around_a_hyper_client_one_breaker_per_host() {
             },
         ))
         .service(Client::builder(TokioExecutor::new()).build_http());
-    let get = |server: &common::Server| {
+    let get = |server: &http_server::Server| {
         http::Request::get(server.url("/"))
             .body(Empty::new())
             .unwrap()

@@ -170,7 +170,7 @@ pub use guard::AllowHosts;
 
 use std::{
     collections::VecDeque,
-    sync::{Arc, LazyLock, Mutex, MutexGuard, Once, PoisonError},
+    sync::{Arc, LazyLock, Mutex, MutexGuard, Once},
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -477,7 +477,7 @@ struct Log {
 
 impl Hub {
     fn lock(&self) -> MutexGuard<'_, Log> {
-        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.log)
     }
 
     fn record(&self, t: &Transition) {

@@ -20,7 +20,7 @@ use redis::{
 };
 use tokio::{sync::mpsc, time::timeout};
 
-use super::task::{Settings, Target};
+use super::settings::{Settings, Target};
 
 /// Why a subscription ended, unless a cluster says more.
 const CLOSED: &str = "the subscription closed";

@@ -115,16 +115,44 @@ use std::sync::{
 
 use crate::Breaker;
 
+// The fleet's rooms (with feature `redis`), each importing only rooms listed above it or
+// none of the fleet's (no circles):
+//
+// | room | holds |
+// | --- | --- |
+// | `settings` | where Redis is and how the fleet names itself there (`Settings`, `Target`) |
+// | `shards` | maps that never grow all at once |
+// | `slots` | a cluster: each hash slot's sharded channel name |
+// | `protocol` | the keys and messages a fleet writes, and parsing what it reads |
+// | `group` | one name's phases and what each does to the members here |
+// | `lease` | the probe lease: asked for with a call waiting, renewed while the probe runs |
+// | `resync` | reading a name's keys back and agreeing with them |
+// | `link` | connections, what a failure means (outage or refusal), reconnection pacing |
+// | `command` | what the fleet's handles and members send the task |
+// | `members` | the map of members and the link each member holds (`MemberLink`) |
+// | `task` | the task: its state, event loop, and what a command or a message changes |
+// | `decide` | the task's decisions and timers: quorum, opening and closing fleet-wide, operator actions, deadlines, resync turns, `PING`, the lease |
+// | `io` | the task's reads of Redis, outages and refusals, reconnection |
+#[cfg(feature = "redis")]
+mod command;
+#[cfg(feature = "redis")]
+mod decide;
 #[cfg(feature = "redis")]
 mod group;
+#[cfg(feature = "redis")]
+mod io;
 #[cfg(feature = "redis")]
 mod lease;
 #[cfg(feature = "redis")]
 mod link;
 #[cfg(feature = "redis")]
+mod members;
+#[cfg(feature = "redis")]
 mod protocol;
 #[cfg(feature = "redis")]
 mod resync;
+#[cfg(feature = "redis")]
+mod settings;
 #[cfg(feature = "redis")]
 mod shards;
 #[cfg(feature = "redis")]
@@ -142,10 +170,10 @@ pub struct Fleet {
 
 #[cfg(feature = "redis")]
 struct Inner {
-    tx: tokio::sync::mpsc::UnboundedSender<task::Command>,
+    tx: tokio::sync::mpsc::UnboundedSender<command::Command>,
     instance: String,
     /// Members by breaker id.
-    members: task::Members,
+    members: members::Members,
     /// Held by every handle; the task ends once it is gone and no member lives.
     _alive: Arc<()>,
 }
@@ -269,7 +297,7 @@ impl Fleet {
         let handle = breaker.handle();
         let key = handle.id();
         let member = {
-            let mut members = task::lock(&self.inner.members);
+            let mut members = crate::sync::lock(&self.inner.members);
             if members.contains_key(&key) {
                 return; // joined already
             }
@@ -280,13 +308,13 @@ impl Fleet {
         // The member's link: its transitions and a call waiting for the fleet's probe are
         // told through it, and dropping it (the breaker drops, or joins another fleet) takes
         // the member off the fleet. Attached first: it releases the gate of a fleet left.
-        handle.fleet_attach(Box::new(task::MemberLink {
+        handle.fleet_attach(Box::new(members::MemberLink {
             member,
             breaker: key,
             tx: self.inner.tx.clone(),
             members: self.inner.members.clone(),
         }));
-        task::send_join(&self.inner.tx, member, breaker.shared_name(), &handle);
+        members::send_join(&self.inner.tx, member, breaker.shared_name(), &handle);
     }
 
     /// Forces every member named `name` open, in every instance of the fleet, until
@@ -313,7 +341,7 @@ impl Fleet {
 
     async fn manual(&self, name: &str, set: Option<group::Manual>) -> Result<(), FleetError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        let command = task::Command::Manual {
+        let command = command::Command::Manual {
             name: name.to_owned(),
             set,
             reply,
@@ -333,7 +361,12 @@ impl Fleet {
     #[doc(hidden)]
     pub async fn timer_entries(&self) -> usize {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        if self.inner.tx.send(task::Command::Timers { reply }).is_err() {
+        if self
+            .inner
+            .tx
+            .send(command::Command::Timers { reply })
+            .is_err()
+        {
             return 0;
         }
         answer.await.unwrap_or_default()
@@ -348,7 +381,7 @@ impl Fleet {
     /// dashboard's buttons then act fleet-wide.
     #[cfg(feature = "dashboard")]
     pub(crate) fn is_member(&self, handle: &crate::Handle) -> bool {
-        task::lock(&self.inner.members).contains_key(&handle.id())
+        crate::sync::lock(&self.inner.members).contains_key(&handle.id())
     }
 }
 
@@ -416,14 +449,14 @@ impl FleetBuilder {
                     redis::Client::open(node.as_str())
                         .map_err(|e| FleetError::Url(format!("{}: {e}", redact(node))))?;
                 }
-                task::Target::Cluster(nodes)
+                settings::Target::Cluster(nodes)
             }
-            None => task::Target::One(Box::new(
+            None => settings::Target::One(Box::new(
                 redis::Client::open(self.url.as_str())
                     .map_err(|e| FleetError::Url(format!("{}: {e}", redact(&self.url))))?,
             )),
         };
-        let settings = task::Settings {
+        let settings = settings::Settings {
             channel: protocol::channel(&self.prefix),
             instance: instance.clone(),
             prefix: self.prefix,
@@ -478,13 +511,13 @@ static INSTALLED: Mutex<Option<Fleet>> = Mutex::new(None);
 /// Replaces a fleet installed before (breakers that joined it stay its members).
 #[cfg(feature = "redis")]
 pub fn install(fleet: Fleet) {
-    *INSTALLED.lock().unwrap_or_else(|p| p.into_inner()) = Some(fleet);
+    *crate::sync::lock(&INSTALLED) = Some(fleet);
 }
 
 /// The installed fleet, if any (the dashboard acts through it on members).
 #[cfg(all(feature = "redis", feature = "dashboard"))]
 pub(crate) fn installed() -> Option<Fleet> {
-    INSTALLED.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    crate::sync::lock(&INSTALLED).clone()
 }
 
 /// Joins `breaker` to the installed fleet, or logs one `WARN` and leaves it local. What
@@ -493,7 +526,7 @@ pub(crate) fn installed() -> Option<Fleet> {
 pub fn join_installed(breaker: &Breaker) {
     #[cfg(feature = "redis")]
     {
-        let fleet = INSTALLED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let fleet = crate::sync::lock(&INSTALLED).clone();
         if let Some(fleet) = fleet {
             fleet.join(breaker);
             return;

@@ -36,7 +36,7 @@ impl SlotChannels {
     pub(crate) async fn of_prefix(prefix: &str) -> Arc<SlotChannels> {
         static MADE: OnceLock<Mutex<HashMap<String, Arc<SlotChannels>>>> = OnceLock::new();
         let made = MADE.get_or_init(Mutex::default);
-        if let Some(table) = super::task::lock(made).get(prefix) {
+        if let Some(table) = crate::sync::lock(made).get(prefix) {
             return table.clone();
         }
         let owned = prefix.to_owned();
@@ -46,7 +46,7 @@ impl SlotChannels {
             // here instead rather than leave the fleet without channels.
             Err(_) => Arc::new(SlotChannels::new(prefix)),
         };
-        super::task::lock(made)
+        crate::sync::lock(made)
             .entry(prefix.to_owned())
             .or_insert(table)
             .clone()

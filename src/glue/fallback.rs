@@ -1,4 +1,5 @@
-//! `fallback = path`: the fallback called through a probe, so that a fallback of the wrong
+//! `fallback = path`: what the body's `CallError` becomes ([`recover`]), and the fallback
+//! called through a probe, so that a fallback of the wrong
 //! shape (arity, parameter types, return type, not async for an `async fn`) is one error on
 //! its name that shows the signature it must have, not rustc's "non-primitive cast".
 //!
@@ -21,6 +22,8 @@
 //! traits, whose fallback returns a future of `Ret`.
 
 use core::{future::Future, marker::PhantomData};
+
+use crate::CallError;
 
 /// The fallback `F`, the arguments it receives and the type it must return (for an `async
 /// fn`, the output of the future it returns).
@@ -201,4 +204,55 @@ fits! {
     Fits10 AsyncFits10 (A a, B b, C c, D d, E e, G g, H h, I i, J j, K k);
     Fits11 AsyncFits11 (A a, B b, C c, D d, E e, G g, H h, I i, J j, K k, L l);
     Fits12 AsyncFits12 (A a, B b, C c, D d, E e, G g, H h, I i, J j, K k, L l, M m);
+}
+
+/// The result of an `async fn` with a fallback: the body's success, or what the fallback
+/// makes of the `CallError`. `fallback` is made after the body ran, so it may take the
+/// arguments the body borrowed.
+pub async fn recover<T, E, F, Fut>(result: Result<T, CallError<E>>, fallback: F) -> T
+where
+    F: FnOnce(CallError<E>) -> Fut,
+    Fut: Future<Output = T>,
+{
+    match result {
+        Ok(ok) => ok,
+        Err(e) => fallback(e).await,
+    }
+}
+
+/// [`recover`] for a plain `fn`.
+#[inline]
+pub fn recover_sync<T, E, F>(result: Result<T, CallError<E>>, fallback: F) -> T
+where
+    F: FnOnce(CallError<E>) -> T,
+{
+    match result {
+        Ok(ok) => ok,
+        Err(e) => fallback(e),
+    }
+}
+
+/// The fallback of an `async fn`: what it returned, as a future to await.
+pub fn async_fallback<F: AsyncFallback>(returned: F) -> F::Future {
+    returned.into_future()
+}
+
+/// What the fallback of an `async fn` returns: a future.
+#[diagnostic::on_unimplemented(
+    message = "the fallback of an `async fn` must be async, but it returns `{Self}`",
+    label = "make this fallback an `async fn`, or a closure returning `async move {{ … }}`",
+    note = "the fallback runs in place of the body, so it returns the same future output"
+)]
+pub trait AsyncFallback {
+    /// The future.
+    type Future: Future;
+    /// Into it.
+    fn into_future(self) -> Self::Future;
+}
+
+impl<F: Future> AsyncFallback for F {
+    type Future = F;
+    fn into_future(self) -> F {
+        self
+    }
 }

@@ -40,7 +40,7 @@ impl<T> InImpl<T> {
     }
 
     /// The value, made on the first call with the name `{module}::{S}::{method}`. Like
-    /// [`Lazy`](super::__private::Lazy), a panicking `init` leaves it empty (no poisoning).
+    /// [`Lazy`](super::lazy::Lazy), a panicking `init` leaves it empty (no poisoning).
     #[inline]
     pub fn of<S: ?Sized>(&self) -> &T {
         self.cell.get_or_init(|| {
@@ -88,7 +88,7 @@ fn made() -> &'static Mutex<HashMap<String, bool>> {
 /// the first time, one `WARN` naming it. Called after the breaker was made, so a panicking
 /// `config` retried on the next call is not counted twice.
 pub(crate) fn note_default_name(name: &str) {
-    let mut made = made().lock().unwrap_or_else(|p| p.into_inner());
+    let mut made = crate::sync::lock(made());
     match made.get_mut(name) {
         None => {
             made.insert(name.to_owned(), false);

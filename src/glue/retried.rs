@@ -21,11 +21,11 @@ impl<T: Clone> RetryArg for T {
     }
 }
 
-use crate::__private::{body, finish, Fallible, FromBreakerError};
+use super::run::{body, finish, Fallible, FromBreakerError};
 use crate::{Breaker, CallError, Verdict};
 
 /// An `async fn` with `retry`, without a fallback: the last attempt's error as it was, the
-/// breaker's converted into `E` (see `__private::run`).
+/// breaker's converted into `E` (see `glue::run::run`).
 pub fn run_retried<'a, R, T, E, M, F, P>(
     breaker: &'a Breaker,
     is_failure: P,

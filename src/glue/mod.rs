@@ -1,0 +1,19 @@
+//! The glue that `#[circuit_breaker]`'s expansion calls, re-exported as `breaker::__private`
+//! (which holds only `pub use` lines, so the generated paths never name these rooms). Not part
+//! of the API.
+//!
+//! | Room | Holds |
+//! |------|-------|
+//! | `lazy` | the function's breaker static ([`lazy::Lazy`]) and how its breaker is made |
+//! | `names` | default names (`{module}::{fn}`, `{module}::{Type}::{method}`) and their one `WARN` |
+//! | `keyed` | `key = …`: the key probe and the per-function map of keyed breakers |
+//! | `run` | one call of the body through the breaker: the run/call entry points, `Fallible` |
+//! | `fallback` | `fallback = path`: `recover`, and the probe that checks the fallback's shape |
+//! | `retried` | `retry = N`: the body made once per attempt |
+
+pub(crate) mod fallback;
+pub(crate) mod keyed;
+pub(crate) mod lazy;
+pub(crate) mod names;
+pub(crate) mod retried;
+pub(crate) mod run;
