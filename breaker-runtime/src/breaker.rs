@@ -4,14 +4,14 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
-    call::Host,
-    call::Shared,
     clock::TokioClock,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
-    listing,
     reconfigure::Live,
+    registry::index,
+    shared::Host,
+    shared::Shared,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
@@ -92,7 +92,7 @@ impl Breaker {
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let probe = config.probe.is_some();
-        let (shared, _) = listing::index().list(
+        let (shared, _) = index::index().list(
             &name,
             false,
             || config.settle(),
@@ -109,12 +109,12 @@ impl Breaker {
     pub(crate) fn keyed(
         name: Name,
         live: &Arc<Live>,
-        family: &Arc<crate::call::Family>,
+        family: &Arc<crate::shared::Family>,
         budget: Option<&Arc<crate::core::OpenBudget>>,
     ) -> Breaker {
         let cap = budget.map(|b| crate::core::OpenCap::new(b.clone()));
         let keyed = Some((family.clone(), cap));
-        let made = listing::index().list(
+        let made = index::index().list(
             &name,
             false,
             || Ok::<_, std::convert::Infallible>(()),
@@ -301,7 +301,7 @@ impl Breaker {
     #[track_caller]
     pub fn get_or_create(name: impl Into<Name>, config: Config) -> Breaker {
         let name = name.into();
-        let found = listing::index().list(
+        let found = index::index().list(
             &name,
             true,
             || config.clone().settle(),

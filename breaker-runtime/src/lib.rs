@@ -49,11 +49,9 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod breaker;
-mod call;
 mod clock;
 mod config;
 mod core;
-mod departures;
 mod digest;
 mod error;
 mod events;
@@ -62,13 +60,13 @@ mod future;
 mod grpc;
 mod handle;
 mod keyed;
-mod listing;
 mod name;
 mod overload;
 mod probe;
 mod reconfigure;
 mod registry;
 pub mod retry;
+mod shared;
 mod snapshot;
 mod state;
 mod stats;
@@ -98,17 +96,17 @@ pub use crate::core::fleet::FleetLink;
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]
 pub mod __internals {
-    pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
     pub use crate::digest::sha256;
     pub use crate::name::{bounded_key, LONGEST_KEY};
+    pub use crate::registry::departures::{
+        take as take_departures, watch as watch_departures, Departed,
+    };
     pub use crate::{
-        call::{Host, Shared},
         core::Engine,
         keyed::KeyArg,
+        shared::{Host, Shared},
     };
 }
 
-#[cfg(all(test, breaker_loom))]
-mod loom_tests;
-#[cfg(all(test, not(breaker_loom)))]
-mod reference;
+#[cfg(test)]
+mod tests;

@@ -14,8 +14,8 @@ use std::{
 };
 
 use crate::{
-    call::Shared,
     core::{probe::Turn, Outcome, Permit},
+    shared::Shared,
     Config, ConfigError, Verdict,
 };
 

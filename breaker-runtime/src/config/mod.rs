@@ -4,21 +4,24 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
-//! | `validate` | checking every field once, and the [`Policy`] the engine runs on |
+//! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
+//! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod overload;
+mod policy;
 #[cfg(feature = "serde")]
 mod serde;
-mod validate;
 
 pub use error::ConfigError;
-pub(crate) use validate::{Policy, Settings};
+pub(crate) use overload::{OverloadConfig, OverloadPolicy};
+pub(crate) use policy::{Policy, Settings};
 
 use std::{fmt, sync::Arc, time::Duration};
 
-use crate::{events::Transition, overload::OverloadConfig};
+use crate::events::Transition;
 
 /// A hook called on every transition (see [`Config::on_state_change`]).
 pub(crate) type Hook = Arc<dyn Fn(&Transition) + Send + Sync>;

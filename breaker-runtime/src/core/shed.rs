@@ -7,7 +7,8 @@
 
 use crate::{
     clock::{Clock, Nanos},
-    overload::{self, combined_rate, Limiter, OverloadPolicy, Ramp, Sample, Throttle},
+    config::OverloadPolicy,
+    overload::{self, combined_rate, Limiter, Ramp, Sample, Throttle},
     sync::{AtomicU64, Ordering::Relaxed},
 };
 

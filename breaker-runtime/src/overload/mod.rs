@@ -52,7 +52,6 @@
 mod limit;
 mod ramp;
 pub(crate) mod random;
-mod settings;
 mod throttle;
 mod vegas;
 
@@ -65,7 +64,6 @@ pub(crate) use self::{
     limit::{Limiter, Permit, Sample},
     ramp::Ramp,
     random::draw,
-    settings::{OverloadConfig, OverloadPolicy},
     throttle::{Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
 };
 #[cfg(test)]

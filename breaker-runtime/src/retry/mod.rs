@@ -55,7 +55,7 @@ use std::{
 };
 
 use crate::{
-    call::Host, clock::Clock, config::ConfigError, future::CallFuture, verdict::Judge, CallError,
+    clock::Clock, config::ConfigError, future::CallFuture, shared::Host, verdict::Judge, CallError,
     Config, Verdict,
 };
 

@@ -1,7 +1,7 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
 //! admission and end, and how a finished call is judged and reported ([`settle`]). The
 //! breaker, its handles, the call future and the registry all build on this module; it
-//! depends on none of them (its [`Listing`](crate::listing::Listing) is a token of the
+//! depends on none of them (its [`Listing`](crate::registry::index::Listing) is a token of the
 //! index under the registry, which unlists it when dropped).
 
 use std::{
@@ -13,7 +13,7 @@ use std::{
 use crate::{
     clock::TokioClock,
     core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
-    listing::Listing,
+    registry::index::Listing,
     verdict::Judge,
     BreakerError, CallError,
 };
@@ -43,7 +43,7 @@ pub(crate) struct Family {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        crate::departures::depart(|| crate::departures::Departed {
+        crate::registry::departures::depart(|| crate::registry::departures::Departed {
             id: self.id,
             name: self.core.name.clone(),
             family: self.family.as_ref().map(|f| f.name.clone()),
@@ -70,7 +70,7 @@ impl Shared {
             core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),
             _listed: listed,
-            id: crate::departures::next_id(),
+            id: crate::registry::departures::next_id(),
             family,
             retry: std::sync::OnceLock::new(),
         }

@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
+use super::OverloadPolicy;
 use super::{Config, ConfigError, Window};
-use crate::{clock::to_nanos, overload::OverloadPolicy};
+use crate::clock::to_nanos;
 
 impl Config {
     /// Checks every field and resolves the defaults that depend on other fields.
