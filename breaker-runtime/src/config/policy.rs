@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::OverloadPolicy;
 use super::{Config, ConfigError, Window};
+use super::{OverloadPolicy, RetryPolicy};
 use crate::clock::to_nanos;
 
 impl Config {
@@ -186,7 +186,7 @@ pub(crate) struct Policy {
     pub(crate) max_open_percent: Option<u32>,
     pub(crate) overload: OverloadPolicy,
     /// `None`: no retries.
-    pub(crate) retry: Option<crate::retry::RetryPolicy>,
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 impl Policy {
