@@ -8,7 +8,7 @@ use crate::{
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
-    reconfigure::Live,
+    live::Live,
     registry::index,
     shared::Host,
     shared::Shared,

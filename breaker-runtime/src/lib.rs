@@ -33,7 +33,8 @@
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `probe` | recovery without traffic: the breaker's own probe, a task per opening |
-//! | `reconfigure` | live configuration: what the call path reads of it, `reconfigure` |
+//! | `live` | live configuration: what the call path reads of the configuration in force (`Live`), and what cannot change on a running breaker |
+//! | `reconfigure` | `reconfigure`: changing a running breaker's configuration without losing state |
 //! | `registry` | [`registry()`]: the live breakers, by name |
 //! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
 //! | `listing` | the index under the registry: a slab of weak entries and slots by name, O(1) to list, unlist and find |
@@ -60,6 +61,7 @@ mod future;
 mod grpc;
 mod handle;
 mod keyed;
+mod live;
 mod name;
 mod overload;
 mod probe;

@@ -61,7 +61,7 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(
         name: crate::Name,
-        live: Arc<crate::reconfigure::Live>,
+        live: Arc<crate::live::Live>,
         listed: Option<Listing>,
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {

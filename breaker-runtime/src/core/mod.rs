@@ -36,7 +36,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::Policy,
     events::Transition,
-    reconfigure::Live,
+    live::Live,
     stats::{Counters, Counting, Here},
     sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering::*},
     window::Ring,

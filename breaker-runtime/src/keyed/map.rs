@@ -81,7 +81,7 @@ use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
 use crate::{
-    clock::to_nanos, config::Settings, core::OpenBudget, reconfigure::Live, shared::Family, Breaker,
+    clock::to_nanos, config::Settings, core::OpenBudget, live::Live, shared::Family, Breaker,
 };
 
 /// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
