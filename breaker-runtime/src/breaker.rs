@@ -95,7 +95,7 @@ impl Breaker {
         let (shared, _) = index::index().list(
             &name,
             false,
-            || config.settle(),
+            || config.resolve(),
             |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         )?;
         if probe {
@@ -130,7 +130,7 @@ impl Breaker {
     /// A breaker that is not in the registry (tests of the call future).
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
-        let settings = config.settle()?;
+        let settings = config.resolve()?;
         Ok(Breaker {
             shared: Arc::new(Shared::new(name, settings.into(), None, None)),
         })
@@ -304,7 +304,7 @@ impl Breaker {
         let found = index::index().list(
             &name,
             true,
-            || config.clone().settle(),
+            || config.clone().resolve(),
             |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
         );
         let (shared, existed) = match found {

@@ -21,7 +21,7 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    config::{Policy, Settings},
+    config::{Policy, Resolved},
     sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::Relaxed},
     Config, ConfigError, Window,
 };
@@ -42,7 +42,7 @@ pub(crate) struct Live {
     dry_run: AtomicBool,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
-    settings: Mutex<Arc<Settings>>,
+    settings: Mutex<Arc<Resolved>>,
 }
 
 const TIMED: u64 = 1 << 63;
@@ -64,7 +64,7 @@ fn nonzero(n: u64) -> Option<u64> {
 }
 
 impl Live {
-    fn new(settings: Settings) -> Live {
+    fn new(settings: Resolved) -> Live {
         let live = Live {
             rules: AtomicU64::new(0),
             window: AtomicU64::new(0),
@@ -99,7 +99,7 @@ impl Live {
     }
 
     /// The configuration in force (for transitions, probes, hooks: off the call path).
-    pub(crate) fn settings(&self) -> Arc<Settings> {
+    pub(crate) fn settings(&self) -> Arc<Resolved> {
         lock(&self.settings).clone()
     }
 
@@ -149,7 +149,7 @@ impl Live {
     /// runs, and puts it in force. A config without an `on_state_change` hook keeps the
     /// hook in force (a file or a control plane cannot carry one). Returns what is now in
     /// force, for each breaker to adopt.
-    pub(crate) fn replace(&self, config: Config) -> Result<Arc<Settings>, ConfigError> {
+    pub(crate) fn replace(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {
         let policy = config.validate()?;
         let mut current = lock(&self.settings);
         fixed(&current.policy, &policy)?;
@@ -161,14 +161,14 @@ impl Live {
             config.probe = current.config.probe.clone();
         }
         self.store(&policy);
-        let settings = Arc::new(Settings { policy, config });
+        let settings = Arc::new(Resolved { policy, config });
         *current = settings.clone();
         Ok(settings)
     }
 }
 
-impl From<Settings> for Arc<Live> {
-    fn from(settings: Settings) -> Arc<Live> {
+impl From<Resolved> for Arc<Live> {
+    fn from(settings: Resolved) -> Arc<Live> {
         Arc::new(Live::new(settings))
     }
 }

@@ -21,7 +21,7 @@ mod serde;
 
 pub use error::ConfigError;
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
-pub(crate) use policy::{Policy, Settings};
+pub(crate) use policy::{Policy, Resolved};
 pub(crate) use probe::ProbeFn;
 pub(crate) use retry::{RetryConfig, RetryPolicy};
 pub use retry::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};

@@ -149,15 +149,15 @@ impl Config {
 /// compares) and as validated, in one allocation: a plain breaker makes one, a keyed
 /// breaker's keys share theirs.
 #[derive(Debug)]
-pub(crate) struct Settings {
+pub(crate) struct Resolved {
     pub(crate) policy: Policy,
     pub(crate) config: Config,
 }
 
 impl Config {
     /// Validates this configuration and keeps it beside its [`Policy`].
-    pub(crate) fn settle(self) -> Result<Settings, ConfigError> {
-        Ok(Settings {
+    pub(crate) fn resolve(self) -> Result<Resolved, ConfigError> {
+        Ok(Resolved {
             policy: self.validate()?,
             config: self,
         })

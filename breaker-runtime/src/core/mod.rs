@@ -61,7 +61,7 @@ pub use permit::{Engine, Permit};
 #[cfg(test)]
 pub(crate) use shed::limit_sample;
 
-use half_open::{Lease, Probe};
+use half_open::{Hold, Probe};
 use shed::{Overload, Shed};
 
 /// How an admitted call ended.
@@ -107,7 +107,7 @@ impl From<Verdict> for Outcome {
 /// What the lock guards: the rarely touched state of transitions and half-open.
 struct Inner {
     /// One entry per probe slot; `None` is free, an expired lease may be taken over.
-    leases: Vec<Option<Lease>>,
+    leases: Vec<Option<Hold>>,
     probe_successes: u32,
     /// Consecutive reopenings from half-open, which double the cool-off.
     reopenings: u32,

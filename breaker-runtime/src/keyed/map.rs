@@ -81,7 +81,7 @@ use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
 use crate::{
-    clock::to_nanos, config::Settings, core::OpenBudget, live::Live, shared::Family, Breaker,
+    clock::to_nanos, config::Resolved, core::OpenBudget, live::Live, shared::Family, Breaker,
 };
 
 /// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
@@ -291,7 +291,7 @@ fn id(breaker: &Breaker) -> usize {
 }
 
 impl<K: BreakerKey> Map<K> {
-    pub(super) fn new(name: &str, settings: Settings) -> Self {
+    pub(super) fn new(name: &str, settings: Resolved) -> Self {
         let len = Arc::new(AtomicUsize::new(0));
         let policy = &settings.policy;
         Map {

@@ -104,7 +104,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
         crate::probe::refuse_keyed(&config)?;
         Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config.settle()?)),
+            inner: Arc::new(Map::new(name.as_ref(), config.resolve()?)),
         })
     }
 

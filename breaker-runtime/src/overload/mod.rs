@@ -61,7 +61,7 @@ mod model;
 mod tests;
 
 pub(crate) use self::{
-    limit::{Limiter, Permit, Sample},
+    limit::{Limiter, Sample, Seat},
     ramp::Ramp,
     random::draw,
     throttle::{Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
