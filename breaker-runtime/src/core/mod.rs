@@ -162,7 +162,8 @@ impl Inner {
 /// transition, a probe, a manual or a fleet command): [`Inner`] behind its lock, the
 /// refusals' copies of the name, the counts' base at the last reset. A breaker that only
 /// ever stays closed (most keys of a keyed breaker) never makes it, which keeps about 160
-/// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`.
+/// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`
+/// (its `Lock` below).
 struct LazyInner(OnceLock<Box<Cold>>);
 
 struct Cold {
@@ -182,6 +183,15 @@ impl std::ops::Deref for LazyInner {
     type Target = Mutex<Inner>;
     fn deref(&self) -> &Mutex<Inner> {
         &self.cold().inner
+    }
+}
+
+/// `lock(&self.inner)` takes the lock behind the lazy part, as it would a plain mutex.
+impl crate::sync::Lock for LazyInner {
+    type Guard<'a> = crate::sync::MutexGuard<'a, Inner>;
+    #[inline]
+    fn lock_ignoring_poison(&self) -> Self::Guard<'_> {
+        crate::sync::lock(&**self)
     }
 }
 

@@ -71,7 +71,7 @@ use std::{
     hash::{BuildHasher, Hash, Hasher},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
-        Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError,
+        Arc, Mutex, OnceLock, TryLockError,
     },
     time::Duration,
 };
@@ -81,7 +81,8 @@ use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
 use crate::{
-    clock::to_nanos, config::Resolved, core::OpenBudget, live::Live, shared::Family, Breaker,
+    clock::to_nanos, config::Resolved, core::OpenBudget, live::Live, shared::Family, sync::lock,
+    Breaker,
 };
 
 /// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
@@ -830,8 +831,4 @@ impl<K> Node<K> {
             seen
         }
     }
-}
-
-fn lock<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
-    lock.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -7,12 +7,12 @@
 use std::{
     any::Any,
     hash::BuildHasher,
-    sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak},
+    sync::{Arc, LazyLock, Mutex, Weak},
 };
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use crate::Name;
+use crate::{sync::lock, Name};
 
 /// A listed thing, as the index keeps it: never kept alive by the index.
 pub(crate) type Listed = Weak<dyn Any + Send + Sync>;
@@ -94,10 +94,6 @@ pub(crate) struct Found {
 }
 
 impl Index {
-    fn lock(&self) -> MutexGuard<'_, Slab> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
     /// Lists a new `T` under `name`: `prepare` runs first (it may fail, say on an invalid
     /// configuration), then its result makes the `T` with its [`Listing`]. With `find`, a
     /// live entry of that name (the newest) that is a `T` is returned instead, with `true`.
@@ -111,7 +107,7 @@ impl Index {
         prepare: impl FnOnce() -> Result<P, E>,
         make: impl FnOnce(P, Listing) -> T,
     ) -> Result<(Arc<T>, bool), E> {
-        let mut slab = self.lock();
+        let mut slab = lock(&self.0);
         if find {
             let hash = slab.hasher.hash_one(&**name);
             // Oldest first (in order of `seq`): the newest live one is taken.
@@ -162,7 +158,7 @@ impl Index {
     }
 
     fn unlist(&self, slot: u32) {
-        let mut guard = self.lock();
+        let mut guard = lock(&self.0);
         let slab = &mut *guard;
         let Some(entry) = slab.entries.get_mut(slot as usize).and_then(Option::take) else {
             return;
@@ -181,7 +177,7 @@ impl Index {
     /// copy the entries (a weak count each); sorts them after, so a walk of 100 000
     /// breakers keeps registrations on other threads waiting for the copy alone.
     pub(crate) fn find(&self, name: Option<&str>) -> Vec<Found> {
-        let slab = self.lock();
+        let slab = lock(&self.0);
         let mut found: Vec<Found> = match name {
             Some(name) => {
                 let hash = slab.hasher.hash_one(name);
@@ -212,6 +208,6 @@ impl Index {
 
     /// How many entries are listed.
     pub(crate) fn live(&self) -> usize {
-        self.lock().live
+        lock(&self.0).live
     }
 }
