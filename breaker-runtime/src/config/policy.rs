@@ -7,6 +7,15 @@ use super::{Config, ConfigError, Window};
 use super::{OverloadPolicy, RetryPolicy};
 use crate::clock::to_nanos;
 
+/// Consecutive failures that open a breaker configured with neither `threshold` nor
+/// `failure_rate` (the builder's documented default).
+const DEFAULT_THRESHOLD: u32 = 5;
+/// The count window `failure_rate` judges when no window is given.
+const DEFAULT_WINDOW_CALLS: u32 = 100;
+/// Calls a window must hold before it is judged, when `min_calls` is not given (capped at a
+/// smaller count window's size).
+const DEFAULT_MIN_CALLS: u32 = 10;
+
 impl Config {
     /// Checks every field and resolves the defaults that depend on other fields.
     pub(crate) fn validate(&self) -> Result<Policy, ConfigError> {
@@ -106,7 +115,7 @@ impl Config {
         }
         let window = self
             .failure_rate
-            .map(|_| self.window.unwrap_or(Window::Calls(100)));
+            .map(|_| self.window.unwrap_or(Window::Calls(DEFAULT_WINDOW_CALLS)));
         let min_calls = match (window, self.min_calls) {
             (Some(Window::Calls(size)), Some(min)) if min > size => {
                 return Err(ConfigError::new(
@@ -115,13 +124,13 @@ impl Config {
                 ))
             }
             (_, Some(min)) => min,
-            (Some(Window::Calls(size)), None) => size.min(10),
-            _ => 10,
+            (Some(Window::Calls(size)), None) => size.min(DEFAULT_MIN_CALLS),
+            _ => DEFAULT_MIN_CALLS,
         };
         let threshold = match (self.threshold, self.failure_rate) {
             (Some(n), _) => Some(n),
             (None, Some(_)) => None,
-            (None, None) => Some(5),
+            (None, None) => Some(DEFAULT_THRESHOLD),
         };
         Ok(Policy {
             threshold,
