@@ -343,7 +343,7 @@ impl<K: BreakerKey> Map<K> {
     }
 
     /// Every key in the map with its breaker, and the `max_open` places taken (for the
-    /// model test).
+    /// model test, `crate::tests::keyed_model`).
     #[cfg(test)]
     pub(super) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>)
     where

@@ -8,8 +8,6 @@
 
 mod key;
 mod map;
-#[cfg(all(test, not(breaker_loom)))]
-mod model;
 
 use std::{
     borrow::Borrow,
@@ -83,6 +81,15 @@ impl<K> fmt::Debug for KeyedBreaker<K> {
             .field("name", &self.inner.name)
             .field("len", &self.inner.len.load(Relaxed))
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+impl<K: BreakerKey + Clone> KeyedBreaker<K> {
+    /// Every key with its breaker, and the `max_open` places taken (for the model test,
+    /// `crate::tests::keyed_model`).
+    pub(crate) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>) {
+        self.inner.entries()
     }
 }
 

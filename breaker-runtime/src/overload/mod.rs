@@ -56,8 +56,6 @@ mod throttle;
 mod vegas;
 
 #[cfg(test)]
-mod model;
-#[cfg(test)]
 mod tests;
 
 pub(crate) use self::{

@@ -7,11 +7,13 @@
 
 use proptest::prelude::*;
 
-use super::{
-    random::{splitmix64, unit},
-    Limiter, Sample, Seat,
+use crate::{
+    core::{limit_sample, Outcome},
+    overload::{
+        random::{splitmix64, unit},
+        Limiter, Sample, Seat, PROBE_LIMIT,
+    },
 };
-use crate::core::{limit_sample, Outcome};
 
 /// The model: every quantity a plain field, every formula as Netflix writes it.
 struct Model {
@@ -283,7 +285,7 @@ fn closed_loop(
 fn limits_in(trace: &[(u64, u32)], from: u64, to: u64) -> (u32, u32) {
     let outside = trace
         .iter()
-        .filter(|(t, l)| (from..to).contains(t) && *l > super::PROBE_LIMIT)
+        .filter(|(t, l)| (from..to).contains(t) && *l > PROBE_LIMIT)
         .map(|&(_, l)| l);
     (
         outside.clone().min().unwrap_or(0),
