@@ -25,10 +25,16 @@
 //! | `dispatch` | announcing queued transitions outside the lock, in order, one dispatcher at a time |
 //! | `permit` | [`Permit`]: an admitted call's duty to report, and what it reports to ([`Engine`]) |
 //! | `jitter` | the random extra on a cool-off |
+//! | `probe` | the breaker's own probe, engine side: what the probe task may do next ([`probe::Turn`]) |
+//! | `shed` | overload in the engine: ramp, throttle, adaptive bulkhead and dry run at admission and outcome |
+//! | `open_cap` | a keyed breaker's cap on its open keys (`max_open_percent`) |
+//! | `tests` | unit tests of the engine |
 //!
 //! Words, one meaning each: a *ticket* is a fast-path admission; a probe *slot* is one of
-//! `probes` places in half-open, held under a *lease* (an id and an end); a *stripe* is a
-//! thread's share of the stats counters.
+//! `probes` places in half-open, held under a *lease* (a `Hold`: the lease's id and its end;
+//! named apart from the fleet's probe lease, the fleet-wide right to probe); a *stripe* is a
+//! thread's share of the stats counters; a *permit* is an admitted call's duty to report
+//! (the adaptive limit's place is a *seat*).
 
 use std::{collections::VecDeque, sync::OnceLock};
 
