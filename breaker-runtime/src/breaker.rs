@@ -92,12 +92,8 @@ impl Breaker {
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let probe = config.probe.is_some();
-        let (shared, _) = index::index().list(
-            &name,
-            false,
-            || config.resolve(),
-            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
-        )?;
+        let shared = Arc::new(Shared::new(name, config.resolve()?.into(), true, None));
+        shared.list(false);
         if probe {
             crate::probe::install(&shared);
         }
@@ -114,16 +110,8 @@ impl Breaker {
     ) -> Breaker {
         let cap = budget.map(|b| crate::core::OpenCap::new(b.clone()));
         let keyed = Some((family.clone(), cap));
-        let made = index::index().list(
-            &name,
-            false,
-            || Ok::<_, std::convert::Infallible>(()),
-            |(), listing| Shared::new(name.clone(), live.clone(), Some(listing), keyed),
-        );
-        let (shared, _) = match made {
-            Ok(made) => made,
-            Err(never) => match never {},
-        };
+        let shared = Arc::new(Shared::new(name, live.clone(), true, keyed));
+        shared.list(false);
         Breaker { shared }
     }
 
@@ -132,7 +120,7 @@ impl Breaker {
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let settings = config.resolve()?;
         Ok(Breaker {
-            shared: Arc::new(Shared::new(name, settings.into(), None, None)),
+            shared: Arc::new(Shared::new(name, settings.into(), false, None)),
         })
     }
 
@@ -301,15 +289,21 @@ impl Breaker {
     #[track_caller]
     pub fn get_or_create(name: impl Into<Name>, config: Config) -> Breaker {
         let name = name.into();
-        let found = index::index().list(
-            &name,
-            true,
-            || config.clone().resolve(),
-            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
-        );
-        let (shared, existed) = match found {
-            Ok(found) => found,
-            Err(e) => panic!("{e}"),
+        // Found, or validated and built outside the registry's lock, then listed unless
+        // another caller listed one of that name meanwhile (then ours is dropped, unseen).
+        let (shared, existed) = match index::index().newest::<Shared>(&name) {
+            Some(found) => (found, true),
+            None => {
+                let settings = match config.clone().resolve() {
+                    Ok(settings) => settings,
+                    Err(e) => panic!("{e}"),
+                };
+                let made = Arc::new(Shared::new(name.clone(), settings.into(), true, None));
+                match made.list(true) {
+                    Some(found) => (found, true),
+                    None => (made, false),
+                }
+            }
         };
         if !existed && config.probe.is_some() {
             crate::probe::install(&shared);

@@ -24,8 +24,9 @@ pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
     /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
-    /// never listed). Held only to be dropped with the breaker.
-    _listed: Option<Listing>,
+    /// never to be listed). Given its slot by [`list`](Self::list), after the breaker is
+    /// built; held only for that and to be dropped with the breaker.
+    listed: Option<Listing>,
     /// Unique in the process, never reused (metrics follow a breaker by it).
     pub(crate) id: u64,
     /// The keyed breaker this is a key of.
@@ -43,6 +44,9 @@ pub(crate) struct Family {
 
 impl Drop for Shared {
     fn drop(&mut self) {
+        if self.listed.as_ref().is_some_and(|l| !l.is_listed()) {
+            return; // built to be listed, but another breaker of its name was: never a breaker
+        }
         crate::registry::departures::depart(|| crate::registry::departures::Departed {
             id: self.id,
             name: self.core.name.clone(),
@@ -62,18 +66,27 @@ impl Shared {
     pub(crate) fn new(
         name: crate::Name,
         live: Arc<crate::live::Live>,
-        listed: Option<Listing>,
+        listed: bool,
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
             core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),
-            _listed: listed,
+            listed: listed.then(Listing::pending),
             id: crate::registry::departures::next_id(),
             family,
             retry: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Lists this breaker (built with `listed`) in the registry, under its name. With
+    /// `find`, a live breaker of that name is returned instead, and this one is not listed.
+    /// Only the index's bookkeeping runs under the registry's lock: the breaker was
+    /// validated and built before.
+    pub(crate) fn list(self: &Arc<Self>, find: bool) -> Option<Arc<Shared>> {
+        let listing = self.listed.as_ref()?;
+        crate::registry::index::index().list(&self.core.name, find, self, listing)
     }
 
     /// The retry budget, made on first use.
