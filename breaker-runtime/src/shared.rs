@@ -1,8 +1,9 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
 //! admission and end, and how a finished call is judged and reported ([`settle`]). The
 //! breaker, its handles, the call future and the registry all build on this module; it
-//! depends on none of them (its [`Listing`](crate::registry::index::Listing) is a token of the
-//! index under the registry, which unlists it when dropped).
+//! depends on none of them, only on the index under the registry, a leaf (its
+//! [`Listing`](crate::registry::index::Listing) is its place there, given when the built
+//! breaker is listed and freed when it is dropped).
 
 use std::{
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},

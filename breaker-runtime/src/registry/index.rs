@@ -1,8 +1,9 @@
 //! The index under the registry: a slab of weak entries and a map from name to slots, so
 //! that listing a breaker, unlisting it and finding a name are O(1) (a name shared by `n`
-//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only as `dyn Any`, so the
-//! breaker holds its [`Listing`] and the registry reads the index, and neither module
-//! imports the other's user.
+//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only
+//! as `dyn Any`, so the breaker holds its [`Listing`] and the registry reads the index, and
+//! neither module imports the other's user. A breaker is validated and built before it is
+//! listed: the process-wide lock covers the index's bookkeeping alone.
 
 use std::{
     any::Any,

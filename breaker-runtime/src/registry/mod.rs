@@ -1,5 +1,11 @@
 //! Every breaker of the process, by name: for dashboards, health endpoints and manual
 //! control.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | this one | [`Registry`], [`registry()`]: finding, listing and snapshotting the live breakers |
+//! | `index` | the index under it: a slab of weak entries and slots by name, O(1) to list, unlist and find |
+//! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
 
 pub(crate) mod departures;
 pub(crate) mod index;
