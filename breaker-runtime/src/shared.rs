@@ -34,7 +34,7 @@ pub struct Shared {
     pub(crate) family: Option<Arc<Family>>,
     /// The retry budget, made by the first retried call (`crate::retry`): a breaker that
     /// never retries pays one word for it.
-    retry: std::sync::OnceLock<Box<crate::retry::Budget>>,
+    retry: std::sync::OnceLock<Box<crate::retry::budget::Budget>>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -91,7 +91,7 @@ impl Shared {
     }
 
     /// The retry budget, made on first use.
-    pub(crate) fn retry_budget(&self) -> &crate::retry::Budget {
+    pub(crate) fn retry_budget(&self) -> &crate::retry::budget::Budget {
         self.retry.get_or_init(Box::default)
     }
 

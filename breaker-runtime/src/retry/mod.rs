@@ -42,12 +42,11 @@
 //! # }
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
 pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
-pub(crate) use budget::Budget;
 
 use std::{
     future::Future,
