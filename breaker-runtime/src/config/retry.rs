@@ -8,7 +8,7 @@ use crate::{Config, ConfigError};
 
 /// The default share of first attempts that may be retried, in percent.
 pub const DEFAULT_BUDGET_PERCENT: u32 = 20;
-/// The default wait before the first retry; each next one doubles it, up to [`MAX_BACKOFF`].
+/// The default wait before the first retry; each next one doubles it, up to [`MAX_BACKOFF`](crate::retry::MAX_BACKOFF).
 pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 /// The retry keys of a [`Config`], as given.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Retries that know the breaker, and spend a budget.
 //!
 //! [`Breaker::call_retried`](crate::Breaker::call_retried) (and its siblings) makes up to
-//! [`Config::retry`](crate::Config::retry) attempts, each one a call through the breaker and
+//! [`Config::retry`](crate::Config::retry)(crate::Config::retry) attempts, each one a call through the breaker and
 //! judged by it:
 //!
 //! - a success or a neutral outcome (an error the judge calls the caller's fault) is
@@ -197,7 +197,7 @@ where
 
 impl crate::Breaker {
     /// The attempts [`call_retried`](Self::call_retried) makes at most
-    /// ([`Config::retry`]), or `None` without `retry`: one attempt.
+    /// ([`Config::retry`](crate::Config::retry)), or `None` without `retry`: one attempt.
     pub fn retry_attempts(&self) -> Option<u32> {
         self.shared
             .core
@@ -208,7 +208,7 @@ impl crate::Breaker {
             .map(|p| p.attempts)
     }
 
-    /// Runs an async call through the breaker, retried per [`Config::retry`] (see
+    /// Runs an async call through the breaker, retried per [`Config::retry`](crate::Config::retry) (see
     /// [`breaker::retry`](crate::retry)); every `Err` counts as a failure. `make` makes each
     /// attempt's future. Without `retry` in the configuration, it makes one attempt.
     pub async fn call_retried<F, Fut, T, E>(&self, make: F) -> Result<T, CallError<E>>
