@@ -4,14 +4,14 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use crate::{
-    call::Host,
-    call::Shared,
     clock::TokioClock,
     core::{Core, Engine},
     future::CallFuture,
     handle::Handle,
-    listing,
-    reconfigure::Live,
+    live::Live,
+    registry::index,
+    shared::Host,
+    shared::Shared,
     snapshot::Snapshot,
     verdict::{Classify, EveryError, Judge},
     CallError, Config, ConfigError, Name, State, Stats, Verdict,
@@ -92,12 +92,8 @@ impl Breaker {
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
         let probe = config.probe.is_some();
-        let (shared, _) = listing::index().list(
-            &name,
-            false,
-            || config.settle(),
-            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
-        )?;
+        let shared = Arc::new(Shared::new(name, config.resolve()?.into(), true, None));
+        shared.list(false);
         if probe {
             crate::probe::install(&shared);
         }
@@ -109,30 +105,22 @@ impl Breaker {
     pub(crate) fn keyed(
         name: Name,
         live: &Arc<Live>,
-        family: &Arc<crate::call::Family>,
+        family: &Arc<crate::shared::Family>,
         budget: Option<&Arc<crate::core::OpenBudget>>,
     ) -> Breaker {
         let cap = budget.map(|b| crate::core::OpenCap::new(b.clone()));
         let keyed = Some((family.clone(), cap));
-        let made = listing::index().list(
-            &name,
-            false,
-            || Ok::<_, std::convert::Infallible>(()),
-            |(), listing| Shared::new(name.clone(), live.clone(), Some(listing), keyed),
-        );
-        let (shared, _) = match made {
-            Ok(made) => made,
-            Err(never) => match never {},
-        };
+        let shared = Arc::new(Shared::new(name, live.clone(), true, keyed));
+        shared.list(false);
         Breaker { shared }
     }
 
     /// A breaker that is not in the registry (tests of the call future).
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn unlisted(name: Name, config: Config) -> Result<Breaker, ConfigError> {
-        let settings = config.settle()?;
+        let settings = config.resolve()?;
         Ok(Breaker {
-            shared: Arc::new(Shared::new(name, settings.into(), None, None)),
+            shared: Arc::new(Shared::new(name, settings.into(), false, None)),
         })
     }
 
@@ -301,15 +289,21 @@ impl Breaker {
     #[track_caller]
     pub fn get_or_create(name: impl Into<Name>, config: Config) -> Breaker {
         let name = name.into();
-        let found = listing::index().list(
-            &name,
-            true,
-            || config.clone().settle(),
-            |settings, listing| Shared::new(name.clone(), settings.into(), Some(listing), None),
-        );
-        let (shared, existed) = match found {
-            Ok(found) => found,
-            Err(e) => panic!("{e}"),
+        // Found, or validated and built outside the registry's lock, then listed unless
+        // another caller listed one of that name meanwhile (then ours is dropped, unseen).
+        let (shared, existed) = match index::index().newest::<Shared>(&name) {
+            Some(found) => (found, true),
+            None => {
+                let settings = match config.clone().resolve() {
+                    Ok(settings) => settings,
+                    Err(e) => panic!("{e}"),
+                };
+                let made = Arc::new(Shared::new(name.clone(), settings.into(), true, None));
+                match made.list(true) {
+                    Some(found) => (found, true),
+                    None => (made, false),
+                }
+            }
         };
         if !existed && config.probe.is_some() {
             crate::probe::install(&shared);

@@ -19,8 +19,8 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    call::{settle, settle_ticket, Host, Shared, Stop},
     core::{Engine, Permit, Ticket},
+    shared::{settle, settle_ticket, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
     CallError,

@@ -5,7 +5,7 @@ use std::{
     time::Duration,
 };
 
-use crate::{call::Shared, snapshot::Snapshot, State, Stats};
+use crate::{shared::Shared, snapshot::Snapshot, State, Stats};
 
 /// Manual control and inspection of a breaker, from [`Breaker::handle`](crate::Breaker::handle) or
 /// [`Registry::get`](crate::Registry::get).

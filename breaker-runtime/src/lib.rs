@@ -21,39 +21,39 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | `state` | [`State`] and the packed state-and-generation word |
-//! | `config` | [`Config`], its validation, [`ConfigError`] |
+//! | `config` | [`Config`]: the builder, its validation (`policy`), the overload, retry and probe keys (`overload`, `retry`, `probe`), its `serde` form, [`ConfigError`] |
 //! | `core` | admission, outcomes, transitions: the lock-free engine |
 //! | `window` | the windows behind `failure_rate` (a ring of calls, or time buckets), each behind a small lock |
 //! | `stats` | [`Stats`] and the striped counters behind them |
-//! | `call` | what every call shares: a breaker's parts, the blocking call's plumbing, how a finished call is judged and reported |
+//! | `shared` | what every call shares: a breaker's parts (`Shared`), the blocking call's plumbing, how a finished call is judged and reported (`settle`) |
 //! | `breaker` | [`Breaker`]: creation and the call wrappers |
 //! | `handle` | [`Handle`]: manual control, inspection, the fleet's hooks |
 //! | `verdict` | [`Verdict`]: how a finished call is judged (`is_failure` or a classifier) |
 //! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
-//! | `name` | [`Name`]: a breaker's shared, freed-with-it name |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `probe` | recovery without traffic: the breaker's own probe, a task per opening |
-//! | `reconfigure` | live configuration: what the call path reads of it, `reconfigure` |
-//! | `registry` | [`registry()`]: the live breakers, by name |
-//! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
-//! | `listing` | the index under the registry: a slab of weak entries and slots by name, O(1) to list, unlist and find |
+//! | `live` | live configuration: what the call path reads of the configuration in force (`Live`), and what cannot change on a running breaker |
+//! | `reconfigure` | `reconfigure`: changing a running breaker's configuration without losing state |
+//! | `registry` | [`registry()`]: the live breakers, by name; `registry::index` the index under it (a slab of weak entries and slots by name, O(1) to list, unlist and find); `registry::departures` what a metrics publisher needs across a breaker's end (identities, the last counts of the breakers that went) |
 //! | `snapshot` | [`Snapshot`] |
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
 //! | `retry` | [`retry`]: retries through the breaker, paid from a retry budget |
+//! | `overload` | the overload algorithms alone, engine-independent: adaptive throttling, the recovery ramp, the Vegas limit |
 //! | `grpc` | feature `grpc`: a refusal as a `tonic::Status` (`UNAVAILABLE`, `DEADLINE_EXCEEDED`) |
-//! | `clock`, `sync` | time and atomics behind small facades, for paused-time and loom tests |
+//! | `name` | [`Name`]: a breaker's shared, freed-with-it name, and bounding a caller's key |
+//! | `digest` | SHA-256: what names a key too long to show whole, and the dashboard script's CSP hash |
+//! | `clock`, `sync` | time, atomics and the one lock helper behind small facades, for paused-time and loom tests |
+//! | `tests` | test-only: the loom models, the reference model of the semantics, the overload and keyed models |
 #![forbid(unsafe_code)]
 // docs.rs builds every feature and marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, missing_debug_implementations)]
 
 mod breaker;
-mod call;
 mod clock;
 mod config;
 mod core;
-mod departures;
 mod digest;
 mod error;
 mod events;
@@ -62,13 +62,14 @@ mod future;
 mod grpc;
 mod handle;
 mod keyed;
-mod listing;
+mod live;
 mod name;
 mod overload;
 mod probe;
 mod reconfigure;
 mod registry;
 pub mod retry;
+mod shared;
 mod snapshot;
 mod state;
 mod stats;
@@ -98,17 +99,17 @@ pub use crate::core::fleet::FleetLink;
 /// Names the call futures' type parameters mention; not for use.
 #[doc(hidden)]
 pub mod __internals {
-    pub use crate::departures::{take as take_departures, watch as watch_departures, Departed};
     pub use crate::digest::sha256;
     pub use crate::name::{bounded_key, LONGEST_KEY};
+    pub use crate::registry::departures::{
+        take as take_departures, watch as watch_departures, Departed,
+    };
     pub use crate::{
-        call::{Host, Shared},
         core::Engine,
         keyed::KeyArg,
+        shared::{Host, Shared},
     };
 }
 
-#[cfg(all(test, breaker_loom))]
-mod loom_tests;
-#[cfg(all(test, not(breaker_loom)))]
-mod reference;
+#[cfg(test)]
+mod tests;

@@ -105,9 +105,9 @@ const _: () = assert!(STRIPES.is_power_of_two() && OWNED <= 32);
 /// through one with plain stores is safe only on the thread that owns it, which is what
 /// [`Here`] guarantees by type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Slot(usize);
+pub(crate) struct StripeIndex(usize);
 
-impl Slot {
+impl StripeIndex {
     /// Whether the stripe is one a thread owns (counted with plain stores by its owner), not
     /// a shared one.
     #[inline]
@@ -126,14 +126,14 @@ impl Slot {
 /// finishes ([`Counters::add`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Here {
-    slot: Slot,
+    slot: StripeIndex,
     /// A raw pointer is neither `Send` nor `Sync`, and costs nothing: no `unsafe` needed.
     _this_thread: PhantomData<*const ()>,
 }
 
 impl Here {
     #[inline(always)]
-    fn new(slot: Slot) -> Self {
+    fn new(slot: StripeIndex) -> Self {
         Here {
             slot,
             _this_thread: PhantomData,
@@ -142,7 +142,7 @@ impl Here {
 
     /// Which stripe (a plain index, free to send anywhere, but no right to count).
     #[cfg(all(test, not(breaker_loom)))]
-    pub(crate) fn slot(self) -> Slot {
+    pub(crate) fn slot(self) -> StripeIndex {
         self.slot
     }
 
@@ -174,7 +174,7 @@ impl Counting<'_> {
 
 /// `Here` is neither `Send` nor `Sync`: these two traits have an impl each for every type
 /// and one more for `Send` (`Sync`) types, so naming the method is ambiguous, and fails to
-/// compile, exactly when `Here` is `Send` (`Sync`). (`Slot`, for one, fails it.)
+/// compile, exactly when `Here` is `Send` (`Sync`). (`StripeIndex`, for one, fails it.)
 const _: () = {
     trait AmbiguousIfSend<A> {
         fn check() {}
@@ -281,7 +281,7 @@ impl Counters {
     /// among the others (made on the first such count). Only threads of slot `at` write
     /// the stripe this returns, as before: `home` has exactly one slot.
     #[inline(always)]
-    fn stripe(&self, at: Slot) -> &Stripe {
+    fn stripe(&self, at: StripeIndex) -> &Stripe {
         // One load and one compare for the breaker one thread counts on: the word is that
         // slot exactly until the others are made (then it has the `STRIPED` bit).
         if self.route.load(Relaxed) == at.0 {
@@ -292,7 +292,7 @@ impl Counters {
 
     #[cold]
     #[inline(never)]
-    fn stripe_slow(&self, at: Slot) -> &Stripe {
+    fn stripe_slow(&self, at: StripeIndex) -> &Stripe {
         // Once the others are made, every slot counts there, the first one too: `home` is
         // then never written again, so it needs no cache line of its own.
         if let Some(others) = self.others.get() {
@@ -340,7 +340,7 @@ impl Counters {
 
     /// Adds to stripe `at`, with plain stores if `owned` (the caller is its only writer).
     #[inline(always)]
-    fn add_to(&self, at: Slot, owned: bool, count: Count) {
+    fn add_to(&self, at: StripeIndex, owned: bool, count: Count) {
         add_to_stripe(self.stripe(at), owned, count);
     }
 
@@ -443,7 +443,7 @@ impl Counters {
     /// (admitted, successes) counted by one slot (on `home` while it owned it, then on its
     /// stripe), for tests of who counts where.
     #[cfg(all(test, not(breaker_loom)))]
-    pub(crate) fn at(&self, slot: Slot) -> (u64, u64) {
+    pub(crate) fn at(&self, slot: StripeIndex) -> (u64, u64) {
         let home = (self.route.load(Relaxed) & !STRIPED == slot.0).then_some(&self.home);
         let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
         home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
@@ -461,7 +461,7 @@ impl Counters {
 #[inline(always)]
 pub(crate) fn owned_here() -> Option<Here> {
     let at = this_threads();
-    (at < OWNED).then(|| Here::new(Slot(at)))
+    (at < OWNED).then(|| Here::new(StripeIndex(at)))
 }
 
 /// This thread's stripe, claimed on its first call: a free owned one if there is one, else
@@ -471,7 +471,7 @@ pub(crate) fn owned_here() -> Option<Here> {
 pub(crate) fn here() -> Here {
     Here::new(match this_threads() {
         UNCLAIMED => claim(),
-        at => Slot(at),
+        at => StripeIndex(at),
     })
 }
 
@@ -524,7 +524,7 @@ impl Drop for Owner {
 #[cfg(not(breaker_loom))]
 #[cold]
 #[inline(never)]
-fn claim() -> Slot {
+fn claim() -> StripeIndex {
     use std::sync::atomic::{AtomicUsize, Ordering::*};
     let full = u32::MAX >> (32 - OWNED);
     let owned = TAKEN
@@ -547,17 +547,17 @@ fn claim() -> Slot {
         OWNED + NEXT.fetch_add(1, Relaxed) % SHARED
     }
     let _ = STRIPE.try_with(|s| s.set(at));
-    Slot(at)
+    StripeIndex(at)
 }
 
 #[cfg(breaker_loom)]
 pub(crate) fn owned_here() -> Option<Here> {
-    Some(Here::new(Slot(0)))
+    Some(Here::new(StripeIndex(0)))
 }
 
 #[cfg(breaker_loom)]
 pub(crate) fn here() -> Here {
-    Here::new(Slot(0))
+    Here::new(StripeIndex(0))
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -581,7 +581,7 @@ mod tests {
                 })
             })
             .collect();
-        let slots: Vec<Slot> = (0..=OWNED).map(|_| rx.recv().unwrap()).collect();
+        let slots: Vec<StripeIndex> = (0..=OWNED).map(|_| rx.recv().unwrap()).collect();
         let mut owned: Vec<usize> = slots.iter().filter(|s| s.owned()).map(|s| s.0).collect();
         assert!(
             owned.len() < slots.len(),
@@ -679,12 +679,12 @@ mod tests {
             c.add_here(me, Count::Admitted);
             c.add_here(me, Count::Success);
         }
-        c.add_to(Slot(OWNED), false, Count::Rejected); // a shared stripe
+        c.add_to(StripeIndex(OWNED), false, Count::Rejected); // a shared stripe
         let base = c.read();
         assert_eq!(c.since(Some(&base)), Stats::default());
         c.add_here(me, Count::Admitted);
         c.add_here(me, Count::Timeout);
-        c.add_to(Slot(OWNED + 1), false, Count::Rejected);
+        c.add_to(StripeIndex(OWNED + 1), false, Count::Rejected);
         let s = c.since(Some(&base));
         assert_eq!((s.calls, s.failures, s.timeouts, s.rejected), (2, 1, 1, 1));
         assert_eq!(s.successes, 0);
@@ -713,7 +713,7 @@ mod loom_model {
         builder.check(|| {
             let counters = Arc::new(Counters::new());
             let taken = Arc::new(AtomicU32::new(1)); // the first owner holds stripe 0
-            let slot = Slot(0);
+            let slot = StripeIndex(0);
             let first = {
                 let (c, t) = (counters.clone(), taken.clone());
                 ::loom::thread::spawn(move || {

@@ -37,7 +37,7 @@ impl Tally {
 /// tally is what `failure_rate` judges, so one uncontended lock per call buys exactness: the
 /// ring and its tally change in one step, and nothing a racing record, read or `clear` does
 /// can leave them disagreeing. (A lock-free ring that swaps its slot and then updates a
-/// packed tally as a second step drifts for good: `loom_tests` shows a phantom failure.)
+/// packed tally as a second step drifts for good: `tests::loom` shows a phantom failure.)
 /// No user code and no other lock is taken under it; the engine's lock may be held around
 /// it (a transition clears the window), never the other way round.
 pub(crate) struct Ring {

@@ -4,21 +4,31 @@
 //! | module | what it holds |
 //! | --- | --- |
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
-//! | `validate` | checking every field once, and the [`Policy`] the engine runs on |
+//! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
+//! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
+//! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
+//! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod overload;
+mod policy;
+mod probe;
+mod retry;
 #[cfg(feature = "serde")]
 mod serde;
-mod validate;
 
 pub use error::ConfigError;
-pub(crate) use validate::{Policy, Settings};
+pub(crate) use overload::{OverloadConfig, OverloadPolicy};
+pub(crate) use policy::{Policy, Resolved};
+pub(crate) use probe::ProbeFn;
+pub(crate) use retry::{RetryConfig, RetryPolicy};
+pub use retry::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
 
 use std::{fmt, sync::Arc, time::Duration};
 
-use crate::{events::Transition, overload::OverloadConfig};
+use crate::events::Transition;
 
 /// A hook called on every transition (see [`Config::on_state_change`]).
 pub(crate) type Hook = Arc<dyn Fn(&Transition) + Send + Sync>;
@@ -85,9 +95,9 @@ pub struct Config {
     /// Throttling, the ramp, dry run and the adaptive bulkhead (`overload::settings`).
     pub(crate) overload: OverloadConfig,
     /// `retry`, `retry_budget`, `backoff` (`crate::retry`).
-    pub(crate) retry: crate::retry::RetryConfig,
+    pub(crate) retry: RetryConfig,
     /// The breaker's own probe (`crate::probe`).
-    pub(crate) probe: Option<crate::probe::ProbeFn>,
+    pub(crate) probe: Option<ProbeFn>,
 }
 
 impl Default for Config {
@@ -111,7 +121,7 @@ impl Default for Config {
             idle: Config::DEFAULT_IDLE,
             max_open_percent: None,
             overload: OverloadConfig::default(),
-            retry: crate::retry::RetryConfig::default(),
+            retry: RetryConfig::default(),
             probe: None,
         }
     }

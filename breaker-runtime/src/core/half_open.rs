@@ -21,8 +21,10 @@ pub(super) struct Probe {
     pub(super) until: Nanos,
 }
 
+/// A probe's hold on a half-open slot: which probe holds it, and until when (named apart
+/// from the fleet's probe lease).
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Lease {
+pub(super) struct Hold {
     pub(super) id: u64,
     pub(super) until: Nanos,
 }
@@ -230,7 +232,7 @@ impl Core {
         let lease = inner.next_lease;
         inner.next_lease += 1;
         let until = now.saturating_add(settings.policy.lease());
-        inner.leases[slot] = Some(Lease { id: lease, until });
+        inner.leases[slot] = Some(Hold { id: lease, until });
         Ok(Probe { slot, lease, until })
     }
 

@@ -25,10 +25,16 @@
 //! | `dispatch` | announcing queued transitions outside the lock, in order, one dispatcher at a time |
 //! | `permit` | [`Permit`]: an admitted call's duty to report, and what it reports to ([`Engine`]) |
 //! | `jitter` | the random extra on a cool-off |
+//! | `probe` | the breaker's own probe, engine side: what the probe task may do next ([`probe::Turn`]) |
+//! | `shed` | overload in the engine: ramp, throttle, adaptive bulkhead and dry run at admission and outcome |
+//! | `open_cap` | a keyed breaker's cap on its open keys (`max_open_percent`) |
+//! | `tests` | unit tests of the engine |
 //!
 //! Words, one meaning each: a *ticket* is a fast-path admission; a probe *slot* is one of
-//! `probes` places in half-open, held under a *lease* (an id and an end); a *stripe* is a
-//! thread's share of the stats counters.
+//! `probes` places in half-open, held under a *lease* (a `Hold`: the lease's id and its end;
+//! named apart from the fleet's probe lease, the fleet-wide right to probe); a *stripe* is a
+//! thread's share of the stats counters; a *permit* is an admitted call's duty to report
+//! (the adaptive limit's place is a *seat*).
 
 use std::{collections::VecDeque, sync::OnceLock};
 
@@ -36,7 +42,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::Policy,
     events::Transition,
-    reconfigure::Live,
+    live::Live,
     stats::{Counters, Counting, Here},
     sync::{AtomicU32, AtomicU64, AtomicU8, Mutex, Ordering::*},
     window::Ring,
@@ -61,7 +67,7 @@ pub use permit::{Engine, Permit};
 #[cfg(test)]
 pub(crate) use shed::limit_sample;
 
-use half_open::{Lease, Probe};
+use half_open::{Hold, Probe};
 use shed::{Overload, Shed};
 
 /// How an admitted call ended.
@@ -107,7 +113,7 @@ impl From<Verdict> for Outcome {
 /// What the lock guards: the rarely touched state of transitions and half-open.
 struct Inner {
     /// One entry per probe slot; `None` is free, an expired lease may be taken over.
-    leases: Vec<Option<Lease>>,
+    leases: Vec<Option<Hold>>,
     probe_successes: u32,
     /// Consecutive reopenings from half-open, which double the cool-off.
     reopenings: u32,
@@ -162,7 +168,8 @@ impl Inner {
 /// transition, a probe, a manual or a fleet command): [`Inner`] behind its lock, the
 /// refusals' copies of the name, the counts' base at the last reset. A breaker that only
 /// ever stays closed (most keys of a keyed breaker) never makes it, which keeps about 160
-/// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`.
+/// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`
+/// (its `Lock` below).
 struct LazyInner(OnceLock<Box<Cold>>);
 
 struct Cold {
@@ -182,6 +189,15 @@ impl std::ops::Deref for LazyInner {
     type Target = Mutex<Inner>;
     fn deref(&self) -> &Mutex<Inner> {
         &self.cold().inner
+    }
+}
+
+/// `lock(&self.inner)` takes the lock behind the lazy part, as it would a plain mutex.
+impl crate::sync::Lock for LazyInner {
+    type Guard<'a> = crate::sync::MutexGuard<'a, Inner>;
+    #[inline]
+    fn lock_ignoring_poison(&self) -> Self::Guard<'_> {
+        crate::sync::lock(&**self)
     }
 }
 

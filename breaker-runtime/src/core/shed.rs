@@ -7,7 +7,8 @@
 
 use crate::{
     clock::{Clock, Nanos},
-    overload::{self, combined_rate, Limiter, OverloadPolicy, Ramp, Sample, Throttle},
+    config::OverloadPolicy,
+    overload::{self, combined_rate, Limiter, Ramp, Sample, Throttle},
     sync::{AtomicU64, Ordering::Relaxed},
 };
 
@@ -60,7 +61,7 @@ impl Shed {
         self.flags & SHADOW != 0
     }
 
-    pub(super) fn hold(&mut self, slot: overload::Permit) {
+    pub(super) fn hold(&mut self, slot: overload::Seat) {
         (self.at, self.in_flight) = slot.parts();
         self.flags |= SLOT;
     }
@@ -69,8 +70,8 @@ impl Shed {
         (self.flags & REQUESTED != 0).then_some(self.at)
     }
 
-    fn slot(&self) -> Option<overload::Permit> {
-        (self.flags & SLOT != 0).then(|| overload::Permit::from_parts(self.at, self.in_flight))
+    fn slot(&self) -> Option<overload::Seat> {
+        (self.flags & SLOT != 0).then(|| overload::Seat::from_parts(self.at, self.in_flight))
     }
 }
 
@@ -142,7 +143,7 @@ impl Overload {
 
     /// The adaptive bulkhead's slot for a call at `now`, or its current limit when full.
     /// `Ok(None)` without an adaptive bulkhead.
-    pub(super) fn acquire(&self, now: Nanos) -> Result<Option<overload::Permit>, u32> {
+    pub(super) fn acquire(&self, now: Nanos) -> Result<Option<overload::Seat>, u32> {
         match &self.limiter {
             Some(limiter) => limiter.try_acquire(now).map(Some),
             None => Ok(None),

@@ -8,7 +8,7 @@ use crate::{clock::FakeClock, sync::lock, Config};
 const MS: u64 = 1_000_000;
 
 fn core(config: Config) -> Core {
-    Core::new("core::tests".into(), config.settle().unwrap().into())
+    Core::new("core::tests".into(), config.resolve().unwrap().into())
 }
 
 /// Review M3: tokio fires a timeout at the next millisecond or later, after the probe's
@@ -160,7 +160,7 @@ fn a_static_name_is_handed_out_as_itself() {
     let config = Config::default().threshold(1);
     let c = Core::new(
         Name::from_static(&"core::tests::static"),
-        config.settle().unwrap().into(),
+        config.resolve().unwrap().into(),
     );
     let clock = FakeClock::default();
     Permit::acquire(&c, &clock)

@@ -71,7 +71,7 @@ use std::{
     hash::{BuildHasher, Hash, Hasher},
     sync::{
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed},
-        Arc, Mutex, MutexGuard, OnceLock, PoisonError, TryLockError,
+        Arc, Mutex, OnceLock, TryLockError,
     },
     time::Duration,
 };
@@ -81,7 +81,8 @@ use tokio::time::Instant;
 
 use super::key::{BreakerKey, KeyName};
 use crate::{
-    call::Family, clock::to_nanos, config::Settings, core::OpenBudget, reconfigure::Live, Breaker,
+    clock::to_nanos, config::Resolved, core::OpenBudget, live::Live, shared::Family, sync::lock,
+    Breaker,
 };
 
 /// What a keyed breaker calls with each new key's breaker (joining it to a fleet).
@@ -291,7 +292,7 @@ fn id(breaker: &Breaker) -> usize {
 }
 
 impl<K: BreakerKey> Map<K> {
-    pub(super) fn new(name: &str, settings: Settings) -> Self {
+    pub(super) fn new(name: &str, settings: Resolved) -> Self {
         let len = Arc::new(AtomicUsize::new(0));
         let policy = &settings.policy;
         Map {
@@ -342,7 +343,7 @@ impl<K: BreakerKey> Map<K> {
     }
 
     /// Every key in the map with its breaker, and the `max_open` places taken (for the
-    /// model test).
+    /// model test, `crate::tests::keyed_model`).
     #[cfg(test)]
     pub(super) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>)
     where
@@ -830,8 +831,4 @@ impl<K> Node<K> {
             seen
         }
     }
-}
-
-fn lock<T>(lock: &Mutex<T>) -> MutexGuard<'_, T> {
-    lock.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -8,8 +8,6 @@
 
 mod key;
 mod map;
-#[cfg(all(test, not(breaker_loom)))]
-mod model;
 
 use std::{
     borrow::Borrow,
@@ -86,6 +84,15 @@ impl<K> fmt::Debug for KeyedBreaker<K> {
     }
 }
 
+#[cfg(test)]
+impl<K: BreakerKey + Clone> KeyedBreaker<K> {
+    /// Every key with its breaker, and the `max_open` places taken (for the model test,
+    /// `crate::tests::keyed_model`).
+    pub(crate) fn entries(&self) -> (Vec<(K, Breaker)>, Option<usize>) {
+        self.inner.entries()
+    }
+}
+
 impl<K: BreakerKey> KeyedBreaker<K> {
     /// A keyed breaker named `name`; every key's breaker gets `config`.
     ///
@@ -104,7 +111,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
         crate::probe::refuse_keyed(&config)?;
         Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config.settle()?)),
+            inner: Arc::new(Map::new(name.as_ref(), config.resolve()?)),
         })
     }
 

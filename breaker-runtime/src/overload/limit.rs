@@ -17,24 +17,25 @@ use crate::{
 
 use super::vegas::Estimator;
 
-/// A held slot: when it was taken and how many calls were in flight with it. The engine
+/// A call's seat under the adaptive limit: when it was taken and how many calls were in
+/// flight with it (named apart from the engine's `Permit`, which a seat rides in). The engine
 /// keeps it with the call and hands it back to [`Limiter::release`] exactly once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Permit {
+pub(crate) struct Seat {
     started: Nanos,
     in_flight: u32,
 }
 
-impl Permit {
+impl Seat {
     /// When it was taken and the calls in flight with it, for a holder that keeps them in
     /// fields of its own (the engine packs them with its other per-call state).
     pub(crate) fn parts(self) -> (Nanos, u32) {
         (self.started, self.in_flight)
     }
 
-    /// The permit [`parts`](Self::parts) came from.
+    /// The seat [`parts`](Self::parts) came from.
     pub(crate) fn from_parts(started: Nanos, in_flight: u32) -> Self {
-        Permit { started, in_flight }
+        Seat { started, in_flight }
     }
 }
 
@@ -112,13 +113,13 @@ impl Limiter {
     /// Takes a slot for a call starting at `now`, or says the limit it is at
     /// (`BreakerError::Full`'s).
     #[inline]
-    pub(crate) fn try_acquire(&self, now: Nanos) -> Result<Permit, u32> {
+    pub(crate) fn try_acquire(&self, now: Nanos) -> Result<Seat, u32> {
         let limit = self.limit.load(Relaxed);
         match self
             .in_flight
             .fetch_update(Acquire, Relaxed, |n| (n < limit).then_some(n + 1))
         {
-            Ok(before) => Ok(Permit {
+            Ok(before) => Ok(Seat {
                 started: now,
                 in_flight: before + 1,
             }),
@@ -126,9 +127,9 @@ impl Limiter {
         }
     }
 
-    /// Returns `permit`'s slot; the call ended at `now` and tells the limit `sample`.
+    /// Gives `permit`'s seat back; the call ended at `now` and tells the limit `sample`.
     #[inline]
-    pub(crate) fn release(&self, permit: Permit, now: Nanos, sample: Sample) {
+    pub(crate) fn release(&self, permit: Seat, now: Nanos, sample: Sample) {
         self.in_flight.fetch_sub(1, Release);
         let rtt = match sample {
             Sample::Answered => Some(now.saturating_sub(permit.started)),

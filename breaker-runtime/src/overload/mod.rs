@@ -52,20 +52,16 @@
 mod limit;
 mod ramp;
 pub(crate) mod random;
-mod settings;
 mod throttle;
 mod vegas;
 
 #[cfg(test)]
-mod model;
-#[cfg(test)]
 mod tests;
 
 pub(crate) use self::{
-    limit::{Limiter, Permit, Sample},
+    limit::{Limiter, Sample, Seat},
     ramp::Ramp,
     random::draw,
-    settings::{OverloadConfig, OverloadPolicy},
     throttle::{Throttle, DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW},
 };
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::{
 };
 
 use super::{
-    draw, refusal_probability, Limiter, Permit, Ramp, Sample, Throttle, DEFAULT_MAX_THROTTLE,
+    draw, refusal_probability, Limiter, Ramp, Sample, Seat, Throttle, DEFAULT_MAX_THROTTLE,
     DEFAULT_WINDOW, PROBE_LIMIT,
 };
 use crate::clock::{Clock, Nanos, TokioClock};
@@ -229,7 +229,7 @@ async fn ramp_share_in_paused_time() {
 fn limiter_refuses_past_its_limit() {
     let limiter = Limiter::with_seed(100, 1);
     assert_eq!(limiter.limit(), 20);
-    let permits: Vec<Permit> = (0..20).map(|_| limiter.try_acquire(0).unwrap()).collect();
+    let permits: Vec<Seat> = (0..20).map(|_| limiter.try_acquire(0).unwrap()).collect();
     assert_eq!(limiter.try_acquire(0), Err(20));
     limiter.release(permits[0], MS, Sample::Ignored);
     assert!(limiter.try_acquire(MS).is_ok());

@@ -1,7 +1,7 @@
 //! Retries that know the breaker, and spend a budget.
 //!
 //! [`Breaker::call_retried`](crate::Breaker::call_retried) (and its siblings) makes up to
-//! [`Config::retry`](crate::Config::retry) attempts, each one a call through the breaker and
+//! [`Config::retry`](crate::Config::retry)(crate::Config::retry) attempts, each one a call through the breaker and
 //! judged by it:
 //!
 //! - a success or a neutral outcome (an error the judge calls the caller's fault) is
@@ -42,11 +42,11 @@
 //! # }
 //! ```
 
-mod budget;
+pub(crate) mod budget;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
-pub(crate) use budget::Budget;
+pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
 
 use std::{
     future::Future,
@@ -54,15 +54,8 @@ use std::{
     time::Duration,
 };
 
-use crate::{
-    call::Host, clock::Clock, config::ConfigError, future::CallFuture, verdict::Judge, CallError,
-    Config, Verdict,
-};
+use crate::{clock::Clock, future::CallFuture, shared::Host, verdict::Judge, CallError, Verdict};
 
-/// The default share of first attempts that may be retried, in percent.
-pub const DEFAULT_BUDGET_PERCENT: u32 = 20;
-/// The default wait before the first retry; each next one doubles it, up to [`MAX_BACKOFF`].
-pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
 /// The longest wait between two attempts (before jitter), or the configured backoff when
 /// that is longer. An answer that asks for a longer wait (`Retry-After`) is not retried.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -85,90 +78,6 @@ fn ceiling(initial: Duration, n: u32) -> Duration {
     let max = MAX_BACKOFF.max(initial);
     let doubling = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
     initial.saturating_mul(doubling).min(max)
-}
-
-/// The retry keys of a [`Config`], as given.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct RetryConfig {
-    pub(crate) attempts: Option<u32>,
-    pub(crate) percent: Option<u32>,
-    pub(crate) backoff: Option<Duration>,
-}
-
-/// The retry keys, validated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RetryPolicy {
-    /// Attempts in all, the first included (at least 2).
-    pub(crate) attempts: u32,
-    /// Units a first attempt deposits (`retry_budget`, 1..=100).
-    pub(crate) percent: u32,
-    /// The wait before the first retry.
-    pub(crate) backoff: Duration,
-}
-
-impl RetryConfig {
-    pub(crate) fn validate(&self) -> Result<Option<RetryPolicy>, ConfigError> {
-        let Some(attempts) = self.attempts else {
-            for (field, set) in [
-                ("retry_budget", self.percent.is_some()),
-                ("backoff", self.backoff.is_some()),
-            ] {
-                if set {
-                    return Err(ConfigError::new(field, "has no effect without `retry`"));
-                }
-            }
-            return Ok(None);
-        };
-        if attempts < 2 {
-            return Err(ConfigError::new(
-                "retry",
-                format!(
-                    "counts attempts in all, the first included: it must be at least 2 \
-                     (got {attempts}; leave it out for no retries)"
-                ),
-            ));
-        }
-        let percent = self.percent.unwrap_or(DEFAULT_BUDGET_PERCENT);
-        if !(1..=100).contains(&percent) {
-            return Err(ConfigError::new(
-                "retry_budget",
-                format!("must be a percent from 1 to 100 (got {percent})"),
-            ));
-        }
-        let backoff = self.backoff.unwrap_or(DEFAULT_BACKOFF);
-        if backoff.is_zero() {
-            return Err(ConfigError::new("backoff", "must not be zero"));
-        }
-        Ok(Some(RetryPolicy {
-            attempts,
-            percent,
-            backoff,
-        }))
-    }
-}
-
-impl Config {
-    /// Retry a failed call: `attempts` in all, the first included (at least 2), each one
-    /// through the breaker, paid from a retry budget, after a backoff. Used by
-    /// [`Breaker::call_retried`](crate::Breaker::call_retried) and its siblings, and by the
-    /// attribute's `retry = N`; see [`breaker::retry`](crate::retry) for what is retried.
-    pub fn retry(mut self, attempts: u32) -> Self {
-        self.retry.attempts = Some(attempts);
-        self
-    }
-    /// The share of first attempts (1 to 100 percent, default 20) the retry budget lets be
-    /// retried over ten seconds, besides its floor of 10 retries a second. Needs
-    /// [`retry`](Self::retry).
-    pub fn retry_budget(mut self, percent: u32) -> Self {
-        self.retry.percent = Some(percent);
-        self
-    }
-    /// The wait before the first retry (default 100 ms), doubled at each next one up to
-    /// 5 s, with ±20 % jitter. Needs [`retry`](Self::retry).
-    pub fn backoff(mut self, initial: Duration) -> Self {
-        self.retry.backoff = Some(initial);
-        self
-    }
 }
 
 /// A judge that also writes down its verdict, for the retry loop to read once the attempt
@@ -288,7 +197,7 @@ where
 
 impl crate::Breaker {
     /// The attempts [`call_retried`](Self::call_retried) makes at most
-    /// ([`Config::retry`]), or `None` without `retry`: one attempt.
+    /// ([`Config::retry`](crate::Config::retry)), or `None` without `retry`: one attempt.
     pub fn retry_attempts(&self) -> Option<u32> {
         self.shared
             .core
@@ -299,7 +208,7 @@ impl crate::Breaker {
             .map(|p| p.attempts)
     }
 
-    /// Runs an async call through the breaker, retried per [`Config::retry`] (see
+    /// Runs an async call through the breaker, retried per [`Config::retry`](crate::Config::retry) (see
     /// [`breaker::retry`](crate::retry)); every `Err` counts as a failure. `make` makes each
     /// attempt's future. Without `retry` in the configuration, it makes one attempt.
     pub async fn call_retried<F, Fut, T, E>(&self, make: F) -> Result<T, CallError<E>>

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::{clock::to_nanos, Config, ConfigError};
 
-use super::{DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW};
+use crate::overload::{DEFAULT_MAX_THROTTLE, DEFAULT_WINDOW};
 
 /// What the builder methods below set; `Default` is "none of it".
 #[derive(Debug, Clone, Default, PartialEq)]

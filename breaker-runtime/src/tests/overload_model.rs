@@ -7,11 +7,13 @@
 
 use proptest::prelude::*;
 
-use super::{
-    random::{splitmix64, unit},
-    Limiter, Permit, Sample,
+use crate::{
+    core::{limit_sample, Outcome},
+    overload::{
+        random::{splitmix64, unit},
+        Limiter, Sample, Seat, PROBE_LIMIT,
+    },
 };
-use crate::core::{limit_sample, Outcome};
 
 /// The model: every quantity a plain field, every formula as Netflix writes it.
 struct Model {
@@ -176,7 +178,7 @@ proptest! {
         let limiter = Limiter::with_seed(max, seed);
         let mut model = Model::new(max, seed);
         let mut now = 0u64;
-        let mut held: Vec<(Permit, u64, u32)> = Vec::new();
+        let mut held: Vec<(Seat, u64, u32)> = Vec::new();
         for op in ops {
             match op {
                 Op::Advance(d) => now += d,
@@ -241,7 +243,7 @@ fn closed_loop(
     const MS: u64 = 1_000_000;
     // (time, sequence, the held permit if the event is a call's end)
     let mut events: BinaryHeap<Reverse<(u64, u64)>> = BinaryHeap::new();
-    let mut ends: std::collections::HashMap<u64, (Permit, Sample)> = Default::default();
+    let mut ends: std::collections::HashMap<u64, (Seat, Sample)> = Default::default();
     let mut seq = 0u64;
     for _ in 0..workers {
         seq += 1;
@@ -283,7 +285,7 @@ fn closed_loop(
 fn limits_in(trace: &[(u64, u32)], from: u64, to: u64) -> (u32, u32) {
     let outside = trace
         .iter()
-        .filter(|(t, l)| (from..to).contains(t) && *l > super::PROBE_LIMIT)
+        .filter(|(t, l)| (from..to).contains(t) && *l > PROBE_LIMIT)
         .map(|&(_, l)| l);
     (
         outside.clone().min().unwrap_or(0),

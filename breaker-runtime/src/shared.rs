@@ -1,8 +1,9 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
 //! admission and end, and how a finished call is judged and reported ([`settle`]). The
 //! breaker, its handles, the call future and the registry all build on this module; it
-//! depends on none of them (its [`Listing`](crate::listing::Listing) is a token of the
-//! index under the registry, which unlists it when dropped).
+//! depends on none of them, only on the index under the registry, a leaf (its
+//! [`Listing`](crate::registry::index::Listing) is its place there, given when the built
+//! breaker is listed and freed when it is dropped).
 
 use std::{
     panic::{catch_unwind, resume_unwind, AssertUnwindSafe},
@@ -13,7 +14,7 @@ use std::{
 use crate::{
     clock::TokioClock,
     core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
-    listing::Listing,
+    registry::index::Listing,
     verdict::Judge,
     BreakerError, CallError,
 };
@@ -24,15 +25,16 @@ pub struct Shared {
     pub(crate) core: Core,
     pub(crate) clock: TokioClock,
     /// Its entry in the registry, removed when the last clone and handle are gone (`None`:
-    /// never listed). Held only to be dropped with the breaker.
-    _listed: Option<Listing>,
+    /// never to be listed). Given its slot by [`list`](Self::list), after the breaker is
+    /// built; held only for that and to be dropped with the breaker.
+    listed: Option<Listing>,
     /// Unique in the process, never reused (metrics follow a breaker by it).
     pub(crate) id: u64,
     /// The keyed breaker this is a key of.
     pub(crate) family: Option<Arc<Family>>,
     /// The retry budget, made by the first retried call (`crate::retry`): a breaker that
     /// never retries pays one word for it.
-    retry: std::sync::OnceLock<Box<crate::retry::Budget>>,
+    retry: std::sync::OnceLock<Box<crate::retry::budget::Budget>>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -43,7 +45,10 @@ pub(crate) struct Family {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        crate::departures::depart(|| crate::departures::Departed {
+        if self.listed.as_ref().is_some_and(|l| !l.is_listed()) {
+            return; // built to be listed, but another breaker of its name was: never a breaker
+        }
+        crate::registry::departures::depart(|| crate::registry::departures::Departed {
             id: self.id,
             name: self.core.name.clone(),
             family: self.family.as_ref().map(|f| f.name.clone()),
@@ -61,23 +66,32 @@ impl std::fmt::Debug for Shared {
 impl Shared {
     pub(crate) fn new(
         name: crate::Name,
-        live: Arc<crate::reconfigure::Live>,
-        listed: Option<Listing>,
+        live: Arc<crate::live::Live>,
+        listed: bool,
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         Shared {
             core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),
-            _listed: listed,
-            id: crate::departures::next_id(),
+            listed: listed.then(Listing::pending),
+            id: crate::registry::departures::next_id(),
             family,
             retry: std::sync::OnceLock::new(),
         }
     }
 
+    /// Lists this breaker (built with `listed`) in the registry, under its name. With
+    /// `find`, a live breaker of that name is returned instead, and this one is not listed.
+    /// Only the index's bookkeeping runs under the registry's lock: the breaker was
+    /// validated and built before.
+    pub(crate) fn list(self: &Arc<Self>, find: bool) -> Option<Arc<Shared>> {
+        let listing = self.listed.as_ref()?;
+        crate::registry::index::index().list(&self.core.name, find, self, listing)
+    }
+
     /// The retry budget, made on first use.
-    pub(crate) fn retry_budget(&self) -> &crate::retry::Budget {
+    pub(crate) fn retry_budget(&self) -> &crate::retry::budget::Budget {
         self.retry.get_or_init(Box::default)
     }
 

@@ -15,8 +15,7 @@ use std::{collections::BTreeMap, time::Duration};
 
 use proptest::prelude::*;
 
-use super::KeyedBreaker;
-use crate::{Config, State};
+use crate::{Config, KeyedBreaker, State};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -58,7 +57,7 @@ fn check(
     max_keys: usize,
     manual: &BTreeMap<String, State>,
 ) -> Result<(), TestCaseError> {
-    let (entries, taken) = k.inner.entries();
+    let (entries, taken) = k.entries();
     prop_assert!(entries.len() <= max_keys, "{} keys", entries.len());
     prop_assert_eq!(entries.len(), k.len());
     for (key, state) in manual {
@@ -164,7 +163,7 @@ proptest! {
                 k.retain_active();
             }
             check(&k, max_keys, &manual)?;
-            let (entries, _) = k.inner.entries();
+            let (entries, _) = k.entries();
             for (key, b) in &entries {
                 let core = &b.shared.core;
                 let kept = manual.contains_key(key)

@@ -1,31 +1,59 @@
 //! The index under the registry: a slab of weak entries and a map from name to slots, so
 //! that listing a breaker, unlisting it and finding a name are O(1) (a name shared by `n`
-//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only as `dyn Any`, so the
-//! breaker holds its [`Listing`] and the registry reads the index, and neither module
-//! imports the other's user.
+//! live breakers costs `n` at a lookup and at an unlisting). A leaf: it knows breakers only
+//! as `dyn Any`, so the breaker holds its [`Listing`] and the registry reads the index, and
+//! neither module imports the other's user. A breaker is validated and built before it is
+//! listed: the process-wide lock covers the index's bookkeeping alone.
 
 use std::{
     any::Any,
     hash::BuildHasher,
-    sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError, Weak},
+    sync::{
+        atomic::{AtomicU32, Ordering::Relaxed},
+        Arc, LazyLock, Mutex, Weak,
+    },
 };
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 
-use crate::Name;
+use crate::{sync::lock, Name};
 
 /// A listed thing, as the index keeps it: never kept alive by the index.
 pub(crate) type Listed = Weak<dyn Any + Send + Sync>;
 
 /// A breaker's place in the index, held by the breaker: dropping it unlists the breaker.
+/// Made before the breaker is listed (the breaker is built outside the index's lock), and
+/// given its slot when listed: a breaker that lost a race to be listed has none.
 #[derive(Debug)]
 pub(crate) struct Listing {
-    slot: u32,
+    /// [`UNLISTED`] until listed. Written once, under the index's lock, before the breaker
+    /// is shared with anyone who could drop it.
+    slot: AtomicU32,
+}
+
+/// The slot of a [`Listing`] not listed (yet, or ever).
+const UNLISTED: u32 = u32::MAX;
+
+impl Listing {
+    /// A place to be given at [`Index::list`].
+    pub(crate) fn pending() -> Listing {
+        Listing {
+            slot: AtomicU32::new(UNLISTED),
+        }
+    }
+
+    /// Whether it was listed.
+    pub(crate) fn is_listed(&self) -> bool {
+        self.slot.load(Relaxed) != UNLISTED
+    }
 }
 
 impl Drop for Listing {
     fn drop(&mut self) {
-        index().unlist(self.slot);
+        let slot = *self.slot.get_mut();
+        if slot != UNLISTED {
+            index().unlist(slot);
+        }
     }
 }
 
@@ -93,43 +121,45 @@ pub(crate) struct Found {
     pub(crate) listed: Listed,
 }
 
-impl Index {
-    fn lock(&self) -> MutexGuard<'_, Slab> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+impl Slab {
+    /// The newest live entry of `name` that is a `T`. Upgrading and downcasting run under
+    /// the lock; only breakers are listed, so a found entry is a `T` (were it not, dropping
+    /// it here could unlist under the lock).
+    fn newest<T: Any + Send + Sync>(&self, name: &Name) -> Option<Arc<T>> {
+        let hash = self.hasher.hash_one(&**name);
+        // Oldest first (in order of `seq`): the newest live one is taken.
+        let mut same: Vec<&Entry> = self.by_name[table(hash)]
+            .iter_hash(hash)
+            .filter_map(|&s| self.entries[s as usize].as_ref())
+            .filter(|e| e.name == *name)
+            .collect();
+        same.sort_unstable_by_key(|e| e.seq);
+        same.iter()
+            .rev()
+            .find_map(|e| e.listed.upgrade()?.downcast::<T>().ok())
     }
+}
 
-    /// Lists a new `T` under `name`: `prepare` runs first (it may fail, say on an invalid
-    /// configuration), then its result makes the `T` with its [`Listing`]. With `find`, a
-    /// live entry of that name (the newest) that is a `T` is returned instead, with `true`.
-    /// Under one lock, so two callers racing to create one name get one breaker: neither
-    /// closure may touch the index. (Only breakers are listed, so a found entry is a `T`;
-    /// were it not, dropping it here could unlist under the lock.)
-    pub(crate) fn list<T: Any + Send + Sync, P, E>(
+impl Index {
+    /// Lists `made` (built, and validated, before: nothing but the index's own bookkeeping
+    /// runs under its lock) under `name`, giving `listing` (`made`'s own) its slot. With
+    /// `find`, a live entry of that name (the newest) that is a `T` is returned instead, and
+    /// `made` is not listed: under one lock, so two callers racing to create one name get
+    /// one breaker. (Only breakers are listed, so a found entry is a `T`; were it not,
+    /// dropping it here could unlist under the lock.)
+    pub(crate) fn list<T: Any + Send + Sync>(
         &self,
         name: &Name,
         find: bool,
-        prepare: impl FnOnce() -> Result<P, E>,
-        make: impl FnOnce(P, Listing) -> T,
-    ) -> Result<(Arc<T>, bool), E> {
-        let mut slab = self.lock();
+        made: &Arc<T>,
+        listing: &Listing,
+    ) -> Option<Arc<T>> {
+        let mut slab = lock(&self.0);
         if find {
-            let hash = slab.hasher.hash_one(&**name);
-            // Oldest first (in order of `seq`): the newest live one is taken.
-            let mut same: Vec<&Entry> = slab.by_name[table(hash)]
-                .iter_hash(hash)
-                .filter_map(|&s| slab.entries[s as usize].as_ref())
-                .filter(|e| e.name == *name)
-                .collect();
-            same.sort_unstable_by_key(|e| e.seq);
-            let existing = same
-                .iter()
-                .rev()
-                .find_map(|e| e.listed.upgrade()?.downcast::<T>().ok());
-            if let Some(found) = existing {
-                return Ok((found, true));
+            if let Some(found) = slab.newest(name) {
+                return Some(found);
             }
         }
-        let prepared = prepare()?;
         let slot = match slab.free.pop() {
             Some(slot) => slot,
             None => {
@@ -137,10 +167,10 @@ impl Index {
                 u32::try_from(slab.entries.len() - 1).unwrap_or(u32::MAX)
             }
         };
-        let made = Arc::new(make(prepared, Listing { slot }));
+        listing.slot.store(slot, Relaxed);
         let seq = slab.next;
         slab.next += 1;
-        let listed: Listed = Arc::downgrade(&made) as Listed;
+        let listed: Listed = Arc::downgrade(made) as Listed;
         slab.entries[slot as usize] = Some(Entry {
             seq,
             name: name.clone(),
@@ -158,11 +188,16 @@ impl Index {
             Some(e) => hasher.hash_one(&*e.name),
             None => 0, // not reached: every slot in the table holds an entry
         });
-        Ok((made, false))
+        None
+    }
+
+    /// The newest live entry of `name` that is a `T`, if any.
+    pub(crate) fn newest<T: Any + Send + Sync>(&self, name: &Name) -> Option<Arc<T>> {
+        lock(&self.0).newest(name)
     }
 
     fn unlist(&self, slot: u32) {
-        let mut guard = self.lock();
+        let mut guard = lock(&self.0);
         let slab = &mut *guard;
         let Some(entry) = slab.entries.get_mut(slot as usize).and_then(Option::take) else {
             return;
@@ -181,7 +216,7 @@ impl Index {
     /// copy the entries (a weak count each); sorts them after, so a walk of 100 000
     /// breakers keeps registrations on other threads waiting for the copy alone.
     pub(crate) fn find(&self, name: Option<&str>) -> Vec<Found> {
-        let slab = self.lock();
+        let slab = lock(&self.0);
         let mut found: Vec<Found> = match name {
             Some(name) => {
                 let hash = slab.hasher.hash_one(name);
@@ -212,6 +247,6 @@ impl Index {
 
     /// How many entries are listed.
     pub(crate) fn live(&self) -> usize {
-        self.lock().live
+        lock(&self.0).live
     }
 }

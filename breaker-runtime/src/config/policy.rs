@@ -4,7 +4,17 @@
 use std::time::Duration;
 
 use super::{Config, ConfigError, Window};
-use crate::{clock::to_nanos, overload::OverloadPolicy};
+use super::{OverloadPolicy, RetryPolicy};
+use crate::clock::to_nanos;
+
+/// Consecutive failures that open a breaker configured with neither `threshold` nor
+/// `failure_rate` (the builder's documented default).
+const DEFAULT_THRESHOLD: u32 = 5;
+/// The count window `failure_rate` judges when no window is given.
+const DEFAULT_WINDOW_CALLS: u32 = 100;
+/// Calls a window must hold before it is judged, when `min_calls` is not given (capped at a
+/// smaller count window's size).
+const DEFAULT_MIN_CALLS: u32 = 10;
 
 impl Config {
     /// Checks every field and resolves the defaults that depend on other fields.
@@ -105,7 +115,7 @@ impl Config {
         }
         let window = self
             .failure_rate
-            .map(|_| self.window.unwrap_or(Window::Calls(100)));
+            .map(|_| self.window.unwrap_or(Window::Calls(DEFAULT_WINDOW_CALLS)));
         let min_calls = match (window, self.min_calls) {
             (Some(Window::Calls(size)), Some(min)) if min > size => {
                 return Err(ConfigError::new(
@@ -114,13 +124,13 @@ impl Config {
                 ))
             }
             (_, Some(min)) => min,
-            (Some(Window::Calls(size)), None) => size.min(10),
-            _ => 10,
+            (Some(Window::Calls(size)), None) => size.min(DEFAULT_MIN_CALLS),
+            _ => DEFAULT_MIN_CALLS,
         };
         let threshold = match (self.threshold, self.failure_rate) {
             (Some(n), _) => Some(n),
             (None, Some(_)) => None,
-            (None, None) => Some(5),
+            (None, None) => Some(DEFAULT_THRESHOLD),
         };
         Ok(Policy {
             threshold,
@@ -148,15 +158,15 @@ impl Config {
 /// compares) and as validated, in one allocation: a plain breaker makes one, a keyed
 /// breaker's keys share theirs.
 #[derive(Debug)]
-pub(crate) struct Settings {
+pub(crate) struct Resolved {
     pub(crate) policy: Policy,
     pub(crate) config: Config,
 }
 
 impl Config {
     /// Validates this configuration and keeps it beside its [`Policy`].
-    pub(crate) fn settle(self) -> Result<Settings, ConfigError> {
-        Ok(Settings {
+    pub(crate) fn resolve(self) -> Result<Resolved, ConfigError> {
+        Ok(Resolved {
             policy: self.validate()?,
             config: self,
         })
@@ -185,7 +195,7 @@ pub(crate) struct Policy {
     pub(crate) max_open_percent: Option<u32>,
     pub(crate) overload: OverloadPolicy,
     /// `None`: no retries.
-    pub(crate) retry: Option<crate::retry::RetryPolicy>,
+    pub(crate) retry: Option<RetryPolicy>,
 }
 
 impl Policy {

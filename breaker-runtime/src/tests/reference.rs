@@ -366,7 +366,7 @@ proptest! {
     #[test]
     fn the_engine_agrees_with_the_reference_model(k in knobs(), ops in prop::collection::vec(op(), 1..80)) {
         let config = k.config();
-        let core = Core::new("reference".into(), config.clone().settle().unwrap().into());
+        let core = Core::new("reference".into(), config.clone().resolve().unwrap().into());
         let clock = FakeClock::default();
         let mut model = Model::new(k);
         let mut held: Vec<(Held<'_>, Call)> = Vec::new();

@@ -35,7 +35,7 @@ fn core(config: Config) -> (Arc<Core>, Arc<[AtomicUsize; 5]>) {
         seen[t.to as usize].fetch_add(1, SeqCst);
     });
     (
-        Arc::new(Core::new("loom".into(), config.settle().unwrap().into())),
+        Arc::new(Core::new("loom".into(), config.resolve().unwrap().into())),
         entered,
     )
 }

@@ -1,9 +1,18 @@
 //! Every breaker of the process, by name: for dashboards, health endpoints and manual
 //! control.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | this one | [`Registry`], [`registry()`]: finding, listing and snapshotting the live breakers |
+//! | `index` | the index under it: a slab of weak entries and slots by name, O(1) to list, unlist and find |
+//! | `departures` | what a metrics publisher needs across a breaker's end: identities, the last counts of the breakers that went |
+
+pub(crate) mod departures;
+pub(crate) mod index;
 
 use std::sync::Arc;
 
-use crate::{call::Shared, handle::Handle, listing, snapshot::Snapshot};
+use crate::{handle::Handle, shared::Shared, snapshot::Snapshot};
 
 /// The process-wide list of live breakers; see [`registry()`].
 ///
@@ -39,7 +48,7 @@ pub fn registry() -> &'static Registry {
 }
 
 /// A listed entry as a breaker (only breakers are listed).
-fn shared(listed: &listing::Listed) -> Option<Arc<Shared>> {
+fn shared(listed: &index::Listed) -> Option<Arc<Shared>> {
     listed.upgrade()?.downcast::<Shared>().ok()
 }
 
@@ -47,7 +56,7 @@ impl Registry {
     /// A handle to the most recently created live breaker with this name (a `&str`, or a
     /// transition's [`Name`](crate::Name)).
     pub fn get(&self, name: impl AsRef<str>) -> Option<Handle> {
-        listing::index()
+        index::index()
             .find(Some(name.as_ref()))
             .iter()
             .rev()
@@ -59,7 +68,7 @@ impl Registry {
     /// whose cool-off ended to half-open, as `Handle::state` does. Holds one breaker at a
     /// time.
     pub fn snapshot(&self) -> Vec<Snapshot> {
-        listing::index()
+        index::index()
             .find(None)
             .iter()
             .filter_map(|f| shared(&f.listed)) // lazily: each dropped before the next
@@ -69,7 +78,7 @@ impl Registry {
 
     /// Handles to every live breaker, in order of creation.
     pub fn handles(&self) -> Vec<Handle> {
-        listing::index()
+        index::index()
             .find(None)
             .iter()
             .filter_map(|f| shared(&f.listed))
@@ -79,7 +88,7 @@ impl Registry {
 
     /// How many breakers are live.
     pub fn len(&self) -> usize {
-        listing::index().live()
+        index::index().live()
     }
 
     /// Whether no breaker is live.
@@ -99,7 +108,7 @@ mod tests {
     fn a_lookup_by_name_takes_only_that_names_breakers() {
         let a = Breaker::new("registry::tests::a", Config::default());
         let _b = Breaker::new("registry::tests::b", Config::default());
-        let found = listing::index().find(Some("registry::tests::a"));
+        let found = index::index().find(Some("registry::tests::a"));
         assert_eq!(found.len(), 1, "only a's entry");
         assert!(Arc::ptr_eq(&shared(&found[0].listed).unwrap(), &a.shared));
     }

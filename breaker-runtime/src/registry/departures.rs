@@ -7,11 +7,11 @@ use std::{
     collections::VecDeque,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
-        Mutex, PoisonError,
+        Mutex,
     },
 };
 
-use crate::{Name, Stats};
+use crate::{sync::lock, Name, Stats};
 
 /// Departures kept between two takes at most; beyond, the oldest are dropped (their last
 /// counts since the publish before are then lost, and said so once).
@@ -49,7 +49,7 @@ pub fn watch() {
 /// The departures since the last take, oldest first.
 #[doc(hidden)]
 pub fn take() -> Vec<Departed> {
-    let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut queue = lock(&QUEUE);
     queue.drain(..).collect()
 }
 
@@ -59,7 +59,7 @@ pub(crate) fn depart(make: impl FnOnce() -> Departed) {
         return;
     }
     let departed = make();
-    let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut queue = lock(&QUEUE);
     if queue.len() >= MAX_QUEUED {
         queue.pop_front();
     }

@@ -1,0 +1,203 @@
+//! Live configuration: what a breaker reads of its configuration while it runs ([`Live`]),
+//! and which keys a running breaker keeps from its first configuration. Changing it is
+//! `crate::reconfigure`'s.
+//!
+//! The call path reads its few settings (the tripping rules, the window's shape, `slow_call`,
+//! `timeout`, the bulkhead, dry run) from atomics in [`Live`], through the pointer it already
+//! followed to reach them (`Core::live`, as it followed `Core::settings` before): a relaxed
+//! load is the plain load it was, so the call path pays nothing for configuration that can
+//! change. The tripping rules are packed into one word, so one outcome is judged wholly by
+//! the old rules or wholly by the new. Everything else (cool-offs, probes, the hook) is read
+//! where the breaker already takes its lock, from the validated configuration in force,
+//! swapped whole. The call path's two flags (`Core::flags`: the fast path's policy, a
+//! `timeout`) live beside the state word, and each breaker's are set after the new settings
+//! are in place.
+//!
+//! What a breaker *holds* is never rebuilt: state, generation, counts, the open deadline,
+//! the backoff step, calls in flight under the bulkhead, probe leases. A count window is
+//! resized in place keeping its most recent outcomes; the window's kind or a time window's
+//! span changing starts it empty (buckets of another width cannot be split exactly).
+
+use std::{sync::Arc, time::Duration};
+
+use crate::{
+    config::{Policy, Resolved},
+    sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::Relaxed},
+    Config, ConfigError, Window,
+};
+
+/// The configuration of a breaker (shared by a keyed breaker's keys) as it runs.
+pub(crate) struct Live {
+    /// `threshold` (low 32 bits, 0: none), `failure_rate` (7 bits, 0: none), `min_calls`
+    /// (the 25 high bits): one load judges one outcome by one set of rules.
+    rules: AtomicU64,
+    /// The window's shape: 0 none, else calls, or a span in nanoseconds with [`TIMED`] set.
+    window: AtomicU64,
+    /// Nanoseconds, 0: none.
+    slow_call: AtomicU64,
+    /// Nanoseconds, 0: none.
+    timeout: AtomicU64,
+    /// 0: no bulkhead.
+    max_concurrent: AtomicU32,
+    dry_run: AtomicBool,
+    /// The configuration in force, as given and as validated; its lock is a leaf (nothing
+    /// is locked under it), held only to clone or swap the pointer.
+    settings: Mutex<Arc<Resolved>>,
+}
+
+const TIMED: u64 = 1 << 63;
+/// `min_calls` is kept in 25 bits: a window that must hold more than 33 million calls
+/// before it is judged is judged at 33 million (validation bounds a count window at
+/// 100 000; only a time window of enormous traffic could tell the difference).
+const MIN_CALLS_MAX: u64 = (1 << 25) - 1;
+
+/// The tripping rules one outcome is judged by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    pub(crate) threshold: Option<u32>,
+    pub(crate) failure_rate: Option<u32>,
+    pub(crate) min_calls: u32,
+}
+
+fn nonzero(n: u64) -> Option<u64> {
+    (n != 0).then_some(n)
+}
+
+impl Live {
+    fn new(settings: Resolved) -> Live {
+        let live = Live {
+            rules: AtomicU64::new(0),
+            window: AtomicU64::new(0),
+            slow_call: AtomicU64::new(0),
+            timeout: AtomicU64::new(0),
+            max_concurrent: AtomicU32::new(0),
+            dry_run: AtomicBool::new(false),
+            settings: Mutex::new(Arc::new(settings)),
+        };
+        live.store(&live.settings().policy);
+        live
+    }
+
+    /// Writes the call path's copies of `policy`.
+    fn store(&self, policy: &Policy) {
+        let rules = u64::from(policy.threshold.unwrap_or(0))
+            | u64::from(policy.failure_rate.unwrap_or(0) & 0x7f) << 32
+            | u64::from(policy.min_calls).min(MIN_CALLS_MAX) << 39;
+        let window = match policy.window {
+            None => 0,
+            Some(Window::Calls(n)) => u64::from(n),
+            Some(Window::Duration(d)) => crate::clock::to_nanos(d).clamp(1, TIMED - 1) | TIMED,
+        };
+        self.rules.store(rules, Relaxed);
+        self.window.store(window, Relaxed);
+        self.slow_call.store(policy.slow_call.unwrap_or(0), Relaxed);
+        self.timeout
+            .store(policy.timeout.map_or(0, crate::clock::to_nanos), Relaxed);
+        self.max_concurrent
+            .store(policy.max_concurrent.unwrap_or(0), Relaxed);
+        self.dry_run.store(policy.overload.dry_run, Relaxed);
+    }
+
+    /// The configuration in force (for transitions, probes, hooks: off the call path).
+    pub(crate) fn settings(&self) -> Arc<Resolved> {
+        lock(&self.settings).clone()
+    }
+
+    #[inline(always)]
+    pub(crate) fn rules(&self) -> Rules {
+        let r = self.rules.load(Relaxed);
+        Rules {
+            threshold: nonzero(r & 0xffff_ffff).map(|n| n as u32),
+            failure_rate: nonzero((r >> 32) & 0x7f).map(|n| n as u32),
+            min_calls: (r >> 39) as u32,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn window(&self) -> Option<Window> {
+        match self.window.load(Relaxed) {
+            0 => None,
+            w if w & TIMED != 0 => Some(Window::Duration(Duration::from_nanos(w & !TIMED))),
+            n => Some(Window::Calls(n as u32)),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn slow_call(&self) -> Option<u64> {
+        nonzero(self.slow_call.load(Relaxed))
+    }
+
+    #[inline(always)]
+    pub(crate) fn timeout(&self) -> Option<Duration> {
+        nonzero(self.timeout.load(Relaxed)).map(Duration::from_nanos)
+    }
+
+    #[inline(always)]
+    pub(crate) fn max_concurrent(&self) -> Option<u32> {
+        match self.max_concurrent.load(Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn dry_run(&self) -> bool {
+        self.dry_run.load(Relaxed)
+    }
+
+    /// Validates `config`, checks it changes nothing that cannot change while the breaker
+    /// runs, and puts it in force. A config without an `on_state_change` hook keeps the
+    /// hook in force (a file or a control plane cannot carry one). Returns what is now in
+    /// force, for each breaker to adopt.
+    pub(crate) fn replace(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {
+        let policy = config.validate()?;
+        let mut current = lock(&self.settings);
+        fixed(&current.policy, &policy)?;
+        let mut config = config;
+        if config.on_state_change.is_none() {
+            config.on_state_change = current.config.on_state_change.clone();
+        }
+        if config.probe.is_none() {
+            config.probe = current.config.probe.clone();
+        }
+        self.store(&policy);
+        let settings = Arc::new(Resolved { policy, config });
+        *current = settings.clone();
+        Ok(settings)
+    }
+}
+
+impl From<Resolved> for Arc<Live> {
+    fn from(settings: Resolved) -> Arc<Live> {
+        Arc::new(Live::new(settings))
+    }
+}
+
+impl std::fmt::Debug for Live {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Live").field(&self.settings()).finish()
+    }
+}
+
+/// What a running breaker keeps from its first configuration: its overload mechanisms'
+/// learned state (a throttle's window, an adaptive limit with slots held by calls in
+/// flight) belongs to their parameters, and a keyed breaker's `max_open_percent` budget is
+/// shared by keys made with it. Changing one is refused, naming it; make a new breaker.
+fn fixed(now: &Policy, next: &Policy) -> Result<(), ConfigError> {
+    let why = "cannot change on a running breaker (its learned state belongs to the old \
+               value); make a new breaker for it";
+    let (a, b) = (&now.overload, &next.overload);
+    if a.throttle != b.throttle {
+        return Err(ConfigError::new("throttle", why));
+    }
+    if a.ramp != b.ramp {
+        return Err(ConfigError::new("ramp", why));
+    }
+    if a.adaptive_concurrency != b.adaptive_concurrency {
+        return Err(ConfigError::new("adaptive_concurrency", why));
+    }
+    if now.max_open_percent != next.max_open_percent {
+        return Err(ConfigError::new("max_open_percent", why));
+    }
+    Ok(())
+}
