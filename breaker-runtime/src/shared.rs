@@ -34,7 +34,7 @@ pub struct Shared {
     pub(crate) family: Option<Arc<Family>>,
     /// The retry budget, made by the first retried call (`crate::retry`): a breaker that
     /// never retries pays one word for it.
-    retry: std::sync::OnceLock<Box<crate::retry::budget::Budget>>,
+    retry: once_cell::race::OnceBox<crate::retry::budget::Budget>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -77,7 +77,7 @@ impl Shared {
             listed: listed.then(Listing::pending),
             id: crate::registry::departures::next_id(),
             family,
-            retry: std::sync::OnceLock::new(),
+            retry: once_cell::race::OnceBox::new(),
         }
     }
 

@@ -22,7 +22,9 @@
 
 use std::marker::PhantomData;
 
-use std::sync::{atomic::AtomicUsize, OnceLock};
+use std::sync::atomic::AtomicUsize;
+
+use once_cell::race::OnceBox;
 
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 
@@ -203,7 +205,7 @@ pub(crate) struct Counters {
     home: Stripe,
     /// Every slot's stripe, made when a second slot first counts here: a breaker that
     /// several threads call pays its 4 KiB then, and keeps their scaling.
-    others: OnceLock<Box<[Padded; STRIPES]>>,
+    others: OnceBox<[Padded; STRIPES]>,
 }
 
 /// A stripe made on contention: its own pair of cache lines (128 bytes, as adjacent-line
@@ -273,7 +275,7 @@ impl Counters {
         Counters {
             route: AtomicUsize::new(NO_OWNER),
             home: Stripe::default(),
-            others: OnceLock::new(),
+            others: OnceBox::new(),
         }
     }
 

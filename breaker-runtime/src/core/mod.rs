@@ -38,6 +38,8 @@
 
 use std::{collections::VecDeque, sync::OnceLock};
 
+use once_cell::race::OnceBox;
+
 use crate::{
     clock::{Clock, Nanos},
     config::Policy,
@@ -170,7 +172,7 @@ impl Inner {
 /// ever stays closed (most keys of a keyed breaker) never makes it, which keeps about 160
 /// bytes off each such breaker. `lock(&self.inner)` reaches `Inner` through `Deref`
 /// (its `Lock` below).
-struct LazyInner(OnceLock<Box<Cold>>);
+struct LazyInner(OnceBox<Cold>);
 
 struct Cold {
     inner: Mutex<Inner>,
@@ -216,7 +218,7 @@ impl LazyInner {
     /// The cold part, if made.
     #[inline(always)]
     fn made(&self) -> Option<&Cold> {
-        self.0.get().map(|c| &**c)
+        self.0.get()
     }
 
     /// `Stats` (successes, failures) when the breaker last closed, without making `Inner`
@@ -257,7 +259,7 @@ pub struct Core {
     streak: AtomicU64,
     /// Boxed: most breakers have no window, and a keyed breaker's keys are many. Made when
     /// a window is first configured (at creation or by `reconfigure`), then kept.
-    ring: OnceLock<Box<Ring>>,
+    ring: OnceBox<Ring>,
     in_flight: AtomicU32,
     pub(crate) counters: Counters,
     /// Made at its first use (see [`LazyInner`]).
@@ -266,7 +268,7 @@ pub struct Core {
     cap: Option<OpenCap>,
     /// Throttling, the ramp, the adaptive bulkhead, dry run: empty (one pointer) without;
     /// made when first needed (at creation, or when `reconfigure` turns a dry run on).
-    overload: OnceLock<Box<Overload>>,
+    overload: OnceBox<Overload>,
     /// What the call path asks of the policy, beside the word: [`SIMPLE`] (no `slow_call`,
     /// window, bulkhead or overload key: a closed call needs only the word, its stripe and
     /// the streak, and gives nothing back if dropped: the fast path, [`Core::enter_closed`]),
@@ -330,11 +332,11 @@ impl Core {
     pub(crate) fn new(name: Name, live: std::sync::Arc<Live>) -> Core {
         let settings = live.settings();
         let policy = &settings.policy;
-        let ring = OnceLock::new();
+        let ring = OnceBox::new();
         if let Some(w) = policy.window {
             let _ = ring.set(Box::new(Ring::new(w)));
         }
-        let overload = OnceLock::new();
+        let overload = OnceBox::new();
         if let Some(o) = Overload::new(&policy.overload) {
             let _ = overload.set(o);
         }
@@ -346,7 +348,7 @@ impl Core {
             ring,
             in_flight: AtomicU32::new(0),
             counters: Counters::new(),
-            inner: LazyInner(OnceLock::new()),
+            inner: LazyInner(OnceBox::new()),
             cap: None,
             overload,
             flags: AtomicU8::new(flags(policy)),
@@ -388,13 +390,13 @@ impl Core {
     /// The window, if one was ever configured (it may be off now: see `Live::window`).
     #[inline(always)]
     fn ring(&self) -> Option<&Ring> {
-        self.ring.get().map(|r| &**r)
+        self.ring.get()
     }
 
     /// The overload part, if made.
     #[inline(always)]
     fn overload(&self) -> Option<&Overload> {
-        self.overload.get().map(|o| &**o)
+        self.overload.get()
     }
 
     /// Caps this key's opening by its keyed breaker's budget.
