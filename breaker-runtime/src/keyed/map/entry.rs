@@ -1,6 +1,6 @@
 //! The set's entries and how they are found: a key's entry (`Node`), its hash (one SipHash
 //! per lookup, handed to the set by `Prehashed`), and the two ways to find it (by a
-//! borrowed key, `ByKey`; by its breaker, from a shard's record).
+//! borrowed key, `ByKey`; by its breaker, from a shard's record, `ByBreaker`).
 
 use std::{
     borrow::Borrow,
@@ -15,23 +15,6 @@ use crate::Breaker;
 /// The flag in an entry's `seen`: called since the last sweep (nanos fit in the other 63
 /// bits for 292 years).
 pub(super) const TOUCHED: u64 = 1 << 63;
-
-/// A breaker as its shard keeps it: its key's hash and the breaker's identity find its
-/// entry in the set (the entry holds the breaker).
-#[derive(Clone, Copy)]
-pub(super) struct Slot {
-    pub(super) hash: u64,
-    pub(super) id: usize,
-}
-
-impl Slot {
-    pub(super) fn by(self) -> ByBreaker {
-        ByBreaker {
-            hash: self.hash,
-            id: self.id,
-        }
-    }
-}
 
 /// A key's entry in the set: what a call finds.
 pub(super) struct Node<K> {
@@ -85,7 +68,10 @@ impl<K: Borrow<Q>, Q: Eq + ?Sized> Equivalent<Node<K>> for ByKey<'_, Q> {
     }
 }
 
-/// A lookup of one breaker (a slot's) by its key's hash.
+/// A lookup of one breaker by its key's hash and the breaker's identity: also what a shard
+/// keeps of each of its breakers (its record), which finds its entry in the set (the entry
+/// holds the breaker).
+#[derive(Clone, Copy)]
 pub(super) struct ByBreaker {
     pub(super) hash: u64,
     pub(super) id: usize,

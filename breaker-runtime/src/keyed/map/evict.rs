@@ -48,9 +48,9 @@ impl<K: BreakerKey> Map<K> {
     fn none_but_manual(&self) -> bool {
         let guard = self.guard();
         self.shards.iter().all(|shard| {
-            lock(&shard.0).iter().all(|slot| {
+            lock(&shard.0).iter().all(|record| {
                 self.index
-                    .get(&slot.by(), &guard)
+                    .get(record, &guard)
                     .is_none_or(|node| node.breaker.shared.core.is_manual())
             })
         })
@@ -66,8 +66,8 @@ impl<K: BreakerKey> Map<K> {
         // The best candidate: (class, recency, shard, position, id), the least first.
         let mut best: Option<(u8, u64, usize, usize, usize)> = None;
         for (s, shard) in self.shards.iter().enumerate() {
-            let slots = lock(&shard.0);
-            let n = slots.len();
+            let records = lock(&shard.0);
+            let n = records.len();
             for j in 0..n.min(SAMPLE) {
                 let i = if n <= SAMPLE {
                     j
@@ -75,9 +75,9 @@ impl<K: BreakerKey> Map<K> {
                     rng = xorshift(rng);
                     (rng % n as u64) as usize
                 };
-                let by = slots[i].by();
+                let by = records[i];
                 let Some(node) = self.index.get(&by, &guard) else {
-                    continue; // not reached: a slot and its entry go together
+                    continue; // not reached: a record and its entry go together
                 };
                 if node.breaker.shared.core.is_manual() {
                     *manual = true; // an operator's hand outlives eviction
@@ -91,9 +91,9 @@ impl<K: BreakerKey> Map<K> {
             }
         }
         let (class, _, s, at, id_) = best?;
-        let mut slots = lock(&self.shards[s].0);
-        // Looked at again under the lock: the slot may have moved, a call may have come.
-        let by = slots.get(at).filter(|slot| slot.id == id_)?.by();
+        let mut records = lock(&self.shards[s].0);
+        // Looked at again under the lock: the record may have moved, a call may have come.
+        let by = *records.get(at).filter(|record| record.id == id_)?;
         let node = self.index.get(&by, &guard)?;
         if node.breaker.shared.core.is_manual() {
             return None; // forced or disabled meanwhile
@@ -102,7 +102,7 @@ impl<K: BreakerKey> Map<K> {
             return None;
         }
         self.unlist(by, &guard);
-        slots.swap_remove(at);
+        records.swap_remove(at);
         Some(class > 0)
     }
 

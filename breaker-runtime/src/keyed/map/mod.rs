@@ -31,7 +31,7 @@
 //! per key than the `RwLock`ed tables before (the set's entry is an allocation of its own,
 //! and its table is kept at most half full), a new key a few hundred nanoseconds more (that
 //! allocation, the set's incremental growth), and sweeps and evictions at the bound 1.6×
-//! to 3× the time (each slot looked at is found in the set: two more cache misses; each
+//! to 3× the time (each record looked at is found in the set: two more cache misses; each
 //! removed entry freed by the collector).
 //!
 //! Rooms: here the map (`Map`: lookups, insertion, reconfiguration); `entry` the set's
@@ -55,7 +55,7 @@ mod entry;
 mod evict;
 mod sweep;
 
-use entry::{id, key_hasher, ByBreaker, ByKey, Node, Prehashed, Slot, TOUCHED};
+use entry::{id, key_hasher, ByBreaker, ByKey, Node, Prehashed, TOUCHED};
 use evict::Eviction;
 use sweep::Cursor;
 
@@ -112,7 +112,7 @@ pub(super) struct Map<K> {
 /// One shard: its breakers, dense (a victim is drawn by position), on cache lines of its
 /// own (writers of two shards do not share a line).
 #[repr(align(128))]
-struct Shard(Mutex<Vec<Slot>>);
+struct Shard(Mutex<Vec<ByBreaker>>);
 
 impl<K: BreakerKey> Map<K> {
     pub(super) fn new(name: &str, settings: Resolved) -> Self {
@@ -187,7 +187,7 @@ impl<K: BreakerKey> Map<K> {
         key_hasher().hash_one(key)
     }
 
-    fn shard(&self, hash: u64) -> &Mutex<Vec<Slot>> {
+    fn shard(&self, hash: u64) -> &Mutex<Vec<ByBreaker>> {
         &self.shards[(hash >> 59) as usize % SHARDS].0
     }
 
@@ -259,15 +259,15 @@ impl<K: BreakerKey> Map<K> {
             }
         }
         let guard = self.guard();
-        let mut slots = lock(self.shard(hash));
+        let mut records = lock(self.shard(hash));
         let breaker = match self.index.get(&ByKey { hash, key }, &guard) {
             Some(node) => {
                 self.len.fetch_sub(1, Relaxed); // a racing caller made it: give the place back
                 node.breaker.clone()
             }
-            None => self.put(&mut slots, key, hash, now, &guard),
+            None => self.put(&mut records, key, hash, now, &guard),
         };
-        drop(slots);
+        drop(records);
         // The evicted entry is freed when this guard (and any other that could see it) is
         // dropped, outside the shards' locks: the last clone unlists the breaker.
         if let Some(stateful) = evicted {
@@ -322,11 +322,11 @@ impl<K: BreakerKey> Map<K> {
             .is_ok()
     }
 
-    /// Creates `key`'s breaker in the set and in its shard's `slots` (under the shard's
+    /// Creates `key`'s breaker in the set and in its shard's `records` (under the shard's
     /// lock; its place already counted in `len`).
     fn put<Q>(
         &self,
-        slots: &mut Vec<Slot>,
+        records: &mut Vec<ByBreaker>,
         key: &Q,
         hash: u64,
         now: u64,
@@ -342,7 +342,7 @@ impl<K: BreakerKey> Map<K> {
             &self.family,
             self.budget.as_ref(),
         );
-        slots.push(Slot {
+        records.push(ByBreaker {
             hash,
             id: id(&breaker),
         });

@@ -16,7 +16,7 @@ use std::sync::{atomic::Ordering::Relaxed, TryLockError};
 use papaya::{Guard, LocalGuard};
 
 use super::{
-    entry::{Slot, TOUCHED},
+    entry::{ByBreaker, TOUCHED},
     evict::evictable_when_idle,
     Map, SHARDS,
 };
@@ -31,11 +31,11 @@ const SWEEP_STEP: usize = 1024;
 /// guard goes, while their breakers are still in cache.
 const FREE_STEP: usize = 256;
 
-/// How many slots a sweep judges before it removes the idle ones among them.
+/// How many records a sweep judges before it removes the idle ones among them.
 const BATCH: usize = 32;
 
-/// Where a sweep under way goes on: a shard, and the position in its slots below which it
-/// has not looked yet (slots may have moved meanwhile: one moved by a removal may be looked
+/// Where a sweep under way goes on: a shard, and the position in its records below which it
+/// has not looked yet (records may have moved meanwhile: one moved by a removal may be looked
 /// at twice or wait for the next sweep, never wrongly dropped, since each is judged when
 /// looked at).
 #[derive(Clone, Copy)]
@@ -127,8 +127,8 @@ impl<K: BreakerKey> Map<K> {
     /// it looked at): where to go on when the budget ran out, `None` when it reached the
     /// shard's start.
     ///
-    /// Downwards, a removal (`swap_remove`) moves into the hole a slot already looked at, so
-    /// nothing is skipped. Each batch of [`BATCH`] slots is judged first, with loads only,
+    /// Downwards, a removal (`swap_remove`) moves into the hole a record already looked at, so
+    /// nothing is skipped. Each batch of [`BATCH`] records is judged first, with loads only,
     /// so the cache misses of its entries overlap; then its idle ones are removed, highest
     /// position first, which leaves the lower positions of the batch where they were.
     fn sweep_shard(
@@ -139,8 +139,8 @@ impl<K: BreakerKey> Map<K> {
         now: u64,
         guard: &LocalGuard<'_>,
     ) -> Option<usize> {
-        let mut slots = lock(&self.shards[shard].0);
-        let mut hi = below.min(slots.len());
+        let mut records = lock(&self.shards[shard].0);
+        let mut hi = below.min(records.len());
         let mut going = [0usize; BATCH];
         while hi > 0 {
             if *budget == 0 {
@@ -150,25 +150,25 @@ impl<K: BreakerKey> Map<K> {
             *budget -= hi - lo;
             let mut n = 0;
             for i in (lo..hi).rev() {
-                if self.idle_at(slots[i], now, guard) {
+                if self.idle_at(records[i], now, guard) {
                     going[n] = i;
                     n += 1;
                 }
             }
             for &i in &going[..n] {
-                self.unlist(slots[i].by(), guard);
+                self.unlist(records[i], guard);
                 self.len.fetch_sub(1, Relaxed);
-                slots.swap_remove(i);
+                records.swap_remove(i);
             }
             hi = lo;
         }
         None
     }
 
-    /// Whether a sweep at `now` drops this slot's entry: unused for `idle`, and evictable.
+    /// Whether a sweep at `now` drops this record's entry: unused for `idle`, and evictable.
     /// Stamps an entry used since the last sweep with `now` instead.
-    fn idle_at(&self, slot: Slot, now: u64, guard: &LocalGuard<'_>) -> bool {
-        match self.index.get(&slot.by(), guard) {
+    fn idle_at(&self, record: ByBreaker, now: u64, guard: &LocalGuard<'_>) -> bool {
+        match self.index.get(&record, guard) {
             Some(node) => {
                 let seen = node.seen.load(Relaxed);
                 if seen & TOUCHED != 0 {
@@ -178,7 +178,7 @@ impl<K: BreakerKey> Map<K> {
                     now.saturating_sub(seen) >= self.idle() && evictable_when_idle(&node.breaker)
                 }
             }
-            None => true, // not reached: a slot and its entry go together
+            None => true, // not reached: a record and its entry go together
         }
     }
 }
