@@ -43,8 +43,8 @@ pub(crate) struct Shed {
 
 /// The throttle admitted this call (at `at`): its request and accept join that bucket.
 const REQUESTED: u8 = 1;
-/// It holds an adaptive bulkhead slot (taken at `at`, `in_flight` with it).
-const SLOT: u8 = 2;
+/// It holds an adaptive bulkhead seat (taken at `at`, `in_flight` with it).
+const SEAT: u8 = 2;
 /// A dry run's would-be refusal, made anyway: its outcome counts for nothing.
 const SHADOW: u8 = 4;
 
@@ -61,17 +61,17 @@ impl Shed {
         self.flags & SHADOW != 0
     }
 
-    pub(super) fn hold(&mut self, slot: overload::Seat) {
-        (self.at, self.in_flight) = slot.parts();
-        self.flags |= SLOT;
+    pub(super) fn hold(&mut self, seat: overload::Seat) {
+        (self.at, self.in_flight) = seat.parts();
+        self.flags |= SEAT;
     }
 
     fn requested_at(&self) -> Option<Nanos> {
         (self.flags & REQUESTED != 0).then_some(self.at)
     }
 
-    fn slot(&self) -> Option<overload::Seat> {
-        (self.flags & SLOT != 0).then(|| overload::Seat::from_parts(self.at, self.in_flight))
+    fn seat(&self) -> Option<overload::Seat> {
+        (self.flags & SEAT != 0).then(|| overload::Seat::from_parts(self.at, self.in_flight))
     }
 }
 
@@ -141,7 +141,7 @@ impl Overload {
         false
     }
 
-    /// The adaptive bulkhead's slot for a call at `now`, or its current limit when full.
+    /// The adaptive bulkhead's seat for a call at `now`, or its current limit when full.
     /// `Ok(None)` without an adaptive bulkhead.
     pub(super) fn acquire(&self, now: Nanos) -> Result<Option<overload::Seat>, u32> {
         match &self.limiter {
@@ -186,7 +186,7 @@ impl Overload {
                 throttle.record_answer(at, accepted);
             }
         }
-        if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {
+        if let (Some(limiter), Some(seat)) = (&self.limiter, shed.seat()) {
             let sample = limit_sample(outcome);
             // A drop's time too: it may close the window (a window of drops only lowers the
             // limit), which a drop stamped 0 never did.
@@ -195,7 +195,7 @@ impl Overload {
             } else {
                 clock.now()
             };
-            limiter.release(slot, now, sample);
+            limiter.release(seat, now, sample);
         }
     }
 
