@@ -164,8 +164,9 @@ pub(crate) struct Vegas {
     probe: Option<RttProbe>,
 }
 
-/// A no-load RTT probe (Vegas's word; not the half-open breaker's probe call): the limit held at [`PROBE_LIMIT`] until [`PROBE_SAMPLES`] calls admitted
-/// with at most that many in flight have answered.
+/// A no-load RTT probe (Vegas's word; not a half-open probe call): the limit held at
+/// [`PROBE_LIMIT`] until [`PROBE_SAMPLES`] calls admitted with at most that many in flight
+/// have answered.
 #[derive(Debug, Clone, Copy, Default)]
 struct RttProbe {
     sum: u64,
