@@ -19,23 +19,24 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    core::{Engine, Permit, Ticket},
-    shared::{settle, settle_ticket, Host, Shared, Stop},
+    core::{Admission, Held},
+    shared::{conclude, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
     CallError,
 };
 
-/// Where a call stands. An explicit tag (rather than a niche in the permit) makes every
-/// check of the stage one compare.
+/// Where a call stands: one byte, so every check of the stage is one compare; what the
+/// admission holds is beside it ([`Call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-enum Stage<H: Engine> {
+enum Stage {
     /// Not polled yet: not admitted.
     Idle,
     /// Admitted on the fast path: nothing to give back if dropped but a count.
-    Fast(Ticket),
-    /// Admitted with a permit, which reports a cancellation if dropped.
-    Held(Permit<H>),
+    Fast,
+    /// Admitted in full: reports a cancellation if dropped, which gives its slots back.
+    Held,
     /// Finished.
     Done,
 }
@@ -51,39 +52,56 @@ pin_project! {
     /// Like most futures, it panics if polled again after it completed.
     #[must_use = "futures do nothing unless polled"]
     pub struct CallFuture<'a, F, P, H: Host = &'a Shared> {
-        // Fields drop in this order: the user's future goes before the permit in `stage`,
-        // so a slot is given back only once the call it held is really gone.
+        // Fields drop in this order: the user's future goes before `call`, so a slot is
+        // given back only once the call it held is really gone.
         #[pin]
         inner: F,
-        // Made at the first `Pending` of a timed call, in place (no allocation).
-        #[pin]
-        deadline: Option<Sleep>,
-        stage: Stage<H>,
-        // Taken once, when the call ends other than a fast success.
-        judge: Option<P>,
-        host: H,
+        // Made at the first `Pending` of a timed call (see the module's note).
+        deadline: Option<Pin<Box<Sleep>>>,
+        call: Call<H, P>,
         _borrow: std::marker::PhantomData<&'a ()>,
     }
+}
 
-    impl<'a, F, P, H: Host> PinnedDrop for CallFuture<'a, F, P, H> {
-        fn drop(this: Pin<&mut Self>) {
-            // A fast-path call has no permit to report its cancellation: count it here.
-            if let Stage::Fast(_) = this.stage {
-                this.host.shared().core.counters.add(Count::Cancelled);
-            }
+/// An admitted call's standing: the breaker, the admission (its data and its flags apart, so
+/// the stage and the judge's tag pack beside the flags), the judge until it is used.
+/// Reports a cancellation when dropped before the call ended.
+struct Call<H: Host, P> {
+    host: H,
+    held: Held,
+    flags: u8,
+    stage: Stage,
+    judge: Option<P>,
+}
+
+impl<H: Host, P> Drop for Call<H, P> {
+    #[inline]
+    fn drop(&mut self) {
+        match self.stage {
+            // A fast-path call has nothing to give back: a count.
+            Stage::Fast => self.host.shared().core.counters.add(Count::Cancelled),
+            Stage::Held => cancelled(self.host.shared(), Admission::join(self.held, self.flags)),
+            Stage::Idle | Stage::Done => {}
         }
     }
 }
 
+/// A fully admitted call dropped before it ended (out of line: keeps the call future's
+/// drop glue small enough to inline where the call was on the fast path).
+#[inline(never)]
+fn cancelled(shared: &Shared, admission: Admission) {
+    shared.report(false, admission, crate::core::Outcome::Cancelled);
+}
+
 impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let stage = match self.stage {
+        let stage = match self.call.stage {
             Stage::Idle => "idle",
-            Stage::Fast(_) | Stage::Held(_) => "running",
+            Stage::Fast | Stage::Held => "running",
             Stage::Done => "done",
         };
         f.debug_struct("CallFuture")
-            .field("breaker", &self.host.shared().core.name)
+            .field("breaker", &self.call.host.shared().core.name)
             .field("stage", &stage)
             .finish_non_exhaustive()
     }
@@ -94,23 +112,31 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
         CallFuture {
             inner,
             deadline: None,
-            stage: Stage::Idle,
-            judge: Some(judge),
-            host,
+            call: Call {
+                host,
+                held: Held::default(),
+                flags: 0,
+                stage: Stage::Idle,
+                judge: Some(judge),
+            },
             _borrow: std::marker::PhantomData,
         }
     }
 }
 
 /// Admission on the first poll, when neither the closed fast path nor an outright refusal
-/// applied (out of line, so the poll of a closed call keeps a small frame): writes the
-/// stage if admitted.
+/// applied (out of line and not generic: one copy for every call future): writes the
+/// admission and the stage if admitted.
 #[inline(never)]
-fn admit_slow<H: Host>(host: &H, stage: &mut Stage<H>) -> Result<(), crate::BreakerError> {
-    *stage = match host.shared().core.enter_claiming() {
-        Some(ticket) => Stage::Fast(ticket.ticket()),
-        None => Stage::Held(Permit::acquire_in(host.clone())?),
-    };
+fn admit_slow(
+    shared: &Shared,
+    held: &mut Held,
+    flags: &mut u8,
+    stage: &mut Stage,
+) -> Result<(), crate::BreakerError> {
+    let (fast, admission) = shared.admit()?;
+    (*held, *flags) = admission.split();
+    *stage = if fast { Stage::Fast } else { Stage::Held };
     Ok(())
 }
 
@@ -124,34 +150,32 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
+        let call = this.call;
         // Read at admission only when a `timeout` is set: its deadline counts from here.
         let mut admitted_at = None;
         // Admitted on this thread in this poll: a success in the same poll (a call ready at
         // once, the common case) counts on the stripe admission found.
         let mut admitted_here = None;
-        let host = &*this.host;
-        let shared = host.shared();
-        match this.stage {
+        let shared = call.host.shared();
+        match call.stage {
             Stage::Idle => {
                 match shared.core.enter_closed() {
                     Some(ticket) => {
-                        // The stage was `Idle`: nothing to drop (a plain assignment would
-                        // check for a permit).
-                        std::mem::forget(std::mem::replace(
-                            this.stage,
-                            Stage::Fast(ticket.ticket()),
-                        ));
+                        call.held.set_ticket(ticket.ticket());
+                        call.stage = Stage::Fast;
                         admitted_here = Some(ticket);
                     }
                     None => {
                         // Each refusal straight into the output: no intermediate `Result`
                         // to move the error through.
                         if let Some(refused) = shared.core.refuse(&shared.clock) {
-                            *this.stage = Stage::Done;
+                            call.stage = Stage::Done;
                             return Poll::Ready(Err(CallError::Breaker(refused)));
                         }
-                        if let Err(refused) = admit_slow(host, this.stage) {
-                            *this.stage = Stage::Done;
+                        if let Err(refused) =
+                            admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+                        {
+                            call.stage = Stage::Done;
                             return Poll::Ready(Err(CallError::Breaker(refused)));
                         }
                     }
@@ -160,38 +184,33 @@ where
                     admitted_at = Some(Instant::now());
                 }
             }
-            Stage::Fast(_) | Stage::Held(_) => {}
+            Stage::Fast | Stage::Held => {}
             Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
         }
         let inner = this.inner;
         let result = match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            // The fast success, inline: no permit to move, no judge to run (unless a
-            // classifier must see every `Ok`).
-            Ok(Poll::Ready(Ok(value))) => match *this.stage {
-                Stage::Fast(ticket) if P::OK_IS_SUCCESS => {
-                    // Before the call below, where the compiler still knows there is
-                    // nothing to drop.
-                    *this.stage = Stage::Done;
-                    match admitted_here {
-                        Some(local) => {
-                            if shared.core.succeeded_here(local) {
-                                shared.core.end_streak_now(ticket, &shared.clock);
-                            }
+            // The fast success, inline: no judge to run (unless a classifier must see every
+            // `Ok`).
+            Ok(Poll::Ready(Ok(value))) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
+                call.stage = Stage::Done;
+                match admitted_here {
+                    Some(local) => {
+                        if shared.core.succeeded_here(local) {
+                            shared.core.end_streak_now(local.ticket(), &shared.clock);
                         }
-                        None => shared.core.succeed(ticket, &shared.clock),
                     }
-                    return Poll::Ready(Ok(value));
+                    None => shared.core.succeed(call.held.ticket(), &shared.clock),
                 }
-                _ => Ok(Ok(value)),
-            },
-            Ok(Poll::Ready(Err(e))) => Ok(Err(e)),
+                return Poll::Ready(Ok(value));
+            }
+            Ok(Poll::Ready(result)) => Ok(result),
             Err(panic) => Err(Stop::Panic(panic)),
             Ok(Poll::Pending) => match expired(this.deadline, admitted_at, cx, shared) {
                 Some(timeout) => Err(timeout),
                 None => return Poll::Pending,
             },
         };
-        Poll::Ready(end(host, this.stage, this.judge, result))
+        Poll::Ready(end(call, result))
     }
 }
 
@@ -199,7 +218,7 @@ where
 /// call, makes its timer, due `timeout` after admission (out of line: only with `timeout`).
 #[inline(never)]
 fn expired(
-    mut deadline: Pin<&mut Option<Sleep>>,
+    deadline: &mut Option<Pin<Box<Sleep>>>,
     admitted_at: Option<Instant>,
     cx: &mut Context<'_>,
     shared: &Shared,
@@ -207,9 +226,9 @@ fn expired(
     let after = shared.core.live.timeout()?;
     if let Some(due) = admitted_at.and_then(|at| at.checked_add(after)) {
         // A deadline past what `Instant` holds never comes: no timer then.
-        deadline.set(Some(tokio::time::sleep_until(due)));
+        *deadline = Some(Box::pin(tokio::time::sleep_until(due)));
     }
-    let passed = deadline.as_pin_mut()?.poll(cx).is_ready();
+    let passed = deadline.as_mut()?.as_mut().poll(cx).is_ready();
     passed.then_some(Stop::Timeout(after))
 }
 
@@ -217,19 +236,16 @@ fn expired(
 /// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there) and settles.
 #[inline(never)]
 fn end<T, E, P: Judge<T, E>, H: Host>(
-    host: &H,
-    stage: &mut Stage<H>,
-    judge: &mut Option<P>,
+    call: &mut Call<H, P>,
     result: Result<Result<T, E>, Stop>,
 ) -> Result<T, CallError<E>> {
-    match (std::mem::replace(stage, Stage::Done), judge.take()) {
-        (Stage::Fast(ticket), Some(judge)) => {
-            let permit = || Permit::from_ticket_in(host.clone(), ticket);
-            settle_ticket(host.shared(), ticket, result, judge, permit)
-        }
-        (Stage::Held(permit), Some(judge)) => settle(permit, result, judge),
-        _ => unreachable!("a running call has its stage and its judge"),
-    }
+    let fast = call.stage == Stage::Fast;
+    call.stage = Stage::Done;
+    let Some(judge) = call.judge.take() else {
+        unreachable!("a running call has its judge")
+    };
+    let admission = Admission::join(call.held, call.flags);
+    conclude(call.host.shared(), fast, admission, result, judge)
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -262,9 +278,9 @@ mod tests {
         let b = Breaker::unlisted("future::small".into(), Config::default()).unwrap();
         let inner = std::future::ready(Ok::<u64, ()>(1));
         let overhead = |size: usize| size - std::mem::size_of_val(&inner);
-        assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 224);
+        assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 48);
         let owned = b.clone().call_owned(inner.clone());
-        assert_eq!(overhead(std::mem::size_of_val(&owned)), 224);
+        assert_eq!(overhead(std::mem::size_of_val(&owned)), 48);
     }
 
     /// A task may be admitted on one worker and finish on another. Only a stripe's owner

@@ -13,7 +13,7 @@ use std::{
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
+    core::{Admission, Core, Engine, LocalTicket, Outcome, Ticket},
     registry::index::Listing,
     verdict::Judge,
     BreakerError, CallError,
@@ -144,12 +144,6 @@ pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
 type Panic = Box<dyn std::any::Any + Send + 'static>;
 
 impl Shared {
-    /// The permit of a fast-path call whose outcome is no success.
-    #[cold]
-    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<&Shared> {
-        Permit::from_ticket_in(self, ticket)
-    }
-
     /// A blocking call admitted on the fast path. A success is settled inline; anything
     /// else out of line, so the inlined part stays small.
     #[inline(always)]
@@ -167,19 +161,11 @@ impl Shared {
                 }
                 Ok(value)
             }
-            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
+            other => {
+                let admission = Admission::of_ticket(ticket.ticket());
+                conclude(self, true, admission, other.map_err(Stop::Panic), is_failure)
+            }
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn settle_fast<T, E>(
-        &self,
-        ticket: Ticket,
-        result: Result<Result<T, E>, Stop>,
-        is_failure: impl Judge<T, E>,
-    ) -> Result<T, CallError<E>> {
-        settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
     }
 
     /// A fast success that interrupted a failure streak: ends it, then returns the value
@@ -192,19 +178,59 @@ impl Shared {
     }
 
     /// Every blocking call that is not closed on the fast path: out of line, so the closed
-    /// path's caller keeps a small frame.
+    /// path's caller keeps a small frame. Only the call and the judge are generic here;
+    /// admission and the report are [`admit`](Self::admit) and [`report`](Self::report),
+    /// compiled once.
     #[inline(never)]
     pub(crate) fn call_sync_slow<T, E>(
         &self,
         is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        if let Some(ticket) = self.core.enter_claiming() {
-            return self.run_fast(ticket, is_failure, call);
-        }
-        let permit = Permit::acquire_in(self).map_err(CallError::Breaker)?;
+        let (fast, admission) = self.admit().map_err(CallError::Breaker)?;
         let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
-        settle(permit, result, is_failure)
+        conclude(self, fast, admission, result, is_failure)
+    }
+
+    /// Admission when neither the closed fast path nor an outright refusal applied: the
+    /// fast path from a thread that owns no stripe yet (`true`), or full admission.
+    #[inline(never)]
+    pub(crate) fn admit(&self) -> Result<(bool, Admission), BreakerError> {
+        match self.core.enter_claiming() {
+            Some(ticket) => Ok((true, Admission::of_ticket(ticket.ticket()))),
+            None => Ok((false, self.core.admit(&self.clock)?)),
+        }
+    }
+
+    /// Reports how an admitted call ended: a fast-path success as the fast path counts one
+    /// (on this thread's stripe), anything else through the engine.
+    #[inline(never)]
+    pub(crate) fn report(&self, fast: bool, admission: Admission, outcome: Outcome) {
+        if fast && outcome == Outcome::Success {
+            self.core.succeed(admission.ticket(), &self.clock);
+        } else {
+            self.core.finish(admission, outcome, &self.clock);
+        }
+    }
+
+    /// A call that stopped without a result of its own: reported, then its error (a
+    /// timeout), or its panic resumed.
+    #[cold]
+    #[inline(never)]
+    fn stopped(&self, fast: bool, admission: Admission, stop: Stop) -> BreakerError {
+        match stop {
+            Stop::Timeout(after) => {
+                self.report(fast, admission, Outcome::Timeout);
+                BreakerError::Timeout {
+                    name: self.core.name.clone(),
+                    after,
+                }
+            }
+            Stop::Panic(panic) => {
+                self.report(fast, admission, Outcome::Failure);
+                resume_unwind(panic)
+            }
+        }
     }
 }
 
@@ -216,73 +242,30 @@ pub(crate) enum Stop {
     Timeout(Duration),
 }
 
-/// Reports a finished call and hands its result to the caller; a panic, in the call or in
-/// the judge (`is_failure` or a classifier), is reported as a failure first and then resumed
-/// unchanged.
-pub(crate) fn settle<T, E, H: Engine>(
-    permit: Permit<H>,
+/// Judges and reports a finished call (admitted on the fast path if `fast`), and hands its
+/// result to the caller; a panic, in the call or in the judge (`is_failure` or a
+/// classifier), is reported as a failure first and then resumed unchanged. Generic only in
+/// what must be: the result and the judge; the rest is [`Shared::report`]'s.
+#[inline(never)]
+pub(crate) fn conclude<T, E>(
+    shared: &Shared,
+    fast: bool,
+    admission: Admission,
     result: Result<Result<T, E>, Stop>,
     judge: impl Judge<T, E>,
 ) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => settle_result(permit, result, judge),
-        Err(Stop::Timeout(after)) => {
-            let name = permit.name().clone();
-            permit.finish(Outcome::Timeout);
-            Err(CallError::Breaker(BreakerError::Timeout { name, after }))
-        }
-        Err(Stop::Panic(panic)) => {
-            permit.finish(Outcome::Failure);
-            resume_unwind(panic)
-        }
-    }
-}
-
-/// A result from the dependency: the judge decides what it counts as.
-#[inline(never)]
-fn settle_result<T, E, H: Engine>(
-    permit: Permit<H>,
-    result: Result<T, E>,
-    judge: impl Judge<T, E>,
-) -> Result<T, CallError<E>> {
-    judged(result, judge, |outcome| permit.finish(outcome))
-}
-
-/// Runs the judge (a panic in it is a failure, then resumed) and reports its verdict.
-#[inline(always)]
-fn judged<T, E>(
-    result: Result<T, E>,
-    judge: impl Judge<T, E>,
-    report: impl FnOnce(Outcome),
-) -> Result<T, CallError<E>> {
+    let result = match result {
+        Ok(result) => result,
+        Err(stop) => return Err(CallError::Breaker(shared.stopped(fast, admission, stop))),
+    };
     match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
         Ok(verdict) => {
-            report(Outcome::from(verdict));
+            shared.report(fast, admission, Outcome::from(verdict));
             result.map_err(CallError::Inner)
         }
         Err(panic) => {
-            report(Outcome::Failure);
+            shared.report(fast, admission, Outcome::Failure);
             resume_unwind(panic)
         }
-    }
-}
-
-/// A call admitted on the fast path that did not end in an `Ok` settled inline (an error,
-/// a timeout, a panic, or any result a classifier must judge). A success settles as the
-/// fast path's does, without a permit (for an owned future, a permit costs a
-/// reference-count round trip); anything else takes one from `permit`.
-pub(crate) fn settle_ticket<T, E, H: Engine>(
-    shared: &Shared,
-    ticket: Ticket,
-    result: Result<Result<T, E>, Stop>,
-    judge: impl Judge<T, E>,
-    permit: impl FnOnce() -> Permit<H>,
-) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => judged(result, judge, |outcome| match outcome {
-            Outcome::Success => shared.core.succeed(ticket, &shared.clock),
-            other => permit().finish(other),
-        }),
-        Err(stop) => settle(permit(), Err(stop), judge),
     }
 }
