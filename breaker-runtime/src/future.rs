@@ -10,6 +10,7 @@
 
 use std::{
     future::Future,
+    mem::ManuallyDrop,
     panic::{catch_unwind, AssertUnwindSafe},
     pin::Pin,
     task::{Context, Poll},
@@ -19,7 +20,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    core::{Admission, Held},
+    core::{Admission, Held, Ticket},
     shared::{conclude, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
@@ -56,17 +57,21 @@ pin_project! {
         // given back only once the call it held is really gone.
         #[pin]
         inner: F,
-        // Made at the first `Pending` of a timed call (see the module's note).
-        deadline: Option<Pin<Box<Sleep>>>,
         call: Call<H, P>,
         _borrow: std::marker::PhantomData<&'a ()>,
     }
 }
 
-/// An admitted call's standing: the breaker, the admission (its data and its flags apart, so
-/// the stage and the judge's tag pack beside the flags), the judge until it is used.
-/// Reports a cancellation when dropped before the call ended.
+/// An admitted call's standing: the breaker, the timer of a timed call that waits, the
+/// admission (its data and its flags apart, so the stage and the judge's tag pack beside the
+/// flags), the judge until it is used. Reports a cancellation when dropped before the call
+/// ended.
 struct Call<H: Host, P> {
+    /// Made at the first `Pending` of a timed call. Boxed: 8 bytes in every call future
+    /// rather than a `Sleep` (~90) in each, timed or not (see the module's note). Only a
+    /// running call (`Fast` or `Held`) has one: every way to `Done` releases it (see
+    /// [`release`]), so the drop glue needs no check of its own for it.
+    timer: ManuallyDrop<Option<Pin<Box<Sleep>>>>,
     host: H,
     held: Held,
     flags: u8,
@@ -75,22 +80,43 @@ struct Call<H: Host, P> {
 }
 
 impl<H: Host, P> Drop for Call<H, P> {
-    #[inline]
+    #[inline(always)]
     fn drop(&mut self) {
-        match self.stage {
-            // A fast-path call has nothing to give back: a count.
-            Stage::Fast => self.host.shared().core.counters.add(Count::Cancelled),
-            Stage::Held => cancelled(self.host.shared(), Admission::join(self.held, self.flags)),
-            Stage::Idle | Stage::Done => {}
+        // One compare inline (a call that ended is `Done`), the rest out of line: the drop
+        // glue of a call future stays small.
+        if matches!(self.stage, Stage::Fast | Stage::Held) {
+            let timer = release(&mut self.timer);
+            cancelled(self.host.shared(), self.stage, self.held, self.flags, timer);
         }
     }
 }
 
-/// A fully admitted call dropped before it ended (out of line: keeps the call future's
-/// drop glue small enough to inline where the call was on the fast path).
+/// The timer, taken out of its slot (which then holds none).
+#[inline(always)]
+fn release(timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>) -> Option<Pin<Box<Sleep>>> {
+    ManuallyDrop::into_inner(std::mem::replace(timer, ManuallyDrop::new(None)))
+}
+
+/// A call future dropped while its call ran: cancelled. On the fast path there is nothing
+/// to give back but a count.
+#[cold]
 #[inline(never)]
-fn cancelled(shared: &Shared, admission: Admission) {
-    shared.report(false, admission, crate::core::Outcome::Cancelled);
+fn cancelled(shared: &Shared, stage: Stage, held: Held, flags: u8, timer: Option<Pin<Box<Sleep>>>) {
+    drop(timer);
+    if stage == Stage::Fast {
+        shared.core.counters.add(Count::Cancelled);
+    } else {
+        let admission = Admission::join(held, flags);
+        shared.report(false, admission, crate::core::Outcome::Cancelled);
+    }
+}
+
+/// A fast-path success at a later poll than the admitting one: counted on this thread's
+/// stripe, and the timer it may have made released (out of line: a call that waited).
+#[inline(never)]
+fn succeeded_later(shared: &Shared, ticket: Ticket, timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>) {
+    drop(release(timer));
+    shared.core.succeed(ticket, &shared.clock);
 }
 
 impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
@@ -111,8 +137,8 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
     pub(crate) fn new(host: H, judge: P, inner: F) -> Self {
         CallFuture {
             inner,
-            deadline: None,
             call: Call {
+                timer: ManuallyDrop::new(None),
                 host,
                 held: Held::default(),
                 flags: 0,
@@ -199,13 +225,13 @@ where
                             shared.core.end_streak_now(local.ticket(), &shared.clock);
                         }
                     }
-                    None => shared.core.succeed(call.held.ticket(), &shared.clock),
+                    None => succeeded_later(shared, call.held.ticket(), &mut call.timer),
                 }
                 return Poll::Ready(Ok(value));
             }
             Ok(Poll::Ready(result)) => Ok(result),
             Err(panic) => Err(Stop::Panic(panic)),
-            Ok(Poll::Pending) => match expired(this.deadline, admitted_at, cx, shared) {
+            Ok(Poll::Pending) => match expired(&mut *call.timer, admitted_at, cx, shared) {
                 Some(timeout) => Err(timeout),
                 None => return Poll::Pending,
             },
@@ -218,7 +244,7 @@ where
 /// call, makes its timer, due `timeout` after admission (out of line: only with `timeout`).
 #[inline(never)]
 fn expired(
-    deadline: &mut Option<Pin<Box<Sleep>>>,
+    timer: &mut Option<Pin<Box<Sleep>>>,
     admitted_at: Option<Instant>,
     cx: &mut Context<'_>,
     shared: &Shared,
@@ -226,9 +252,9 @@ fn expired(
     let after = shared.core.live.timeout()?;
     if let Some(due) = admitted_at.and_then(|at| at.checked_add(after)) {
         // A deadline past what `Instant` holds never comes: no timer then.
-        *deadline = Some(Box::pin(tokio::time::sleep_until(due)));
+        *timer = Some(Box::pin(tokio::time::sleep_until(due)));
     }
-    let passed = deadline.as_mut()?.as_mut().poll(cx).is_ready();
+    let passed = timer.as_mut()?.as_mut().poll(cx).is_ready();
     passed.then_some(Stop::Timeout(after))
 }
 
@@ -241,6 +267,7 @@ fn end<T, E, P: Judge<T, E>, H: Host>(
 ) -> Result<T, CallError<E>> {
     let fast = call.stage == Stage::Fast;
     call.stage = Stage::Done;
+    drop(release(&mut call.timer));
     let Some(judge) = call.judge.take() else {
         unreachable!("a running call has its judge")
     };

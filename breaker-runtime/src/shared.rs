@@ -161,11 +161,19 @@ impl Shared {
                 }
                 Ok(value)
             }
-            other => {
-                let admission = Admission::of_ticket(ticket.ticket());
-                conclude(self, true, admission, other.map_err(Stop::Panic), is_failure)
-            }
+            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn settle_fast<T, E>(
+        &self,
+        ticket: Ticket,
+        result: Result<Result<T, E>, Stop>,
+        is_failure: impl Judge<T, E>,
+    ) -> Result<T, CallError<E>> {
+        conclude(self, true, Admission::of_ticket(ticket), result, is_failure)
     }
 
     /// A fast success that interrupted a failure streak: ends it, then returns the value
