@@ -254,10 +254,10 @@ impl Breaker {
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         let shared = &*self.shared;
-        if let Some(ticket) = shared.core.enter_closed() {
+        if let Some(ticket) = shared.enter_closed() {
             return shared.run_fast(ticket, is_failure, call);
         }
-        if let Some(refused) = shared.core.refuse(&shared.clock) {
+        if let Some(refused) = shared.refuse() {
             return Err(CallError::Breaker(refused));
         }
         shared.call_sync_slow(is_failure, call)

@@ -30,7 +30,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    core::{Admission, Held, Ticket},
+    core::{Admission, Held, LocalTicket, Ticket},
     shared::{conclude, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
@@ -176,6 +176,31 @@ fn admit_slow(
     Ok(())
 }
 
+// `succeeded` holds the closed path's success, and `Shared::enter_closed` and
+// `Shared::refuse` its admission. They are not generic, so a debug build compiles them once,
+// in this crate, and every call future's `poll` calls them (its own code then is the user's
+// future and the judge); an optimised build inlines them into each `poll`, where the closed
+// path's instruction count is what it was.
+
+/// A fast-path call's `Ok`, without a judge: counted on the stripe admission found when it
+/// ends in the admitting poll, else where it ends.
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn succeeded(
+    shared: &Shared,
+    admitted_here: Option<LocalTicket<'_>>,
+    held: &Held,
+    timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+) {
+    match admitted_here {
+        Some(local) => {
+            if shared.core.succeeded_here(local) {
+                shared.core.end_streak_now(local.ticket(), &shared.clock);
+            }
+        }
+        None => succeeded_later(shared, held.ticket(), timer),
+    }
+}
+
 impl<F, T, E, P, H> Future for CallFuture<'_, F, P, H>
 where
     F: Future<Output = Result<T, E>>,
@@ -195,7 +220,7 @@ where
         let shared = call.host.shared();
         match call.stage {
             Stage::Idle => {
-                match shared.core.enter_closed() {
+                match shared.enter_closed() {
                     Some(ticket) => {
                         call.held.set_ticket(ticket.ticket());
                         call.stage = Stage::Fast;
@@ -204,7 +229,7 @@ where
                     None => {
                         // Each refusal straight into the output: no intermediate `Result`
                         // to move the error through.
-                        if let Some(refused) = shared.core.refuse(&shared.clock) {
+                        if let Some(refused) = shared.refuse() {
                             call.stage = Stage::Done;
                             return Poll::Ready(Err(CallError::Breaker(refused)));
                         }
@@ -229,14 +254,7 @@ where
             // `Ok`).
             Ok(Poll::Ready(Ok(value))) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
                 call.stage = Stage::Done;
-                match admitted_here {
-                    Some(local) => {
-                        if shared.core.succeeded_here(local) {
-                            shared.core.end_streak_now(local.ticket(), &shared.clock);
-                        }
-                    }
-                    None => succeeded_later(shared, call.held.ticket(), &mut call.timer),
-                }
+                succeeded(shared, admitted_here, &call.held, &mut call.timer);
                 return Poll::Ready(Ok(value));
             }
             Ok(Poll::Ready(result)) => Ok(result),

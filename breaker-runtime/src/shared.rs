@@ -144,6 +144,29 @@ pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
 type Panic = Box<dyn std::any::Any + Send + 'static>;
 
 impl Shared {
+    /// The closed fast path ([`Core::enter_closed`]). This and the two below are the call
+    /// paths' steps that are not generic: a debug build compiles them once, here, and every
+    /// call (each annotated function's) calls them, so its own code is the user's call and
+    /// the judge; an optimised build inlines them, and the closed and open paths' instruction
+    /// counts are what they were.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket<'_>> {
+        self.core.enter_closed()
+    }
+
+    /// An outright refusal ([`Core::refuse`]), as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn refuse(&self) -> Option<BreakerError> {
+        self.core.refuse(&self.clock)
+    }
+
+    /// A fast-path success counted on the admitting stripe: whether a failure streak runs
+    /// (then [`ended_streak`](Self::ended_streak)); as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn succeeded_here(&self, ticket: LocalTicket<'_>) -> bool {
+        self.core.succeeded_here(ticket)
+    }
+
     /// A blocking call admitted on the fast path. A success is settled inline; anything
     /// else out of line, so the inlined part stays small.
     #[inline(always)]
@@ -156,7 +179,7 @@ impl Shared {
         match catch_unwind(AssertUnwindSafe(call)) {
             // `is_failure` is never asked about an `Ok`; a classifier is.
             Ok(Ok(value)) if J::OK_IS_SUCCESS => {
-                if self.core.succeeded_here(ticket) {
+                if self.succeeded_here(ticket) {
                     return self.ended_streak(ticket.ticket(), value);
                 }
                 Ok(value)
