@@ -21,7 +21,6 @@
 use std::{
     future::Future,
     mem::ManuallyDrop,
-    panic::{catch_unwind, AssertUnwindSafe},
     pin::Pin,
     task::{Context, Poll},
 };
@@ -248,24 +247,66 @@ where
             Stage::Fast | Stage::Held => {}
             Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
         }
-        let inner = this.inner;
-        let result = match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+        // A panic in the user's future is a failure, reported as it unwinds.
+        let unwinding = Unwinding {
+            shared,
+            stage: &mut call.stage,
+            held: &call.held,
+            flags: call.flags,
+            timer: &mut call.timer,
+        };
+        let polled = this.inner.poll(cx);
+        std::mem::forget(unwinding);
+        let result = match polled {
             // The fast success, inline: no judge to run (unless a classifier must see every
             // `Ok`).
-            Ok(Poll::Ready(Ok(value))) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
+            Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
                 call.stage = Stage::Done;
                 succeeded(shared, admitted_here, &call.held, &mut call.timer);
                 return Poll::Ready(Ok(value));
             }
-            Ok(Poll::Ready(result)) => Ok(result),
-            Err(panic) => Err(Stop::Panic(panic)),
-            Ok(Poll::Pending) => match expired(&mut *call.timer, admitted_at, cx, shared) {
+            Poll::Ready(result) => Ok(result),
+            Poll::Pending => match expired(&mut *call.timer, admitted_at, cx, shared) {
                 Some(timeout) => Err(timeout),
                 None => return Poll::Pending,
             },
         };
         Poll::Ready(end(call, result))
     }
+}
+
+/// A call whose user's future is being polled, dropped only if that poll panicked (`poll`
+/// forgets it otherwise): the call is reported as a failure and ends while the panic goes on
+/// (see `Unwinding` in `shared`). Not generic: compiled once. Its fields go to `panicked` by
+/// value, so the guard itself never needs a place in memory on the normal path.
+struct Unwinding<'c> {
+    shared: &'c Shared,
+    stage: &'c mut Stage,
+    held: &'c Held,
+    flags: u8,
+    timer: &'c mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+}
+
+impl Drop for Unwinding<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        panicked(self.shared, self.stage, self.held, self.flags, self.timer);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(
+    shared: &Shared,
+    stage: &mut Stage,
+    held: &Held,
+    flags: u8,
+    timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+) {
+    let fast = *stage == Stage::Fast;
+    *stage = Stage::Done;
+    drop(release(timer));
+    shared.report(fast, Admission::join(*held, flags), crate::core::Outcome::Failure);
 }
 
 /// The user's future is pending: has the deadline passed? At the first `Pending` of a timed

@@ -140,9 +140,6 @@ pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
     fn shared(&self) -> &Shared;
 }
 
-/// A panic caught in user code, on its way back to the caller.
-type Panic = Box<dyn std::any::Any + Send + 'static>;
-
 impl Shared {
     /// The closed fast path ([`Core::enter_closed`]). This and the two below are the call
     /// paths' steps that are not generic: a debug build compiles them once, here, and every
@@ -176,15 +173,22 @@ impl Shared {
         is_failure: J,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        match catch_unwind(AssertUnwindSafe(call)) {
+        let unwinding = Unwinding {
+            shared: self,
+            fast: true,
+            admission: Admission::of_ticket(ticket.ticket()),
+        };
+        let result = call();
+        std::mem::forget(unwinding);
+        match result {
             // `is_failure` is never asked about an `Ok`; a classifier is.
-            Ok(Ok(value)) if J::OK_IS_SUCCESS => {
+            Ok(value) if J::OK_IS_SUCCESS => {
                 if self.succeeded_here(ticket) {
                     return self.ended_streak(ticket.ticket(), value);
                 }
                 Ok(value)
             }
-            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
+            other => self.settle_fast(ticket.ticket(), Ok(other), is_failure),
         }
     }
 
@@ -219,8 +223,14 @@ impl Shared {
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
         let (fast, admission) = self.admit().map_err(CallError::Breaker)?;
-        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
-        conclude(self, fast, admission, result, is_failure)
+        let unwinding = Unwinding {
+            shared: self,
+            fast,
+            admission,
+        };
+        let result = call();
+        std::mem::forget(unwinding);
+        conclude(self, fast, admission, Ok(result), is_failure)
     }
 
     /// Admission when neither the closed fast path nor an outright refusal applied: the
@@ -244,38 +254,51 @@ impl Shared {
         }
     }
 
-    /// A call that stopped without a result of its own: reported, then its error (a
-    /// timeout), or its panic resumed.
+    /// A call that stopped without a result of its own: reported, then its error.
     #[cold]
     #[inline(never)]
     fn stopped(&self, fast: bool, admission: Admission, stop: Stop) -> BreakerError {
-        match stop {
-            Stop::Timeout(after) => {
-                self.report(fast, admission, Outcome::Timeout);
-                BreakerError::Timeout {
-                    name: self.core.name.clone(),
-                    after,
-                }
-            }
-            Stop::Panic(panic) => {
-                self.report(fast, admission, Outcome::Failure);
-                resume_unwind(panic)
-            }
+        let Stop::Timeout(after) = stop;
+        self.report(fast, admission, Outcome::Timeout);
+        BreakerError::Timeout {
+            name: self.core.name.clone(),
+            after,
         }
     }
 }
 
 /// Why a call stopped without a result of its own.
 pub(crate) enum Stop {
-    /// It panicked (the payload, to resume unchanged).
-    Panic(Panic),
     /// Its deadline passed.
     Timeout(Duration),
 }
 
+/// A call running the user's code, dropped only if that code panicked (the normal path
+/// forgets it): reports the call as a failure while the panic goes on, unchanged. In place
+/// of `catch_unwind` and `resume_unwind`, which cost no more on the normal path but compile a
+/// closure and its catch for every call (each annotated function's); this is compiled once.
+pub(crate) struct Unwinding<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) fast: bool,
+    pub(crate) admission: Admission,
+}
+
+impl Drop for Unwinding<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        panicked(self.shared, self.fast, self.admission);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(shared: &Shared, fast: bool, admission: Admission) {
+    shared.report(fast, admission, Outcome::Failure);
+}
+
 /// Judges and reports a finished call (admitted on the fast path if `fast`), and hands its
-/// result to the caller; a panic, in the call or in the judge (`is_failure` or a
-/// classifier), is reported as a failure first and then resumed unchanged. Generic only in
+/// result to the caller; a panic in the judge (`is_failure` or a classifier) is reported as
+/// a failure first and then resumed unchanged (one in the call is [`Unwinding`]'s). Generic only in
 /// what must be: the result and the judge; the rest is [`Shared::report`]'s.
 #[inline(never)]
 pub(crate) fn conclude<T, E>(
