@@ -71,6 +71,9 @@ pin_project! {
     }
 }
 
+/// A running timed call's timer, once it waited (see [`Call::timer`]).
+type Timer = ManuallyDrop<Option<Pin<Box<Sleep>>>>;
+
 /// An admitted call's standing: the breaker, the timer of a timed call that waits, the
 /// admission (its data and its flags apart, so the stage and the judge's tag pack beside the
 /// flags), the judge until it is used. Reports a cancellation when dropped before the call
@@ -80,7 +83,7 @@ struct Call<H: Host, P> {
     /// rather than a `Sleep` (~90) in each, timed or not (see the module's note). Only a
     /// running call (`Fast` or `Held`) has one: every way to `Done` releases it (see
     /// [`release`]), so the drop glue needs no check of its own for it.
-    timer: ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+    timer: Timer,
     host: H,
     held: Held,
     flags: u8,
@@ -102,7 +105,7 @@ impl<H: Host, P> Drop for Call<H, P> {
 
 /// The timer, taken out of its slot (which then holds none).
 #[inline(always)]
-fn release(timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>) -> Option<Pin<Box<Sleep>>> {
+fn release(timer: &mut Timer) -> Option<Pin<Box<Sleep>>> {
     ManuallyDrop::into_inner(std::mem::replace(timer, ManuallyDrop::new(None)))
 }
 
@@ -123,7 +126,7 @@ fn cancelled(shared: &Shared, stage: Stage, held: Held, flags: u8, timer: Option
 /// A fast-path success at a later poll than the admitting one: counted on this thread's
 /// stripe, and the timer it may have made released (out of line: a call that waited).
 #[inline(never)]
-fn succeeded_later(shared: &Shared, ticket: Ticket, timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>) {
+fn succeeded_later(shared: &Shared, ticket: Ticket, timer: &mut Timer) {
     drop(release(timer));
     shared.core.succeed(ticket, &shared.clock);
 }
@@ -188,7 +191,7 @@ fn succeeded(
     shared: &Shared,
     admitted_here: Option<LocalTicket<'_>>,
     held: &Held,
-    timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+    timer: &mut Timer,
 ) {
     match admitted_here {
         Some(local) => {
@@ -284,7 +287,7 @@ struct Unwinding<'c> {
     stage: &'c mut Stage,
     held: &'c Held,
     flags: u8,
-    timer: &'c mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
+    timer: &'c mut Timer,
 }
 
 impl Drop for Unwinding<'_> {
@@ -296,17 +299,15 @@ impl Drop for Unwinding<'_> {
 
 #[cold]
 #[inline(never)]
-fn panicked(
-    shared: &Shared,
-    stage: &mut Stage,
-    held: &Held,
-    flags: u8,
-    timer: &mut ManuallyDrop<Option<Pin<Box<Sleep>>>>,
-) {
+fn panicked(shared: &Shared, stage: &mut Stage, held: &Held, flags: u8, timer: &mut Timer) {
     let fast = *stage == Stage::Fast;
     *stage = Stage::Done;
     drop(release(timer));
-    shared.report(fast, Admission::join(*held, flags), crate::core::Outcome::Failure);
+    shared.report(
+        fast,
+        Admission::join(*held, flags),
+        crate::core::Outcome::Failure,
+    );
 }
 
 /// The user's future is pending: has the deadline passed? At the first `Pending` of a timed

@@ -495,10 +495,18 @@ fn a_panic_in_a_blocking_call_is_a_failure_and_reaches_the_caller() {
             b.call_sync(|| -> Result<(), &str> { panic!("blocking client bug") })
         }));
         let panic = r.unwrap_err();
-        assert_eq!(panic.downcast_ref::<&str>(), Some(&"blocking client bug"), "{name}");
+        assert_eq!(
+            panic.downcast_ref::<&str>(),
+            Some(&"blocking client bug"),
+            "{name}"
+        );
         let s = b.stats();
         assert_eq!((s.failures, s.cancelled), (1, 0), "{name}");
-        assert_eq!(b.call_sync(|| Ok::<_, &str>(1)), Ok(1), "{name}: the slot is back");
+        assert_eq!(
+            b.call_sync(|| Ok::<_, &str>(1)),
+            Ok(1),
+            "{name}: the slot is back"
+        );
     }
 }
 
