@@ -152,7 +152,7 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
             call: Call {
                 timer: ManuallyDrop::new(None),
                 host,
-                held: Held::default(),
+                held: Held::NONE,
                 flags: 0,
                 stage: Stage::Idle,
                 judge: Some(judge),
@@ -269,7 +269,7 @@ where
                 return Poll::Ready(Ok(value));
             }
             Poll::Ready(result) => Ok(result),
-            Poll::Pending => match expired(&mut *call.timer, admitted_at, cx, shared) {
+            Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
                 Some(timeout) => Err(timeout),
                 None => return Poll::Pending,
             },
