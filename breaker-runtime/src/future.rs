@@ -213,69 +213,91 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let call = this.call;
-        // Read at admission only when a `timeout` is set: its deadline counts from here.
-        let mut admitted_at = None;
-        // Admitted on this thread in this poll: a success in the same poll (a call ready at
-        // once, the common case) counts on the stripe admission found.
-        let mut admitted_here = None;
-        let shared = call.host.shared();
-        match call.stage {
-            Stage::Idle => {
-                match shared.enter_closed() {
-                    Some(ticket) => {
-                        call.held.set_ticket(ticket.ticket());
-                        call.stage = Stage::Fast;
-                        admitted_here = Some(ticket);
-                    }
-                    None => {
-                        // Each refusal straight into the output: no intermediate `Result`
-                        // to move the error through.
-                        if let Some(refused) = shared.refuse() {
-                            call.stage = Stage::Done;
-                            return Poll::Ready(Err(CallError::Breaker(refused)));
-                        }
-                        if let Err(refused) =
-                            admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
-                        {
-                            call.stage = Stage::Done;
-                            return Poll::Ready(Err(CallError::Breaker(refused)));
-                        }
-                    }
-                }
-                if shared.core.timed() {
-                    admitted_at = Some(Instant::now());
-                }
-            }
-            Stage::Fast | Stage::Held => {}
-            Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
-        }
-        // A panic in the user's future is a failure, reported as it unwinds.
-        let unwinding = Unwinding {
-            shared,
-            stage: &mut call.stage,
-            held: &call.held,
-            flags: call.flags,
-            timer: &mut call.timer,
-        };
-        let polled = this.inner.poll(cx);
-        std::mem::forget(unwinding);
-        let result = match polled {
-            // The fast success, inline: no judge to run (unless a classifier must see every
-            // `Ok`).
-            Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
-                call.stage = Stage::Done;
-                succeeded(shared, admitted_here, &call.held, &mut call.timer);
-                return Poll::Ready(Ok(value));
-            }
-            Poll::Ready(result) => Ok(result),
-            Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
-                Some(timeout) => Err(timeout),
-                None => return Poll::Pending,
-            },
-        };
-        Poll::Ready(end(call, result))
+        // An optimised build polls the user's future in place (inlined into the call's own
+        // code); a debug build polls it through `dyn Future`, so `poll_call` is compiled once
+        // per result type, judge and host, not once per future (once per annotated `async
+        // fn`). The same code either way: only what it is instantiated with differs.
+        #[cfg(not(debug_assertions))]
+        let inner = this.inner;
+        #[cfg(debug_assertions)]
+        let inner: Pin<&mut dyn Future<Output = Result<T, E>>> = this.inner;
+        poll_call(inner, this.call, cx)
     }
+}
+
+/// [`CallFuture::poll`]'s body: `Fut` is the user's future, or `dyn Future` in a debug build.
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn poll_call<Fut, T, E, P, H>(
+    inner: Pin<&mut Fut>,
+    call: &mut Call<H, P>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, CallError<E>>>
+where
+    Fut: Future<Output = Result<T, E>> + ?Sized,
+    P: Judge<T, E>,
+    H: Host,
+{
+    // Read at admission only when a `timeout` is set: its deadline counts from here.
+    let mut admitted_at = None;
+    // Admitted on this thread in this poll: a success in the same poll (a call ready at
+    // once, the common case) counts on the stripe admission found.
+    let mut admitted_here = None;
+    let shared = call.host.shared();
+    match call.stage {
+        Stage::Idle => {
+            match shared.enter_closed() {
+                Some(ticket) => {
+                    call.held.set_ticket(ticket.ticket());
+                    call.stage = Stage::Fast;
+                    admitted_here = Some(ticket);
+                }
+                None => {
+                    // Each refusal straight into the output: no intermediate `Result`
+                    // to move the error through.
+                    if let Some(refused) = shared.refuse() {
+                        call.stage = Stage::Done;
+                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                    }
+                    if let Err(refused) =
+                        admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+                    {
+                        call.stage = Stage::Done;
+                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                    }
+                }
+            }
+            if shared.core.timed() {
+                admitted_at = Some(Instant::now());
+            }
+        }
+        Stage::Fast | Stage::Held => {}
+        Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
+    }
+    // A panic in the user's future is a failure, reported as it unwinds.
+    let unwinding = Unwinding {
+        shared,
+        stage: &mut call.stage,
+        held: &call.held,
+        flags: call.flags,
+        timer: &mut call.timer,
+    };
+    let polled = inner.poll(cx);
+    std::mem::forget(unwinding);
+    let result = match polled {
+        // The fast success, inline: no judge to run (unless a classifier must see every
+        // `Ok`).
+        Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
+            call.stage = Stage::Done;
+            succeeded(shared, admitted_here, &call.held, &mut call.timer);
+            return Poll::Ready(Ok(value));
+        }
+        Poll::Ready(result) => Ok(result),
+        Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
+            Some(timeout) => Err(timeout),
+            None => return Poll::Pending,
+        },
+    };
+    Poll::Ready(end(call, result))
 }
 
 /// A call whose user's future is being polled, dropped only if that poll panicked (`poll`

@@ -166,7 +166,7 @@ impl Shared {
 
     /// A blocking call admitted on the fast path. A success is settled inline; anything
     /// else out of line, so the inlined part stays small.
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn run_fast<T, E, J: Judge<T, E>>(
         &self,
         ticket: LocalTicket<'_>,
