@@ -29,7 +29,7 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    core::{Admission, Held, LocalTicket, Ticket},
+    core::{Admission, Held, LocalTicket},
     shared::{conclude, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
@@ -123,12 +123,12 @@ fn cancelled(shared: &Shared, stage: Stage, held: Held, flags: u8, timer: Option
     }
 }
 
-/// A fast-path success at a later poll than the admitting one: counted on this thread's
-/// stripe, and the timer it may have made released (out of line: a call that waited).
+/// The timer of a call that ended, released (out of line: only a timed call that waited has
+/// one).
+#[cold]
 #[inline(never)]
-fn succeeded_later(shared: &Shared, ticket: Ticket, timer: &mut Timer) {
+fn release_timer(timer: &mut Timer) {
     drop(release(timer));
-    shared.core.succeed(ticket, &shared.clock);
 }
 
 impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
@@ -199,7 +199,14 @@ fn succeeded(
                 shared.core.end_streak_now(local.ticket(), &shared.clock);
             }
         }
-        None => succeeded_later(shared, held.ticket(), timer),
+        None => {
+            // A later poll than the admitting one: counted where it ends, and the timer it
+            // may have made released.
+            if timer.is_some() {
+                release_timer(timer);
+            }
+            shared.core.succeed(held.ticket(), &shared.clock);
+        }
     }
 }
 
