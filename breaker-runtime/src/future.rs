@@ -8,10 +8,12 @@
 //! deadline is fixed at admission (one clock read) but its timer is made only if the call has
 //! to wait, boxed: a call ready at its first poll never builds a timer nor touches the wheel,
 //! and a timed call that waits allocates once (its `Sleep`, about 90 bytes that every call
-//! future, timed or not, carried inline before). A waiting call registers in tokio's timer
-//! wheel and waits for I/O anyway; the allocation is a small part of that, and `reconfigure`
-//! can give any breaker a `timeout` at run time, so the slot cannot depend on the
-//! configuration at construction.
+//! future, timed or not, carried inline before). Measured with callgrind (a call pending
+//! once, then ready, on a current-thread runtime): a timed call that waits went from 824 to
+//! 989 instructions (the allocation and its free), an untimed one that waits from 183 to
+//! 180, a call ready at once did not move. A waiting call registers in tokio's timer wheel and
+//! waits for I/O anyway; and `reconfigure` can give any breaker a `timeout` at run time, so
+//! the slot cannot depend on the configuration a breaker was built with.
 //!
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
 //! future and settles a fast success; full admission, the timer, judging's report and
