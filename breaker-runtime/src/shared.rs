@@ -1,5 +1,8 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
-//! admission and end, and how a finished call is judged and reported ([`settle`]). The
+//! admission and end, how a finished call is judged and reported ([`conclude`],
+//! [`Shared::report`]), and the guard that reports a panic in the user's call
+//! ([`Unwinding`]). These are the call paths' parts that are not generic over the user's
+//! call, compiled once (see `Breaker::call_sync_judged` and the call future). The
 //! breaker, its handles, the call future and the registry all build on this module; it
 //! depends on none of them, only on the index under the registry, a leaf (its
 //! [`Listing`](crate::registry::index::Listing) is its place there, given when the built
