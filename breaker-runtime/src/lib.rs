@@ -25,7 +25,7 @@
 //! | `core` | admission, outcomes, transitions: the lock-free engine |
 //! | `window` | the windows behind `failure_rate` (a ring of calls, or time buckets), each behind a small lock |
 //! | `stats` | [`Stats`] and the striped counters behind them |
-//! | `shared` | what every call shares: a breaker's parts (`Shared`), the blocking call's plumbing, how a finished call is judged and reported (`settle`) |
+//! | `shared` | what every call shares: a breaker's parts (`Shared`), the blocking call's plumbing, how a finished call is judged and reported (`conclude`, `Shared::report`) |
 //! | `breaker` | [`Breaker`]: creation and the call wrappers |
 //! | `handle` | [`Handle`]: manual control, inspection, the fleet's hooks |
 //! | `verdict` | [`Verdict`]: how a finished call is judged (`is_failure` or a classifier) |

@@ -154,7 +154,7 @@ impl Here {
 
     /// Which stripe (a plain index, free to send anywhere, but no right to count).
     #[cfg(all(test, not(breaker_loom)))]
-    pub(crate) fn slot(self) -> StripeIndex {
+    pub(crate) fn stripe(self) -> StripeIndex {
         self.slot
     }
 

@@ -14,7 +14,7 @@ fn a_stripe_has_one_owner_at_a_time_and_is_given_back_on_exit() {
         .map(|_| {
             let (done, tx) = (done.clone(), tx.clone());
             std::thread::spawn(move || {
-                tx.send(here().slot()).unwrap();
+                tx.send(here().stripe()).unwrap();
                 done.wait();
             })
         })
@@ -39,7 +39,7 @@ fn a_stripe_has_one_owner_at_a_time_and_is_given_back_on_exit() {
     // A blocking pool starts and ends threads all day: each gives its stripe back on
     // exit, so far more threads than there are stripes each own one in turn.
     for _ in 0..3 * OWNED {
-        let slot = std::thread::spawn(|| here().slot()).join().unwrap();
+        let slot = std::thread::spawn(|| here().stripe()).join().unwrap();
         assert!(slot.owned(), "{slot:?} is shared");
     }
 }
@@ -96,8 +96,8 @@ fn counts_made_while_a_thread_exits_are_kept() {
             }
             c.add(Count::Admitted);
             // Owned or shared: other tests may hold every owned stripe meanwhile.
-            let me = here().slot();
-            assert_eq!(owned_here().map(Here::slot), me.owned().then_some(me));
+            let me = here().stripe();
+            assert_eq!(owned_here().map(Here::stripe), me.owned().then_some(me));
             if !late_first {
                 late();
             }
