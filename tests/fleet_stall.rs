@@ -26,6 +26,26 @@ use stall::StallMeter;
 /// before the maps were sharded, 8–10 ms after.
 #[test]
 fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
+    // A stall the fleet causes shows in every attempt; a preemption of this thread by a busy
+    // machine (60-85 ms seen at load 6 on 2 cores, with 13 ms in the attempt before) rarely
+    // shows three times running. So: the best of at most three attempts, each with its own
+    // server, fleet and names.
+    let mut best = Duration::MAX;
+    for attempt in 0..3 {
+        let worst = worst_stall_while_joining(attempt);
+        println!("attempt {attempt}: worst stall while {N} members joined: {worst:?}");
+        best = best.min(worst);
+        if best < BOUND {
+            break;
+        }
+    }
+    assert!(best < BOUND, "stalled {best:?} in each of three attempts");
+}
+
+const N: usize = 60_000;
+const BOUND: Duration = Duration::from_millis(60);
+
+fn worst_stall_while_joining(attempt: usize) -> Duration {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -33,16 +53,18 @@ fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
     let server = RedisServer::start();
     rt.block_on(async {
         let f = Fleet::builder(server.url())
-            .instance("scale::join_stall#0")
+            .instance(format!("scale::join_stall#{attempt}"))
             .prefix("t")
             .connect()
             .await
             .expect("connect to the test's redis-server");
         let meter = StallMeter::start();
-        const N: usize = 60_000;
         let mut members = Vec::with_capacity(N);
         for i in 0..N {
-            let b = Breaker::new(format!("scale::join_stall/{i}"), Config::default());
+            let b = Breaker::new(
+                format!("scale::join_stall/{attempt}/{i}"),
+                Config::default(),
+            );
             f.join(&b);
             members.push(b);
             if i % 64 == 63 {
@@ -50,7 +72,7 @@ fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
             }
         }
         // Every join taken in: an opening of the last member, published after them, applied.
-        let last = format!("scale::join_stall/{}", N - 1);
+        let last = format!("scale::join_stall/{attempt}/{}", N - 1);
         let key = format!("{{t:{last}}}:open");
         assert_eq!(server.command(&["SET", &key, "x", "PX", "60000"]), "+OK");
         let message = format!("breaker-fleet/1 open other 60000 {last}");
@@ -62,8 +84,6 @@ fn sixty_thousand_joins_stall_a_current_thread_runtime_very_little() {
             assert!(Instant::now() < deadline, "the last member never opened");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        let worst = meter.stop().await;
-        println!("worst stall while {N} members joined: {worst:?}");
-        assert!(worst < Duration::from_millis(60), "stalled {worst:?}");
-    });
+        meter.stop().await
+    })
 }
