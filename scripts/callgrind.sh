@@ -3,6 +3,10 @@
 # and the baselines). Wall time on a shared machine is noisy; instruction counts are not.
 #
 #   scripts/callgrind.sh [N]        (default N = 20000)
+#   CG_BIN=path/to/cg scripts/callgrind.sh --breaker-only [N]
+#                                   (breaker's own rows only, from a `cg` built elsewhere, e.g.
+#                                    at an older commit: how benches/RESULTS.md's part-four
+#                                    table was made; no build, no peers, no checks)
 #
 # For each implementation and workload it runs `benches/target/release/cg <impl> <workload> k`
 # under `valgrind --tool=callgrind` with k = N and k = 2N, and prints
@@ -16,9 +20,14 @@
 # read, which is ~20-25 ns on this kind of machine (see the criterion `baselines/clock_read`).
 set -euo pipefail
 
+only_breaker=0
+if [[ ${1:-} == --breaker-only ]]; then
+    only_breaker=1
+    shift
+fi
 N=${1:-20000}
 if ! [[ $N =~ ^[0-9]+$ ]] || ((N == 0)); then
-    echo "usage: $0 [N]   (N: a positive number of calls)" >&2
+    echo "usage: $0 [--breaker-only] [N]   (N: a positive number of calls)" >&2
     exit 2
 fi
 command -v valgrind >/dev/null || {
@@ -28,10 +37,14 @@ command -v valgrind >/dev/null || {
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root/benches"
-# Release with line tables (see [profile.release] in benches/Cargo.toml), so
-# `callgrind_annotate` on a kept output can name lines.
-cargo build --quiet --release --bin cg
-bin="$root/benches/target/release/cg"
+if ((only_breaker)); then
+    bin=${CG_BIN:?"--breaker-only measures the cg binary named by CG_BIN"}
+else
+    # Release with line tables (see [profile.release] in benches/Cargo.toml), so
+    # `callgrind_annotate` on a kept output can name lines.
+    cargo build --quiet --release --bin cg
+    bin="$root/benches/target/release/cg"
+fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -64,12 +77,31 @@ per_call() {
 }
 
 declare -A R
-impls=(breaker attr failsafe recloser tower resilience)
-peers=(failsafe recloser tower resilience)
-header="| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker | tower-resilience |"
-rule="|---|---:|---:|---:|---:|---:|---:|"
-blanks=" | | | | |" # the forced_open_sync row: breaker only, the other impls' cells empty
+impls=(breaker attr failsafe recloser tower resilience seatbelt)
+peers=(failsafe recloser tower resilience seatbelt)
+header="| workload | breaker | breaker (attribute) | failsafe | recloser | tower-circuitbreaker | tower-resilience | seatbelt |"
+rule="|---|---:|---:|---:|---:|---:|---:|---:|"
+blanks=" | | | | | |" # the forced_open_sync row: breaker only, the other impls' cells empty
 workloads=(closed_sync open_sync closed_async open_async)
+
+if ((only_breaker)); then
+    # The rows that must not move across part four: breaker's own, over the bare call (sync)
+    # or the bare async fn (async), from one binary.
+    for w in bare bare_async; do R[base, $w]=$(per_call base "$w"); done
+    echo "| workload | Ir/call over the bare call |"
+    echo "|---|---:|"
+    for i in breaker attr; do
+        for w in "${workloads[@]}" forced_sync owned_async; do
+            [[ $i == attr && ($w == forced_sync || $w == owned_async) ]] && continue
+            v=$(per_call "$i" "$w")
+            base=${R[base, bare]}
+            [[ $w == *_async ]] && base=${R[base, bare_async]}
+            [[ $v != - ]] && v=$(awk -v a="$v" -v b="$base" 'BEGIN { printf "%.1f", a - b }')
+            echo "| $i $w | $v |"
+        done
+    done
+    exit 0
+fi
 
 for w in bare atomic_add clock_read mutex_lock bare_async; do
     R[base, $w]=$(per_call base "$w")

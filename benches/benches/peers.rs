@@ -1,5 +1,5 @@
-//! `breaker` against failsafe, recloser, tower-circuitbreaker and tower-resilience-circuitbreaker,
-//! side by side, in one run:
+//! `breaker` against failsafe, recloser, tower-circuitbreaker, tower-resilience-circuitbreaker and
+//! seatbelt, side by side, in one run:
 //!
 //! ```text
 //! cd benches && cargo bench --bench peers
@@ -15,7 +15,7 @@ use std::{hint::black_box, time::Duration};
 
 use breaker_bench::{
     async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Recloser,
-    Runtime, Tower, TowerResilience, TowerShared,
+    Runtime, Seatbelt, Tower, TowerResilience, TowerShared,
 };
 use common::{cli_sets, group};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -54,6 +54,7 @@ fn closed_sync(c: &mut Criterion) {
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
     let mut resilience = TowerResilience::new();
+    let seatbelt = Seatbelt::new();
     let mut g = group(c, "closed_sync");
     g.bench_function("breaker", |b| {
         b.iter(|| black_box(runtime.closed_sync(black_box(1)).is_ok()))
@@ -75,6 +76,9 @@ fn closed_sync(c: &mut Criterion) {
     g.bench_function("tower_resilience", |b| {
         b.iter(|| black_box(resilience.closed_sync(black_box(1)).is_ok()))
     });
+    g.bench_function("seatbelt", |b| {
+        b.iter(|| black_box(seatbelt.closed_sync(black_box(1)).is_ok()))
+    });
     g.finish();
 }
 
@@ -83,6 +87,7 @@ fn open_sync(c: &mut Criterion) {
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
     let mut resilience = TowerResilience::new();
+    let seatbelt = Seatbelt::new();
     let mut g = group(c, "open_sync");
     g.bench_function("breaker", |b| {
         b.iter(|| black_box(runtime.open_sync(black_box(1)).is_ok()))
@@ -110,6 +115,9 @@ fn open_sync(c: &mut Criterion) {
     g.bench_function("tower_resilience", |b| {
         b.iter(|| black_box(resilience.open_sync(black_box(1)).is_ok()))
     });
+    g.bench_function("seatbelt", |b| {
+        b.iter(|| black_box(seatbelt.open_sync(black_box(1)).is_ok()))
+    });
     g.finish();
 }
 
@@ -118,6 +126,7 @@ fn closed_async(c: &mut Criterion) {
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
     let mut resilience = TowerResilience::new();
+    let seatbelt = Seatbelt::new();
     let base = Baselines::new();
     let rt = current_thread();
     let mut g = group(c, "closed_async");
@@ -160,6 +169,9 @@ fn closed_async(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function("seatbelt", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| seatbelt.closed_async(x)))
+    });
     g.finish();
 }
 
@@ -168,6 +180,7 @@ fn open_async(c: &mut Criterion) {
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let mut tower = Tower::new();
     let mut resilience = TowerResilience::new();
+    let seatbelt = Seatbelt::new();
     let rt = current_thread();
     let mut g = group(c, "open_async");
     g.bench_function("breaker", |b| {
@@ -209,6 +222,9 @@ fn open_async(c: &mut Criterion) {
             })
         })
     });
+    g.bench_function("seatbelt", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| seatbelt.open_async(x)))
+    });
     g.finish();
 }
 
@@ -216,13 +232,14 @@ fn open_async(c: &mut Criterion) {
 /// per-thread time per call, so `scaling_2t/x ÷ scaling_1t/x` is the per-thread slowdown.
 /// tower-resilience's service is `Clone` with a shared circuit: each thread calls its own clone
 /// of one service, as its users do (tower-circuitbreaker's is not: threads share it behind a
-/// mutex).
+/// mutex). seatbelt's service is `Sync` (its engine behind an `Arc`): threads share one.
 fn scaling(c: &mut Criterion) {
     let base = Baselines::new();
     let (runtime, attr, failsafe, recloser) =
         (Runtime::new(), attr(), Failsafe::new(), Recloser::new());
     let tower = TowerShared::new();
     let resilience = TowerResilience::new();
+    let seatbelt = Seatbelt::new();
     for threads in [1usize, 2] {
         let mut g = group(c, &format!("scaling_{threads}t"));
         if !cli_sets("--measurement-time") {
@@ -305,6 +322,13 @@ fn scaling(c: &mut Criterion) {
                 )
             })
         });
+        g.bench_function("seatbelt", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(seatbelt.closed_sync(x).is_ok());
+                })
+            })
+        });
         g.finish();
     }
 }
@@ -315,6 +339,7 @@ fn scaling(c: &mut Criterion) {
 /// tower-resilience (its contended open path needs a tokio runtime on the calling thread).
 fn scaling_open(c: &mut Criterion) {
     let (runtime, failsafe, recloser) = (Runtime::new(), Failsafe::new(), Recloser::new());
+    let seatbelt = Seatbelt::new();
     for threads in [1usize, 2] {
         let mut g = group(c, &format!("scaling_open_{threads}t"));
         g.bench_function("breaker", |b| {
@@ -342,6 +367,13 @@ fn scaling_open(c: &mut Criterion) {
             b.iter_custom(|n| {
                 on_threads(threads, n, |x| {
                     black_box(recloser.open_sync(x).is_err());
+                })
+            })
+        });
+        g.bench_function("seatbelt", |b| {
+            b.iter_custom(|n| {
+                on_threads(threads, n, |x| {
+                    black_box(seatbelt.open_sync(x).is_err());
                 })
             })
         });

@@ -15,6 +15,7 @@
 //! | recloser 1.4 | `error_rate(0.5)`, `closed_len(100)` | same with `closed_len(10)`, tripped |
 //! | tower-circuitbreaker 0.2 | defaults (count window of 100, 50 %) | same, `force_open()` |
 //! | tower-resilience-circuitbreaker 0.14 | `consecutive_failures(5)`, `wait_duration_in_open(1 h)` | same, tripped by 5 failures |
+//! | seatbelt 0.11 | its defaults (10 % over 30 s), `min_throughput(5)`, `break_duration(1 h)` | same, tripped by 5 failures |
 //!
 //! tower-circuitbreaker has no blocking API: its "sync" rows poll its (boxed) future once with
 //! a no-op waker; the future is ready at once because its `tokio::sync::Mutex` is uncontended.
@@ -22,7 +23,8 @@
 //! (boxed) future of `call`, once each with a no-op waker. Its rows call `poll_ready` before
 //! `call`, as the tower contract asks (its `poll_ready` is where an open circuit is judged);
 //! tower-circuitbreaker's `poll_ready` only asks the inner service, which is always ready, so
-//! its rows call `call` alone.
+//! its rows call `call` alone. seatbelt has only an async service (`layered::Service`): its
+//! "sync" rows poll `execute`'s future once with a no-op waker.
 
 use std::{
     cell::Cell,
@@ -654,6 +656,113 @@ impl TowerResilience {
 }
 
 impl Default for TowerResilience {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// seatbelt 0.11 (Microsoft)
+// ---------------------------------------------------------------------------------------
+
+/// [`op`] as the inner service of a seatbelt stack (a function pointer: the closure type of
+/// `Execute::new(|x| ..)` has no name to put in [`SeatbeltSvc`]).
+pub type SeatbeltOp = fn(u64) -> std::future::Ready<Result<u64, io::Error>>;
+
+fn seatbelt_op(x: u64) -> std::future::Ready<Result<u64, io::Error>> {
+    std::future::ready(op(x))
+}
+
+/// A seatbelt circuit breaker over [`op`]: `layered`'s async `Service`.
+pub type SeatbeltSvc =
+    seatbelt::breaker::Breaker<u64, Result<u64, io::Error>, layered::Execute<SeatbeltOp>>;
+
+/// What a seatbelt refusal returns: its docs' `rejected_input_error`, here an `io::Error` of
+/// a kind of its own (made from an `ErrorKind`, which does not allocate).
+pub const SEATBELT_REJECTED: io::ErrorKind = io::ErrorKind::ResourceBusy;
+
+/// As its docs configure it (`Breaker::layer(name, &ResilienceContext::new(&clock))`, the
+/// clock `tick::Clock::new_tokio()`, `recovery_with` judging an `Err` a failure,
+/// `rejected_input_error`), with its defaults (a failure rate over 10 % within 30 s, half-open
+/// `progressive`) but for two: `min_throughput(5)`, so that 5 failures open it as the others'
+/// do (the default asks for 100 calls in the window), and `break_duration(1 h)`.
+pub fn seatbelt_new(clock: &tick::Clock) -> SeatbeltSvc {
+    use layered::Stack;
+    let context = seatbelt::ResilienceContext::new(clock).name("bench");
+    (
+        seatbelt::breaker::Breaker::layer("breaker", &context)
+            .recovery_with(|out: &Result<u64, io::Error>, _| match out {
+                Ok(_) => seatbelt::RecoveryInfo::never(),
+                Err(_) => seatbelt::RecoveryInfo::retry(),
+            })
+            .rejected_input_error(|_, _| io::Error::from(SEATBELT_REJECTED))
+            .min_throughput(5)
+            .break_duration(HOUR),
+        layered::Execute::new(seatbelt_op as SeatbeltOp),
+    )
+        .into_service()
+}
+
+/// seatbelt's breaker: an async service only, so its "sync" rows poll `execute`'s future
+/// once with a no-op waker (it is ready at once: the inner service is). Each call takes the
+/// engine's `std::sync::Mutex` on entry and, when admitted, again on exit (with a clock read
+/// each time).
+pub struct Seatbelt {
+    closed: SeatbeltSvc,
+    open: SeatbeltSvc,
+    // The runtime `Clock::new_tokio` spawns its timer driver on (never driven here: the
+    // breaker reads the clock's instant and sets no timer).
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Seatbelt {
+    pub fn new() -> Self {
+        use layered::Service;
+        let rt = current_thread();
+        let clock = {
+            let _in_rt = rt.enter();
+            tick::Clock::new_tokio()
+        };
+        let open = seatbelt_new(&clock);
+        for _ in 0..5 {
+            let _ = poll_once(open.execute(FAIL));
+        }
+        assert!(
+            matches!(poll_once(open.execute(1)), Err(e) if e.kind() == SEATBELT_REJECTED),
+            "seatbelt: not tripped"
+        );
+        let closed = seatbelt_new(&clock);
+        assert!(
+            poll_once(closed.execute(1)).is_ok(),
+            "seatbelt: closed is not"
+        );
+        Seatbelt {
+            closed,
+            open,
+            _rt: rt,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, io::Error> {
+        poll_once(layered::Service::execute(&self.closed, x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, io::Error> {
+        poll_once(layered::Service::execute(&self.open, x))
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, io::Error> {
+        layered::Service::execute(&self.closed, x).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, io::Error> {
+        layered::Service::execute(&self.open, x).await
+    }
+}
+
+impl Default for Seatbelt {
     fn default() -> Self {
         Self::new()
     }

@@ -3,7 +3,7 @@
 //! takes the difference, so set-up, warm-up and exit cancel out.
 //!
 //! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`, `resilience`
-//! (tower-resilience-circuitbreaker); with feature `fleet`, `fleet` (a `breaker` that is a
+//! (tower-resilience-circuitbreaker), `seatbelt`; with feature `fleet`, `fleet` (a `breaker` that is a
 //! member of a fleet on a `redis-server` it starts; `closed_sync` and `open_sync` only).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
@@ -13,7 +13,7 @@
 use std::{hint::black_box, process::ExitCode};
 
 use breaker_bench::{
-    current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Tower, TowerResilience,
+    current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Seatbelt, Tower, TowerResilience,
 };
 
 const WARM_UP: u64 = 1000;
@@ -114,6 +114,10 @@ fn main() -> ExitCode {
         }
         "resilience" => {
             let mut b = TowerResilience::new();
+            workloads!(b, n, imp, workload)
+        }
+        "seatbelt" => {
+            let b = Seatbelt::new();
             workloads!(b, n, imp, workload)
         }
         #[cfg(feature = "fleet")]

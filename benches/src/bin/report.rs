@@ -14,15 +14,22 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const IMPLS: [(&str, &str); 6] = [
+const IMPLS: [(&str, &str); 7] = [
     ("breaker", "breaker"),
     ("breaker_attr", "breaker (attribute)"),
     ("failsafe", "failsafe 1.3"),
     ("recloser", "recloser 1.4"),
     ("tower", "tower-circuitbreaker 0.2"),
     ("tower_resilience", "tower-resilience 0.14"),
+    ("seatbelt", "seatbelt 0.11"),
 ];
-const PEERS: [&str; 4] = ["failsafe", "recloser", "tower", "tower_resilience"];
+const PEERS: [&str; 5] = [
+    "failsafe",
+    "recloser",
+    "tower",
+    "tower_resilience",
+    "seatbelt",
+];
 
 /// The median point estimate (ns) in one criterion `estimates.json`.
 fn median(path: &Path) -> Option<f64> {
