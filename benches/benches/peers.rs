@@ -6,16 +6,17 @@
 //! ```
 //!
 //! Groups: `baselines`, `closed_sync`, `open_sync`, `closed_async`, `open_async`,
-//! `scaling_1t`, `scaling_2t`. `cargo run --release --bin report` turns the estimates into the
-//! table of `RESULTS.md`; `scripts/wall.sh` runs this bench (with `keyed` and `tower_layer`)
-//! three times and prints the medians over the runs. The workloads themselves are in
+//! `scaling_1t`, `scaling_2t`, `scaling_open_1t`, `scaling_open_2t`, `part_four`. `cargo run
+//! --release --bin report` turns the estimates into the table of `RESULTS.md`;
+//! `scripts/wall.sh` runs this bench (with `keyed` and `tower_layer`) three times and prints
+//! the medians over the runs. The workloads themselves are in
 //! `src/lib.rs`.
 
 use std::{hint::black_box, time::Duration};
 
 use breaker_bench::{
     async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Recloser,
-    Runtime, Seatbelt, Tower, TowerResilience, TowerShared,
+    Reconfigured, Retried, Runtime, Seatbelt, Tower, TowerResilience, TowerShared,
 };
 use common::{cli_sets, group};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -381,6 +382,42 @@ fn scaling_open(c: &mut Criterion) {
     }
 }
 
+/// Part four's features at their own cost: a first attempt through the retry wrapper (and
+/// the plain call beside it, in the same group), and a closed call while another thread
+/// reconfigures the breaker in a loop (and the same call on a breaker left alone).
+fn part_four(c: &mut Criterion) {
+    let (runtime, attr, retried) = (Runtime::new(), attr(), Retried::new());
+    let rt = current_thread();
+    let mut g = group(c, "part_four");
+    g.bench_function("closed_async", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| runtime.closed_async(x)))
+    });
+    g.bench_function("retry_first_attempt", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| retried.first_attempt(x)))
+    });
+    g.bench_function("retry_unconfigured", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| retried.unconfigured(x)))
+    });
+    if let Some(attr) = &attr {
+        g.bench_function("attr_closed_async", |b| {
+            b.iter_custom(|n| async_loop(&rt, n, |x| attr.closed_async(x)))
+        });
+        g.bench_function("attr_retry_first_attempt", |b| {
+            b.iter_custom(|n| async_loop(&rt, n, |x| retried.attr_first_attempt(x)))
+        });
+    }
+    g.bench_function("closed_sync", |b| {
+        b.iter(|| black_box(runtime.closed_sync(black_box(1)).is_ok()))
+    });
+    let mut reconfigured = Reconfigured::new();
+    g.bench_function("closed_sync_reconfigured", |b| {
+        b.iter(|| black_box(reconfigured.closed_sync(black_box(1)).is_ok()))
+    });
+    let times = reconfigured.stop();
+    eprintln!("part_four: the breaker was reconfigured {times} times during its rows");
+    g.finish();
+}
+
 criterion_group!(
     benches,
     baselines,
@@ -389,6 +426,7 @@ criterion_group!(
     closed_async,
     open_async,
     scaling,
-    scaling_open
+    scaling_open,
+    part_four
 );
 criterion_main!(benches);

@@ -662,6 +662,214 @@ impl Default for TowerResilience {
 }
 
 // ---------------------------------------------------------------------------------------
+// Part four's features, each at its own cost
+// ---------------------------------------------------------------------------------------
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h", retry = 3)]
+async fn attr_retried_async(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+/// The retry wrapper on a call that succeeds at its first attempt: `Breaker::call_retried`
+/// with `Config::retry(3)` (the budget's deposit, the verdict slot, the loop), the same
+/// without `retry` configured (one attempt: the wrapper reads the policy and calls), and the
+/// attribute's `retry = 3`. Compare with [`Runtime::closed_async`] and [`Attr::closed_async`].
+pub struct Retried {
+    retried: Breaker,
+    unconfigured: Breaker,
+}
+
+impl Default for Retried {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Retried {
+    pub fn new() -> Self {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        let config = || Config::default().threshold(5).cool_off(HOUR);
+        Retried {
+            retried: Breaker::new(format!("bench::retried{n}"), config().retry(3)),
+            unconfigured: Breaker::new(format!("bench::retried_unconfigured{n}"), config()),
+        }
+    }
+
+    /// A first attempt that succeeds, through `retry`.
+    pub async fn first_attempt(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.retried.call_retried(|| op_async(x)).await
+    }
+
+    /// `call_retried` on a breaker without `retry`: one attempt.
+    pub async fn unconfigured(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.unconfigured.call_retried(|| op_async(x)).await
+    }
+
+    /// `#[circuit_breaker(retry = 3)]`, a first attempt that succeeds.
+    pub async fn attr_first_attempt(&self, x: u64) -> Result<u64, io::Error> {
+        attr_retried_async(x).await
+    }
+}
+
+/// A closed breaker being `reconfigure`d (between two policies that both keep the fast path:
+/// `threshold` 5 and 6, cool-off 1 h and 2 h) while this thread calls it: by another thread
+/// in a loop ([`Reconfigured::new`], for wall time), or by this one between calls
+/// ([`Reconfigured::here`], for callgrind, which runs one thread at a time in long slices:
+/// a thread in a loop beside the measured one reconfigured only once or twice in 20 000
+/// calls). Stopped and joined on drop.
+pub struct Reconfigured {
+    breaker: Breaker,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+fn reconfigured_config(n: u64) -> Config {
+    let t = 5 + (n % 2) as u32;
+    Config::default().threshold(t).cool_off(HOUR * t)
+}
+
+impl Default for Reconfigured {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reconfigured {
+    /// With a thread that reconfigures the breaker in a loop until dropped.
+    pub fn new() -> Self {
+        let mut r = Self::here();
+        let (breaker, stop) = (r.breaker.clone(), r.stop.clone());
+        r.thread = Some(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                breaker
+                    .reconfigure(reconfigured_config(n))
+                    .expect("a valid config");
+                n += 1;
+            }
+            n
+        }));
+        r
+    }
+
+    /// Without a thread: [`Self::reconfigure`] changes the configuration between calls.
+    pub fn here() -> Self {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        Reconfigured {
+            breaker: Breaker::new(format!("bench::reconfigured{n}"), reconfigured_config(0)),
+            stop: Default::default(),
+            thread: None,
+        }
+    }
+
+    /// Reconfigures the breaker to the `n`-th of the two policies.
+    pub fn reconfigure(&self, n: u64) {
+        self.breaker
+            .reconfigure(reconfigured_config(n))
+            .expect("a valid config");
+    }
+
+    /// A closed call, while the configuration changes.
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.breaker.call_sync(|| op(x))
+    }
+
+    /// Stops the reconfiguring thread, if any; how many times it reconfigured.
+    pub fn stop(&mut self) -> u64 {
+        self.stop.store(true, Relaxed);
+        self.thread
+            .take()
+            .map_or(0, |t| t.join().expect("the reconfiguring thread panicked"))
+    }
+}
+
+impl Drop for Reconfigured {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A gRPC call (a `200` whose `grpc-status: 0` comes in its headers, "trailers-only") through
+/// `CircuitBreakerLayer::grpc`, against the same HTTP service through the HTTP layer
+/// (`CircuitBreakerLayer::new`, the HTTP preset) and tower-resilience's layer (its default
+/// policy), and the service alone. Each request is `ready().await` then `call(req).await`, as
+/// a tower client (tonic's `Channel`) makes it. Feature `grpc`.
+#[cfg(feature = "grpc")]
+pub mod layers {
+    use std::{
+        future::{ready, Ready},
+        io,
+    };
+
+    use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    use tower::{util::ServiceFn, Layer, Service, ServiceExt};
+
+    pub type Answer = Ready<Result<http::Response<String>, io::Error>>;
+    pub type GrpcOp = ServiceFn<fn(http::Request<()>) -> Answer>;
+
+    fn answer(_: http::Request<()>) -> Answer {
+        let mut response = http::Response::new(String::new());
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("0"));
+        ready(Ok(response))
+    }
+
+    pub fn service() -> GrpcOp {
+        tower::service_fn(answer as fn(http::Request<()>) -> Answer)
+    }
+
+    /// One request through `svc`: ready, then call; whether it succeeded.
+    pub async fn request<S>(svc: &mut S) -> bool
+    where
+        S: Service<http::Request<()>>,
+    {
+        match svc.ready().await {
+            Ok(svc) => svc.call(http::Request::new(())).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    pub struct Layers {
+        pub bare: GrpcOp,
+        pub grpc: breaker::grpc::GrpcCircuitBreaker<GrpcOp>,
+        pub http: breaker::tower::CircuitBreaker<GrpcOp>,
+        pub resilience: tower_resilience_circuitbreaker::CircuitBreaker<
+            GrpcOp,
+            tower_resilience_circuitbreaker::DefaultClassifier,
+        >,
+    }
+
+    impl Default for Layers {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Layers {
+        pub fn new() -> Self {
+            let config = || Config::default().threshold(5);
+            Layers {
+                bare: service(),
+                grpc: CircuitBreakerLayer::grpc(Breaker::new("bench::grpc", config()))
+                    .layer(service()),
+                http: CircuitBreakerLayer::new(Breaker::new("bench::grpc_over_http", config()))
+                    .layer(service()),
+                resilience: tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+                    .build()
+                    .expect("the default config")
+                    .layer(service()),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // seatbelt 0.11 (Microsoft)
 // ---------------------------------------------------------------------------------------
 

@@ -246,8 +246,57 @@ fn main() {
         );
     }
 
+    part_four(&m);
     keyed(&m);
     tower_layer(&m);
+}
+
+/// The `part_four` group: each feature's row beside the plain call it adds to.
+fn part_four(m: &Medians) {
+    let g = "part_four";
+    if m.get(g, "closed_async").is_none() {
+        return;
+    }
+    let p = |b: &str| m.get(g, b);
+    println!("\nPart four's features (`part_four` group; wall time per call):\n");
+    println!("| row | median | over |");
+    println!("|---|---:|---|");
+    for (id, label, base, base_label) in [
+        (
+            "retry_first_attempt",
+            "`call_retried`, `retry(3)`, first attempt succeeds",
+            "closed_async",
+            "`call`",
+        ),
+        (
+            "retry_unconfigured",
+            "`call_retried` without `retry`",
+            "closed_async",
+            "`call`",
+        ),
+        (
+            "attr_retry_first_attempt",
+            "attribute `retry = 3`, first attempt succeeds",
+            "attr_closed_async",
+            "the attribute without `retry`",
+        ),
+        (
+            "closed_sync_reconfigured",
+            "closed sync, another thread reconfiguring in a loop",
+            "closed_sync",
+            "closed sync left alone",
+        ),
+    ] {
+        println!(
+            "| {label} | {} | {} ({base_label}: {}) |",
+            ns(p(id)),
+            match (p(id), p(base)) {
+                (Some(v), Some(b)) => format!("{:+.2} ns", v - b),
+                _ => "–".to_owned(),
+            },
+            ns(p(base)),
+        );
+    }
 }
 
 /// `--bench keyed`, if the runs hold it: each row, then the 2-thread rows over the 1-thread
@@ -317,6 +366,26 @@ fn tower_layer(m: &Medians) {
             "| {id} | {} | {} |",
             ns(v),
             v.map_or("–".to_owned(), |v| format!("+{:.2} ns", v - bare))
+        );
+    }
+    // Feature `grpc`: a gRPC request, over the same service alone.
+    let Some(grpc_bare) = m.get(g, "grpc_bare") else {
+        return;
+    };
+    println!("\ngRPC (`--features grpc`; a request answered `grpc-status: 0` in its headers):\n");
+    println!("| row | median | over the bare service |");
+    println!("|---|---:|---:|");
+    for id in [
+        "grpc_bare",
+        "grpc_breaker",
+        "grpc_over_http_layer",
+        "grpc_tower_resilience",
+    ] {
+        let v = m.get(g, id);
+        println!(
+            "| {id} | {} | {} |",
+            ns(v),
+            v.map_or("–".to_owned(), |v| format!("+{:.2} ns", v - grpc_bare))
         );
     }
 }
