@@ -43,6 +43,33 @@ fn baselines(c: &mut Criterion) {
     });
     g.bench_function("atomic_add", |b| b.iter(|| black_box(base.atomic_add())));
     g.bench_function("clock_read", |b| b.iter(|| black_box(base.clock_read())));
+    g.bench_function("clock_std", |b| b.iter(|| black_box(base.clock_std())));
+    g.bench_function("clock_coarse", |b| {
+        b.iter(|| black_box(base.clock_coarse()))
+    });
+    g.bench_function("clock_quanta", |b| {
+        b.iter(|| black_box(base.clock_quanta()))
+    });
+    g.bench_function("runtime_flavor", |b| {
+        b.iter(|| black_box(base.runtime_flavor()))
+    });
+    g.bench_function("runtime_flavor_in_runtime", |b| {
+        b.iter_custom(|n| {
+            rt.block_on(async {
+                let start = std::time::Instant::now();
+                for _ in 0..n {
+                    black_box(base.runtime_flavor());
+                }
+                start.elapsed()
+            })
+        })
+    });
+    g.bench_function("clock_coarse_raw", |b| {
+        b.iter(|| black_box(base.clock_coarse_raw()))
+    });
+    g.bench_function("clock_coarse_if_unpausable", |b| {
+        b.iter(|| black_box(base.clock_coarse_if_unpausable()))
+    });
     g.bench_function("mutex_lock", |b| b.iter(|| black_box(base.mutex_lock())));
     g.bench_function("bare_async", |b| {
         b.iter_custom(|n| async_loop(&rt, n, |x| base.bare_async(x)))

@@ -83,6 +83,9 @@ pub fn poll_once<F: Future>(f: F) -> F::Output {
 pub struct Baselines {
     counter: AtomicU64,
     mutex: Mutex<u64>,
+    quanta: quanta::Clock,
+    coarse: tick::Clock,
+    _rt: tokio::runtime::Runtime,
 }
 
 impl Default for Baselines {
@@ -93,9 +96,17 @@ impl Default for Baselines {
 
 impl Baselines {
     pub fn new() -> Self {
+        let rt = current_thread();
+        let coarse = {
+            let _in_rt = rt.enter();
+            tick::Clock::new_tokio().with_fast_instant(true)
+        };
         Baselines {
             counter: AtomicU64::new(0),
             mutex: Mutex::new(0),
+            quanta: quanta::Clock::new(),
+            coarse,
+            _rt: rt,
         }
     }
 
@@ -127,6 +138,62 @@ impl Baselines {
     #[inline(never)]
     pub fn clock_read(&self) -> tokio::time::Instant {
         tokio::time::Instant::now()
+    }
+
+    /// One `std::time::Instant::now()` (what tokio's reads without its `test-util` feature).
+    #[inline(never)]
+    pub fn clock_std(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// One `CLOCK_MONOTONIC_COARSE` reading (tick's `fast-instant`, calibrated to an
+    /// `Instant`): the kernel's last tick, 1-4 ms coarse, no TSC read.
+    #[inline(never)]
+    pub fn clock_coarse(&self) -> Instant {
+        self.coarse.instant()
+    }
+
+    /// One `CLOCK_MONOTONIC_COARSE` reading through the vDSO, in nanoseconds (rustix's safe
+    /// `clock_gettime`), with nothing around it.
+    #[inline(never)]
+    pub fn clock_coarse_raw(&self) -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+        (t.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(t.tv_nsec as u64)
+    }
+
+    /// [`Self::runtime_flavor`]'s question, then the coarse reading when tokio's time cannot
+    /// be paused here (no runtime, or a multi-thread one), else tokio's clock.
+    #[inline(never)]
+    pub fn clock_coarse_if_unpausable(&self) -> u64 {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Err(e) if e.is_missing_context() => self.clock_coarse_raw(),
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => self.clock_coarse_raw(),
+            _ => {
+                let t = tokio::time::Instant::now();
+                black_box(t);
+                0
+            }
+        }
+    }
+
+    /// One `quanta::Clock::now()`: the TSC scaled to nanoseconds (`clock_gettime` where the
+    /// TSC is not invariant).
+    #[inline(never)]
+    pub fn clock_quanta(&self) -> quanta::Instant {
+        self.quanta.now()
+    }
+
+    /// Whether this thread is in a tokio runtime's context, and of which flavour (what a
+    /// clock would ask to know that tokio's time cannot be paused here: only a
+    /// current-thread runtime can be).
+    #[inline(never)]
+    pub fn runtime_flavor(&self) -> Option<tokio::runtime::RuntimeFlavor> {
+        tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|h| h.runtime_flavor())
     }
 
     /// One uncontended `std::sync::Mutex` lock, increment, unlock.
