@@ -257,7 +257,7 @@ impl Breaker {
         if let Some(ticket) = shared.core.enter_closed() {
             return shared.run_fast(ticket, is_failure, call);
         }
-        if let Some(refused) = shared.core.refuse(&shared.clock) {
+        if let Some(refused) = shared.core.refuse_blocking(&shared.clock) {
             return Err(CallError::Breaker(refused));
         }
         shared.call_sync_slow(is_failure, call)
