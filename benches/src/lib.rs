@@ -83,9 +83,11 @@ pub fn poll_once<F: Future>(f: F) -> F::Output {
 pub struct Baselines {
     counter: AtomicU64,
     mutex: Mutex<u64>,
-    quanta: quanta::Clock,
-    coarse: tick::Clock,
-    _rt: tokio::runtime::Runtime,
+    // Made at first use: quanta calibrates its clock for a while at creation (how long
+    // depends on the time, so its instructions would differ from run to run under
+    // callgrind), and tick's needs a runtime.
+    quanta: std::sync::OnceLock<quanta::Clock>,
+    coarse: std::sync::OnceLock<(tick::Clock, tokio::runtime::Runtime)>,
 }
 
 impl Default for Baselines {
@@ -96,17 +98,11 @@ impl Default for Baselines {
 
 impl Baselines {
     pub fn new() -> Self {
-        let rt = current_thread();
-        let coarse = {
-            let _in_rt = rt.enter();
-            tick::Clock::new_tokio().with_fast_instant(true)
-        };
         Baselines {
             counter: AtomicU64::new(0),
             mutex: Mutex::new(0),
-            quanta: quanta::Clock::new(),
-            coarse,
-            _rt: rt,
+            quanta: std::sync::OnceLock::new(),
+            coarse: std::sync::OnceLock::new(),
         }
     }
 
@@ -150,7 +146,14 @@ impl Baselines {
     /// `Instant`): the kernel's last tick, 1-4 ms coarse, no TSC read.
     #[inline(never)]
     pub fn clock_coarse(&self) -> Instant {
-        self.coarse.instant()
+        let (clock, _) = self.coarse.get_or_init(|| {
+            let rt = current_thread();
+            let _in_rt = rt.enter();
+            let clock = tick::Clock::new_tokio().with_fast_instant(true);
+            drop(_in_rt);
+            (clock, rt)
+        });
+        clock.instant()
     }
 
     /// One `CLOCK_MONOTONIC_COARSE` reading through the vDSO, in nanoseconds (rustix's safe
@@ -183,7 +186,7 @@ impl Baselines {
     /// TSC is not invariant).
     #[inline(never)]
     pub fn clock_quanta(&self) -> quanta::Instant {
-        self.quanta.now()
+        self.quanta.get_or_init(quanta::Clock::new).now()
     }
 
     /// Whether this thread is in a tokio runtime's context, and of which flavour (what a

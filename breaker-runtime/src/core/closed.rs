@@ -46,16 +46,33 @@ impl Core {
     fn refuse_reading(&self, clock: &impl Clock, coarse: bool) -> Option<BreakerError> {
         let w = self.word();
         if w.is(State::Open) {
+            if coarse {
+                return self.refuse_open_blocking(clock);
+            }
+            let now = clock.now();
             let until = self.open_until.load(Acquire);
-            let now = match coarse.then(|| clock.coarse_before(until)).flatten() {
-                Some(now) => now,
-                None => clock.now(),
-            };
             if now < until && !self.dry_runs() {
                 return Some(self.reject(Some(until - now)));
             }
         } else if w.is(State::ForcedOpen) && !self.dry_runs() {
             return Some(self.reject(None));
+        }
+        None
+    }
+
+    /// An open breaker's refusal of a blocking call. Out of line: inlined into the call
+    /// wrapper, the coarse reading's thread-local reads made the closed path's frame save
+    /// more registers (the attribute's closed_sync +2 Ir); the call costs the refusal about a
+    /// nanosecond, the coarse reading saves it 15 to 20.
+    #[inline(never)]
+    fn refuse_open_blocking(&self, clock: &impl Clock) -> Option<BreakerError> {
+        let until = self.open_until.load(Acquire);
+        let now = match clock.coarse_before(until) {
+            Some(now) => now,
+            None => clock.now(),
+        };
+        if now < until && !self.dry_runs() {
+            return Some(self.reject(Some(until - now)));
         }
         None
     }
