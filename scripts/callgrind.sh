@@ -2,7 +2,7 @@
 # Instructions per call, from callgrind, for the workloads of `benches/` (breaker, its peers
 # and the baselines). Wall time on a shared machine is noisy; instruction counts are not.
 #
-#   scripts/callgrind.sh [N]        (default N = 20000)
+#   scripts/callgrind.sh [N]        (default N = 20000; ~6 min on 2 busy cores, builds included)
 #   CG_BIN=path/to/cg scripts/callgrind.sh --breaker-only [N]
 #                                   (breaker's own rows only, from a `cg` built elsewhere, e.g.
 #                                    at an older commit: how benches/RESULTS.md's part-four
@@ -154,6 +154,17 @@ for w in "${workloads[@]}"; do
 done
 echo "| forced_open_sync | $(minus "${R[breaker, forced_sync]}" "${R[base, bare]}")$blanks |"
 echo "| owned_async | $(minus "${R[breaker, owned_async]}" "${R[base, bare_async]}")$blanks |"
+
+# The same figures for `cargo run --release --bin report` (scripts/wall.sh), which prints the
+# README's table: wall time with these in brackets.
+for w in "${workloads[@]}"; do
+    base=${R[base, bare]}
+    [[ $w == *_async ]] && base=${R[base, bare_async]}
+    for i in "${impls[@]}"; do
+        v=$(minus "${R[$i, $w]}" "$base")
+        [[ $v != - ]] && printf '%s\t%s\t%.0f\n' "$i" "$w" "$v"
+    done
+done >"$root/benches/target/callgrind-over-bare.tsv"
 
 # Features at no cost: the same workloads with every integration compiled in.
 cargo build --quiet --release --bin cg --features every-feature --target-dir "$root/benches/target/part-two"

@@ -246,9 +246,93 @@ fn main() {
         );
     }
 
+    readme(&m);
     part_four(&m);
     keyed(&m);
     tower_layer(&m);
+}
+
+/// The README's *Performance* table: these medians with, in brackets, the instructions over
+/// the bare call that `scripts/callgrind.sh` wrote to `target/callgrind-over-bare.tsv` (its
+/// last run; the brackets are left out if there is none).
+fn readme(m: &Medians) {
+    let tsv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/callgrind-over-bare.tsv");
+    let ir: BTreeMap<(String, String), String> = fs::read_to_string(&tsv)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let (i, w, v) = (f.next()?, f.next()?, f.next()?);
+            Some(((i.to_owned(), w.to_owned()), v.to_owned()))
+        })
+        .collect();
+    // The criterion ids against callgrind.sh's implementation names.
+    let impls = [
+        ("breaker", "breaker"),
+        ("failsafe", "failsafe"),
+        ("recloser", "recloser"),
+        ("tower", "tower"),
+        ("tower_resilience", "resilience"),
+        ("seatbelt", "seatbelt"),
+    ];
+    let bare_async = m.get("baselines", "bare_async");
+    let note = if ir.is_empty() {
+        ", not found: run scripts/callgrind.sh"
+    } else {
+        ""
+    };
+    println!(
+        "\nThe README's table (wall time; in brackets, Ir over the bare call or the bare async fn, \
+         from `target/callgrind-over-bare.tsv`{note}):\n"
+    );
+    print!("| workload |");
+    for (id, _) in impls {
+        let name = IMPLS.iter().find(|(i, _)| *i == id).map_or(id, |(_, n)| n);
+        print!(" {name} |");
+    }
+    println!();
+    println!("| --- |{}", " ---: |".repeat(impls.len()));
+    for (group, label, over_bare) in [
+        ("closed_sync", "closed, success, sync", false),
+        ("open_sync", "open, rejection, sync", false),
+        (
+            "closed_async",
+            "closed, success, async, over the bare async fn",
+            true,
+        ),
+        ("open_async", "open, rejection, async", false),
+    ] {
+        let best = impls
+            .iter()
+            .filter_map(|(id, _)| m.get(group, id))
+            .min_by(f64::total_cmp);
+        print!("| {label} |");
+        for (id, cg) in impls {
+            let v = m.get(group, id).map(|v| {
+                let shown = if over_bare {
+                    bare_async.map_or(ns(Some(v)), |b| format!("+{}", ns(Some(v - b))))
+                } else {
+                    ns(Some(v))
+                };
+                if Some(v) == best {
+                    format!("**{shown}**")
+                } else {
+                    shown
+                }
+            });
+            let bracket = ir
+                .get(&(cg.to_owned(), group.to_owned()))
+                .map_or(String::new(), |v| format!(" [{v}]"));
+            print!(" {}{bracket} |", v.unwrap_or_else(|| "–".to_owned()));
+        }
+        println!();
+    }
+    print!("| 2 threads refused by one open breaker, per-thread cost ÷ 1 thread |");
+    for (id, _) in impls {
+        let r = (|| Some(m.get("scaling_open_2t", id)? / m.get("scaling_open_1t", id)?))();
+        print!(" {} |", r.map_or(String::new(), |r| format!("{r:.2}×")));
+    }
+    println!();
 }
 
 /// The `part_four` group: each feature's row beside the plain call it adds to.
