@@ -89,8 +89,6 @@ pub mod __private {
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;
     pub use crate::glue::names::InImpl;
-    pub use crate::glue::retried::{
-        retried, retried_classified, run_retried, run_retried_classified, RetryArg,
-    };
+    pub use crate::glue::retried::{retried, run_retried, RetryArg};
     pub use crate::glue::run::*;
 }

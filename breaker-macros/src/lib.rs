@@ -197,7 +197,7 @@ use proc_macro::TokenStream;
 ///     // `.method("query")`: named `{module}::TenantDb::query` by default, `Self` given by `of`.
 ///     static __BREAKER: ::breaker::__private::KeyedStatic =
 ///         ::breaker::__private::KeyedStatic::new(|| (module_path!(), config)).method("query");
-///     (&&::breaker::__private::KeyProbe(&(self.tenant_id))).__breaker_lookup(__BREAKER.of::<Self>())
+///     ::breaker::__private::KeyProbe::new(&(self.tenant_id)).__breaker_lookup(__BREAKER.of::<Self>())
 /// };
 /// let __breaker: &::breaker::Breaker = &__breaker_keyed;
 /// ::breaker::__private::run::<Result<Rows, DbError>, _, _, _, _>(__breaker, is_failure, body).await

@@ -247,17 +247,40 @@ impl Breaker {
         self.call_sync_judged(is_failure, call)
     }
 
+    /// An optimised build runs `call` in place (inlined into the caller); a debug build runs
+    /// it through `dyn FnMut`, so [`call_sync_in`](Self::call_sync_in) and what it calls are
+    /// compiled once per result type and judge, not once per call site (once per annotated
+    /// function). The same code either way: only what it is instantiated with differs.
     #[inline(always)]
     fn call_sync_judged<T, E>(
         &self,
         is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
+        #[cfg(debug_assertions)]
+        {
+            let mut call = Some(call);
+            let mut once = || match call.take() {
+                Some(call) => call(),
+                None => unreachable!("`call_sync_in` calls its call once"),
+            };
+            self.call_sync_in(is_failure, &mut once as &mut dyn FnMut() -> Result<T, E>)
+        }
+        #[cfg(not(debug_assertions))]
+        self.call_sync_in(is_failure, call)
+    }
+
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn call_sync_in<T, E>(
+        &self,
+        is_failure: impl Judge<T, E>,
+        call: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, CallError<E>> {
         let shared = &*self.shared;
-        if let Some(ticket) = shared.core.enter_closed() {
+        if let Some(ticket) = shared.enter_closed() {
             return shared.run_fast(ticket, is_failure, call);
         }
-        if let Some(refused) = shared.core.refuse_blocking(&shared.clock) {
+        if let Some(refused) = shared.refuse_blocking() {
             return Err(CallError::Breaker(refused));
         }
         shared.call_sync_slow(is_failure, call)

@@ -1,16 +1,28 @@
 //! The future of an async call through a breaker, written by hand so that the closed path
 //! costs what the breaker does and no more: admission on the first poll (a call never
-//! polled is never admitted), then the user's future polled in place. With a `timeout`, the
-//! deadline is fixed at admission (one clock read) but its timer (a `Sleep`, in place) is
-//! made only if the call has to wait: a call ready at its first poll never builds a timer
-//! nor touches the wheel. Measured (`benches/benches/timeout.rs`): a timed call ready at once
-//! went from 46 to 29 ns; boxing the timer to make the future 104 bytes smaller cost a
-//! waiting timed call 8-12 ns (the allocation) and made no call faster, so the timer stays
-//! inline and no call allocates.
+//! polled is never admitted), then the user's future polled in place.
+//!
+//! It is small: 48 bytes around the user's future (the breaker, the admission packed in 24
+//! bytes and a flag byte, the stage, the timer's box), so an annotated `async fn`'s future
+//! stays within 64 bytes of the plain one's (DESIGN, *Small futures*). With a `timeout`, the
+//! deadline is fixed at admission (one clock read) but its timer is made only if the call has
+//! to wait, boxed: a call ready at its first poll never builds a timer nor touches the wheel,
+//! and a timed call that waits allocates once (its `Sleep`, about 90 bytes that every call
+//! future, timed or not, carried inline before). Measured with callgrind (a call pending
+//! once, then ready, on a current-thread runtime): a timed call that waits went from 824 to
+//! 989 instructions (the allocation and its free), an untimed one that waits from 183 to
+//! 180, a call ready at once did not move. A waiting call registers in tokio's timer wheel and
+//! waits for I/O anyway; and `reconfigure` can give any breaker a `timeout` at run time, so
+//! the slot cannot depend on the configuration a breaker was built with.
+//!
+//! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
+//! future and settles a fast success; full admission, the timer, judging's report and
+//! cancellation are out of line and compiled once for every call future (`admit_slow`,
+//! `expired`, `Shared::report`), which keeps each annotated function's code small.
 
 use std::{
     future::Future,
-    panic::{catch_unwind, AssertUnwindSafe},
+    mem::ManuallyDrop,
     pin::Pin,
     task::{Context, Poll},
 };
@@ -19,23 +31,24 @@ use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
 use crate::{
-    core::{Engine, Permit, Ticket},
-    shared::{settle, settle_ticket, Host, Shared, Stop},
+    core::{Admission, Held, LocalTicket},
+    shared::{conclude, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
     CallError,
 };
 
-/// Where a call stands. An explicit tag (rather than a niche in the permit) makes every
-/// check of the stage one compare.
+/// Where a call stands: one byte, so every check of the stage is one compare; what the
+/// admission holds is beside it ([`Call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-enum Stage<H: Engine> {
+enum Stage {
     /// Not polled yet: not admitted.
     Idle,
     /// Admitted on the fast path: nothing to give back if dropped but a count.
-    Fast(Ticket),
-    /// Admitted with a permit, which reports a cancellation if dropped.
-    Held(Permit<H>),
+    Fast,
+    /// Admitted in full: reports a cancellation if dropped, which gives its slots back.
+    Held,
     /// Finished.
     Done,
 }
@@ -51,39 +64,84 @@ pin_project! {
     /// Like most futures, it panics if polled again after it completed.
     #[must_use = "futures do nothing unless polled"]
     pub struct CallFuture<'a, F, P, H: Host = &'a Shared> {
-        // Fields drop in this order: the user's future goes before the permit in `stage`,
-        // so a slot is given back only once the call it held is really gone.
+        // Fields drop in this order: the user's future goes before `call`, so a slot is
+        // given back only once the call it held is really gone.
         #[pin]
         inner: F,
-        // Made at the first `Pending` of a timed call, in place (no allocation).
-        #[pin]
-        deadline: Option<Sleep>,
-        stage: Stage<H>,
-        // Taken once, when the call ends other than a fast success.
-        judge: Option<P>,
-        host: H,
+        call: Call<H, P>,
         _borrow: std::marker::PhantomData<&'a ()>,
     }
+}
 
-    impl<'a, F, P, H: Host> PinnedDrop for CallFuture<'a, F, P, H> {
-        fn drop(this: Pin<&mut Self>) {
-            // A fast-path call has no permit to report its cancellation: count it here.
-            if let Stage::Fast(_) = this.stage {
-                this.host.shared().core.counters.add(Count::Cancelled);
-            }
+/// A running timed call's timer, once it waited (see [`Call::timer`]).
+type Timer = ManuallyDrop<Option<Pin<Box<Sleep>>>>;
+
+/// An admitted call's standing: the breaker, the timer of a timed call that waits, the
+/// admission (its data and its flags apart, so the stage and the judge's tag pack beside the
+/// flags), the judge until it is used. Reports a cancellation when dropped before the call
+/// ended.
+struct Call<H: Host, P> {
+    /// Made at the first `Pending` of a timed call. Boxed: 8 bytes in every call future
+    /// rather than a `Sleep` (~90) in each, timed or not (see the module's note). Only a
+    /// running call (`Fast` or `Held`) has one: every way to `Done` releases it (see
+    /// [`release`]), so the drop glue needs no check of its own for it.
+    timer: Timer,
+    host: H,
+    held: Held,
+    flags: u8,
+    stage: Stage,
+    judge: Option<P>,
+}
+
+impl<H: Host, P> Drop for Call<H, P> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // One compare inline (a call that ended is `Done`), the rest out of line: the drop
+        // glue of a call future stays small.
+        if matches!(self.stage, Stage::Fast | Stage::Held) {
+            let timer = release(&mut self.timer);
+            cancelled(self.host.shared(), self.stage, self.held, self.flags, timer);
         }
     }
 }
 
+/// The timer, taken out of its slot (which then holds none).
+#[inline(always)]
+fn release(timer: &mut Timer) -> Option<Pin<Box<Sleep>>> {
+    ManuallyDrop::into_inner(std::mem::replace(timer, ManuallyDrop::new(None)))
+}
+
+/// A call future dropped while its call ran: cancelled. On the fast path there is nothing
+/// to give back but a count.
+#[cold]
+#[inline(never)]
+fn cancelled(shared: &Shared, stage: Stage, held: Held, flags: u8, timer: Option<Pin<Box<Sleep>>>) {
+    drop(timer);
+    if stage == Stage::Fast {
+        shared.core.counters.add(Count::Cancelled);
+    } else {
+        let admission = Admission::join(held, flags);
+        shared.report(false, admission, crate::core::Outcome::Cancelled);
+    }
+}
+
+/// The timer of a call that ended, released (out of line: only a timed call that waited has
+/// one).
+#[cold]
+#[inline(never)]
+fn release_timer(timer: &mut Timer) {
+    drop(release(timer));
+}
+
 impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let stage = match self.stage {
+        let stage = match self.call.stage {
             Stage::Idle => "idle",
-            Stage::Fast(_) | Stage::Held(_) => "running",
+            Stage::Fast | Stage::Held => "running",
             Stage::Done => "done",
         };
         f.debug_struct("CallFuture")
-            .field("breaker", &self.host.shared().core.name)
+            .field("breaker", &self.call.host.shared().core.name)
             .field("stage", &stage)
             .finish_non_exhaustive()
     }
@@ -93,25 +151,65 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
     pub(crate) fn new(host: H, judge: P, inner: F) -> Self {
         CallFuture {
             inner,
-            deadline: None,
-            stage: Stage::Idle,
-            judge: Some(judge),
-            host,
+            call: Call {
+                timer: ManuallyDrop::new(None),
+                host,
+                held: Held::NONE,
+                flags: 0,
+                stage: Stage::Idle,
+                judge: Some(judge),
+            },
             _borrow: std::marker::PhantomData,
         }
     }
 }
 
 /// Admission on the first poll, when neither the closed fast path nor an outright refusal
-/// applied (out of line, so the poll of a closed call keeps a small frame): writes the
-/// stage if admitted.
+/// applied (out of line and not generic: one copy for every call future): writes the
+/// admission and the stage if admitted.
 #[inline(never)]
-fn admit_slow<H: Host>(host: &H, stage: &mut Stage<H>) -> Result<(), crate::BreakerError> {
-    *stage = match host.shared().core.enter_claiming() {
-        Some(ticket) => Stage::Fast(ticket.ticket()),
-        None => Stage::Held(Permit::acquire_in(host.clone())?),
-    };
+fn admit_slow(
+    shared: &Shared,
+    held: &mut Held,
+    flags: &mut u8,
+    stage: &mut Stage,
+) -> Result<(), crate::BreakerError> {
+    let (fast, admission) = shared.admit()?;
+    (*held, *flags) = admission.split();
+    *stage = if fast { Stage::Fast } else { Stage::Held };
     Ok(())
+}
+
+// `succeeded` holds the closed path's success, and `Shared::enter_closed` and
+// `Shared::refuse` its admission. They are not generic, so a debug build compiles them once,
+// in this crate, and every call future's `poll` calls them (its own code then is the user's
+// future and the judge); an optimised build inlines them into each `poll`, where the closed
+// path's instruction count is what it was.
+
+/// A fast-path call's `Ok`, without a judge: counted on the stripe admission found when it
+/// ends in the admitting poll, else where it ends.
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn succeeded(
+    shared: &Shared,
+    admitted_here: Option<LocalTicket<'_>>,
+    held: &Held,
+    timer: &mut Timer,
+) {
+    match admitted_here {
+        Some(local) => {
+            if shared.core.succeeded_here(local) {
+                shared.core.end_streak_now(local.ticket(), &shared.clock);
+            }
+        }
+        None => {
+            // A later poll than the admitting one: counted where it ends, and the timer it
+            // may have made released.
+            if timer.is_some() {
+                release_timer(timer);
+            }
+            shared.core.succeed(held.ticket(), &shared.clock);
+        }
+    }
 }
 
 impl<F, T, E, P, H> Future for CallFuture<'_, F, P, H>
@@ -124,82 +222,130 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        // Read at admission only when a `timeout` is set: its deadline counts from here.
-        let mut admitted_at = None;
-        // Admitted on this thread in this poll: a success in the same poll (a call ready at
-        // once, the common case) counts on the stripe admission found.
-        let mut admitted_here = None;
-        let host = &*this.host;
-        let shared = host.shared();
-        match this.stage {
-            Stage::Idle => {
-                match shared.core.enter_closed() {
-                    Some(ticket) => {
-                        // The stage was `Idle`: nothing to drop (a plain assignment would
-                        // check for a permit).
-                        std::mem::forget(std::mem::replace(
-                            this.stage,
-                            Stage::Fast(ticket.ticket()),
-                        ));
-                        admitted_here = Some(ticket);
-                    }
-                    None => {
-                        // Each refusal straight into the output: no intermediate `Result`
-                        // to move the error through.
-                        if let Some(refused) = shared.core.refuse(&shared.clock) {
-                            *this.stage = Stage::Done;
-                            return Poll::Ready(Err(CallError::Breaker(refused)));
-                        }
-                        if let Err(refused) = admit_slow(host, this.stage) {
-                            *this.stage = Stage::Done;
-                            return Poll::Ready(Err(CallError::Breaker(refused)));
-                        }
-                    }
+        // An optimised build polls the user's future in place (inlined into the call's own
+        // code); a debug build polls it through `dyn Future`, so `poll_call` is compiled once
+        // per result type, judge and host, not once per future (once per annotated `async
+        // fn`). The same code either way: only what it is instantiated with differs.
+        #[cfg(not(debug_assertions))]
+        let inner = this.inner;
+        #[cfg(debug_assertions)]
+        let inner: Pin<&mut dyn Future<Output = Result<T, E>>> = this.inner;
+        poll_call(inner, this.call, cx)
+    }
+}
+
+/// [`CallFuture::poll`]'s body: `Fut` is the user's future, or `dyn Future` in a debug build.
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn poll_call<Fut, T, E, P, H>(
+    inner: Pin<&mut Fut>,
+    call: &mut Call<H, P>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<T, CallError<E>>>
+where
+    Fut: Future<Output = Result<T, E>> + ?Sized,
+    P: Judge<T, E>,
+    H: Host,
+{
+    // Read at admission only when a `timeout` is set: its deadline counts from here.
+    let mut admitted_at = None;
+    // Admitted on this thread in this poll: a success in the same poll (a call ready at
+    // once, the common case) counts on the stripe admission found.
+    let mut admitted_here = None;
+    let shared = call.host.shared();
+    match call.stage {
+        Stage::Idle => {
+            match shared.enter_closed() {
+                Some(ticket) => {
+                    call.held.set_ticket(ticket.ticket());
+                    call.stage = Stage::Fast;
+                    admitted_here = Some(ticket);
                 }
-                if shared.core.timed() {
-                    admitted_at = Some(Instant::now());
+                None => {
+                    // Each refusal straight into the output: no intermediate `Result`
+                    // to move the error through.
+                    if let Some(refused) = shared.refuse() {
+                        call.stage = Stage::Done;
+                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                    }
+                    if let Err(refused) =
+                        admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+                    {
+                        call.stage = Stage::Done;
+                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                    }
                 }
             }
-            Stage::Fast(_) | Stage::Held(_) => {}
-            Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
+            if shared.core.timed() {
+                admitted_at = Some(Instant::now());
+            }
         }
-        let inner = this.inner;
-        let result = match catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            // The fast success, inline: no permit to move, no judge to run (unless a
-            // classifier must see every `Ok`).
-            Ok(Poll::Ready(Ok(value))) => match *this.stage {
-                Stage::Fast(ticket) if P::OK_IS_SUCCESS => {
-                    // Before the call below, where the compiler still knows there is
-                    // nothing to drop.
-                    *this.stage = Stage::Done;
-                    match admitted_here {
-                        Some(local) => {
-                            if shared.core.succeeded_here(local) {
-                                shared.core.end_streak_now(ticket, &shared.clock);
-                            }
-                        }
-                        None => shared.core.succeed(ticket, &shared.clock),
-                    }
-                    return Poll::Ready(Ok(value));
-                }
-                _ => Ok(Ok(value)),
-            },
-            Ok(Poll::Ready(Err(e))) => Ok(Err(e)),
-            Err(panic) => Err(Stop::Panic(panic)),
-            Ok(Poll::Pending) => match expired(this.deadline, admitted_at, cx, shared) {
-                Some(timeout) => Err(timeout),
-                None => return Poll::Pending,
-            },
-        };
-        Poll::Ready(end(host, this.stage, this.judge, result))
+        Stage::Fast | Stage::Held => {}
+        Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
     }
+    // A panic in the user's future is a failure, reported as it unwinds.
+    let unwinding = Unwinding {
+        shared,
+        stage: &mut call.stage,
+        held: &call.held,
+        flags: call.flags,
+        timer: &mut call.timer,
+    };
+    let polled = inner.poll(cx);
+    std::mem::forget(unwinding);
+    let result = match polled {
+        // The fast success, inline: no judge to run (unless a classifier must see every
+        // `Ok`).
+        Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
+            call.stage = Stage::Done;
+            succeeded(shared, admitted_here, &call.held, &mut call.timer);
+            return Poll::Ready(Ok(value));
+        }
+        Poll::Ready(result) => Ok(result),
+        Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
+            Some(timeout) => Err(timeout),
+            None => return Poll::Pending,
+        },
+    };
+    Poll::Ready(end(call, result))
+}
+
+/// A call whose user's future is being polled, dropped only if that poll panicked (`poll`
+/// forgets it otherwise): the call is reported as a failure and ends while the panic goes on
+/// (see `Unwinding` in `shared`). Not generic: compiled once. Its fields go to `panicked` by
+/// value, so the guard itself never needs a place in memory on the normal path.
+struct Unwinding<'c> {
+    shared: &'c Shared,
+    stage: &'c mut Stage,
+    held: &'c Held,
+    flags: u8,
+    timer: &'c mut Timer,
+}
+
+impl Drop for Unwinding<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        panicked(self.shared, self.stage, self.held, self.flags, self.timer);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(shared: &Shared, stage: &mut Stage, held: &Held, flags: u8, timer: &mut Timer) {
+    let fast = *stage == Stage::Fast;
+    *stage = Stage::Done;
+    drop(release(timer));
+    shared.report(
+        fast,
+        Admission::join(*held, flags),
+        crate::core::Outcome::Failure,
+    );
 }
 
 /// The user's future is pending: has the deadline passed? At the first `Pending` of a timed
 /// call, makes its timer, due `timeout` after admission (out of line: only with `timeout`).
 #[inline(never)]
 fn expired(
-    mut deadline: Pin<&mut Option<Sleep>>,
+    timer: &mut Option<Pin<Box<Sleep>>>,
     admitted_at: Option<Instant>,
     cx: &mut Context<'_>,
     shared: &Shared,
@@ -207,9 +353,9 @@ fn expired(
     let after = shared.core.live.timeout()?;
     if let Some(due) = admitted_at.and_then(|at| at.checked_add(after)) {
         // A deadline past what `Instant` holds never comes: no timer then.
-        deadline.set(Some(tokio::time::sleep_until(due)));
+        *timer = Some(Box::pin(tokio::time::sleep_until(due)));
     }
-    let passed = deadline.as_pin_mut()?.poll(cx).is_ready();
+    let passed = timer.as_mut()?.as_mut().poll(cx).is_ready();
     passed.then_some(Stop::Timeout(after))
 }
 
@@ -217,19 +363,17 @@ fn expired(
 /// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there) and settles.
 #[inline(never)]
 fn end<T, E, P: Judge<T, E>, H: Host>(
-    host: &H,
-    stage: &mut Stage<H>,
-    judge: &mut Option<P>,
+    call: &mut Call<H, P>,
     result: Result<Result<T, E>, Stop>,
 ) -> Result<T, CallError<E>> {
-    match (std::mem::replace(stage, Stage::Done), judge.take()) {
-        (Stage::Fast(ticket), Some(judge)) => {
-            let permit = || Permit::from_ticket_in(host.clone(), ticket);
-            settle_ticket(host.shared(), ticket, result, judge, permit)
-        }
-        (Stage::Held(permit), Some(judge)) => settle(permit, result, judge),
-        _ => unreachable!("a running call has its stage and its judge"),
-    }
+    let fast = call.stage == Stage::Fast;
+    call.stage = Stage::Done;
+    drop(release(&mut call.timer));
+    let Some(judge) = call.judge.take() else {
+        unreachable!("a running call has its judge")
+    };
+    let admission = Admission::join(call.held, call.flags);
+    conclude(call.host.shared(), fast, admission, result, judge)
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -262,9 +406,9 @@ mod tests {
         let b = Breaker::unlisted("future::small".into(), Config::default()).unwrap();
         let inner = std::future::ready(Ok::<u64, ()>(1));
         let overhead = |size: usize| size - std::mem::size_of_val(&inner);
-        assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 224);
+        assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 48);
         let owned = b.clone().call_owned(inner.clone());
-        assert_eq!(overhead(std::mem::size_of_val(&owned)), 224);
+        assert_eq!(overhead(std::mem::size_of_val(&owned)), 48);
     }
 
     /// A task may be admitted on one worker and finish on another. Only a stripe's owner
@@ -278,13 +422,13 @@ mod tests {
         let both_alive = &Barrier::new(2);
         let mut call = Box::pin(b.call(Once::default()));
         assert!(call.as_mut().poll(&mut cx).is_pending());
-        let admitted_on = here().slot();
+        let admitted_on = here().stripe();
         assert!(admitted_on.owned());
         std::thread::scope(|s| {
             let other = s.spawn(move || {
                 let mut cx = Context::from_waker(Waker::noop());
                 assert!(matches!(call.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
-                let here = here().slot();
+                let here = here().stripe();
                 both_alive.wait(); // so the two threads own two different stripes
                 here
             });

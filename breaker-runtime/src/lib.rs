@@ -25,10 +25,11 @@
 //! | `core` | admission, outcomes, transitions: the lock-free engine |
 //! | `window` | the windows behind `failure_rate` (a ring of calls, or time buckets), each behind a small lock |
 //! | `stats` | [`Stats`] and the striped counters behind them |
-//! | `shared` | what every call shares: a breaker's parts (`Shared`), the blocking call's plumbing, how a finished call is judged and reported (`settle`) |
+//! | `shared` | what every call shares: a breaker's parts (`Shared`), the blocking call's plumbing, how a finished call is judged and reported (`conclude`, `Shared::report`) |
 //! | `breaker` | [`Breaker`]: creation and the call wrappers |
 //! | `handle` | [`Handle`]: manual control, inspection, the fleet's hooks |
 //! | `verdict` | [`Verdict`]: how a finished call is judged (`is_failure` or a classifier) |
+//! | `judged` | a call judged by any `Judge`: the one async and one retried entry point the attribute's glue takes |
 //! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
 //! | `probe` | recovery without traffic: the breaker's own probe, a task per opening |
@@ -61,6 +62,7 @@ mod future;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod handle;
+mod judged;
 mod keyed;
 mod live;
 mod name;

@@ -1,5 +1,8 @@
 //! The plumbing every call shares: a breaker's parts ([`Shared`]), a blocking call's
-//! admission and end, and how a finished call is judged and reported ([`settle`]). The
+//! admission and end, how a finished call is judged and reported ([`conclude`],
+//! [`Shared::report`]), and the guard that reports a panic in the user's call
+//! ([`Unwinding`]). These are the call paths' parts that are not generic over the user's
+//! call, compiled once (see `Breaker::call_sync_judged` and the call future). The
 //! breaker, its handles, the call future and the registry all build on this module; it
 //! depends on none of them, only on the index under the registry, a leaf (its
 //! [`Listing`](crate::registry::index::Listing) is its place there, given when the built
@@ -13,7 +16,7 @@ use std::{
 
 use crate::{
     clock::TokioClock,
-    core::{Core, Engine, LocalTicket, Outcome, Permit, Ticket},
+    core::{Admission, Core, Engine, LocalTicket, Outcome, Ticket},
     registry::index::Listing,
     verdict::Judge,
     BreakerError, CallError,
@@ -140,34 +143,62 @@ pub trait Host: Engine<Clock = crate::clock::TokioClock> + Clone {
     fn shared(&self) -> &Shared;
 }
 
-/// A panic caught in user code, on its way back to the caller.
-type Panic = Box<dyn std::any::Any + Send + 'static>;
-
 impl Shared {
-    /// The permit of a fast-path call whose outcome is no success.
-    #[cold]
-    pub(crate) fn permit(&self, ticket: Ticket) -> Permit<&Shared> {
-        Permit::from_ticket_in(self, ticket)
+    /// The closed fast path ([`Core::enter_closed`]). This and the two below are the call
+    /// paths' steps that are not generic: a debug build compiles them once, here, and every
+    /// call (each annotated function's) calls them, so its own code is the user's call and
+    /// the judge; an optimised build inlines them, and the closed and open paths' instruction
+    /// counts are what they were.
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn enter_closed(&self) -> Option<LocalTicket<'_>> {
+        self.core.enter_closed()
+    }
+
+    /// An outright refusal ([`Core::refuse`]), as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn refuse(&self) -> Option<BreakerError> {
+        self.core.refuse(&self.clock)
+    }
+
+    /// A blocking call's outright refusal ([`Core::refuse_blocking`]: the coarse clock outside
+    /// tokio), as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn refuse_blocking(&self) -> Option<BreakerError> {
+        self.core.refuse_blocking(&self.clock)
+    }
+
+    /// A fast-path success counted on the admitting stripe: whether a failure streak runs
+    /// (then [`ended_streak`](Self::ended_streak)); as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    fn succeeded_here(&self, ticket: LocalTicket<'_>) -> bool {
+        self.core.succeeded_here(ticket)
     }
 
     /// A blocking call admitted on the fast path. A success is settled inline; anything
     /// else out of line, so the inlined part stays small.
-    #[inline(always)]
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn run_fast<T, E, J: Judge<T, E>>(
         &self,
         ticket: LocalTicket<'_>,
         is_failure: J,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        match catch_unwind(AssertUnwindSafe(call)) {
+        let unwinding = Unwinding {
+            shared: self,
+            fast: true,
+            admission: Admission::of_ticket(ticket.ticket()),
+        };
+        let result = call();
+        std::mem::forget(unwinding);
+        match result {
             // `is_failure` is never asked about an `Ok`; a classifier is.
-            Ok(Ok(value)) if J::OK_IS_SUCCESS => {
-                if self.core.succeeded_here(ticket) {
+            Ok(value) if J::OK_IS_SUCCESS => {
+                if self.succeeded_here(ticket) {
                     return self.ended_streak(ticket.ticket(), value);
                 }
                 Ok(value)
             }
-            other => self.settle_fast(ticket.ticket(), other.map_err(Stop::Panic), is_failure),
+            other => self.settle_fast(ticket.ticket(), Ok(other), is_failure),
         }
     }
 
@@ -179,7 +210,7 @@ impl Shared {
         result: Result<Result<T, E>, Stop>,
         is_failure: impl Judge<T, E>,
     ) -> Result<T, CallError<E>> {
-        settle_ticket(self, ticket, result, is_failure, || self.permit(ticket))
+        conclude(self, true, Admission::of_ticket(ticket), result, is_failure)
     }
 
     /// A fast success that interrupted a failure streak: ends it, then returns the value
@@ -192,97 +223,113 @@ impl Shared {
     }
 
     /// Every blocking call that is not closed on the fast path: out of line, so the closed
-    /// path's caller keeps a small frame.
+    /// path's caller keeps a small frame. Only the call and the judge are generic here;
+    /// admission and the report are [`admit`](Self::admit) and [`report`](Self::report),
+    /// compiled once.
     #[inline(never)]
     pub(crate) fn call_sync_slow<T, E>(
         &self,
         is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,
     ) -> Result<T, CallError<E>> {
-        if let Some(ticket) = self.core.enter_claiming() {
-            return self.run_fast(ticket, is_failure, call);
+        let (fast, admission) = self.admit().map_err(CallError::Breaker)?;
+        let unwinding = Unwinding {
+            shared: self,
+            fast,
+            admission,
+        };
+        let result = call();
+        std::mem::forget(unwinding);
+        conclude(self, fast, admission, Ok(result), is_failure)
+    }
+
+    /// Admission when neither the closed fast path nor an outright refusal applied: the
+    /// fast path from a thread that owns no stripe yet (`true`), or full admission.
+    #[inline(never)]
+    pub(crate) fn admit(&self) -> Result<(bool, Admission), BreakerError> {
+        match self.core.enter_claiming() {
+            Some(ticket) => Ok((true, Admission::of_ticket(ticket.ticket()))),
+            None => Ok((false, self.core.admit(&self.clock)?)),
         }
-        let permit = Permit::acquire_in(self).map_err(CallError::Breaker)?;
-        let result = catch_unwind(AssertUnwindSafe(call)).map_err(Stop::Panic);
-        settle(permit, result, is_failure)
+    }
+
+    /// Reports how an admitted call ended: a fast-path success as the fast path counts one
+    /// (on this thread's stripe), anything else through the engine.
+    #[inline(never)]
+    pub(crate) fn report(&self, fast: bool, admission: Admission, outcome: Outcome) {
+        if fast && outcome == Outcome::Success {
+            self.core.succeed(admission.ticket(), &self.clock);
+        } else {
+            self.core.finish(admission, outcome, &self.clock);
+        }
+    }
+
+    /// A call that stopped without a result of its own: reported, then its error.
+    #[cold]
+    #[inline(never)]
+    fn stopped(&self, fast: bool, admission: Admission, stop: Stop) -> BreakerError {
+        let Stop::Timeout(after) = stop;
+        self.report(fast, admission, Outcome::Timeout);
+        BreakerError::Timeout {
+            name: self.core.name.clone(),
+            after,
+        }
     }
 }
 
 /// Why a call stopped without a result of its own.
 pub(crate) enum Stop {
-    /// It panicked (the payload, to resume unchanged).
-    Panic(Panic),
     /// Its deadline passed.
     Timeout(Duration),
 }
 
-/// Reports a finished call and hands its result to the caller; a panic, in the call or in
-/// the judge (`is_failure` or a classifier), is reported as a failure first and then resumed
-/// unchanged.
-pub(crate) fn settle<T, E, H: Engine>(
-    permit: Permit<H>,
-    result: Result<Result<T, E>, Stop>,
-    judge: impl Judge<T, E>,
-) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => settle_result(permit, result, judge),
-        Err(Stop::Timeout(after)) => {
-            let name = permit.name().clone();
-            permit.finish(Outcome::Timeout);
-            Err(CallError::Breaker(BreakerError::Timeout { name, after }))
-        }
-        Err(Stop::Panic(panic)) => {
-            permit.finish(Outcome::Failure);
-            resume_unwind(panic)
-        }
+/// A call running the user's code, dropped only if that code panicked (the normal path
+/// forgets it): reports the call as a failure while the panic goes on, unchanged. In place
+/// of `catch_unwind` and `resume_unwind`, which cost no more on the normal path but compile a
+/// closure and its catch for every call (each annotated function's); this is compiled once.
+pub(crate) struct Unwinding<'a> {
+    pub(crate) shared: &'a Shared,
+    pub(crate) fast: bool,
+    pub(crate) admission: Admission,
+}
+
+impl Drop for Unwinding<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        panicked(self.shared, self.fast, self.admission);
     }
 }
 
-/// A result from the dependency: the judge decides what it counts as.
+#[cold]
 #[inline(never)]
-fn settle_result<T, E, H: Engine>(
-    permit: Permit<H>,
-    result: Result<T, E>,
-    judge: impl Judge<T, E>,
-) -> Result<T, CallError<E>> {
-    judged(result, judge, |outcome| permit.finish(outcome))
+fn panicked(shared: &Shared, fast: bool, admission: Admission) {
+    shared.report(fast, admission, Outcome::Failure);
 }
 
-/// Runs the judge (a panic in it is a failure, then resumed) and reports its verdict.
-#[inline(always)]
-fn judged<T, E>(
-    result: Result<T, E>,
+/// Judges and reports a finished call (admitted on the fast path if `fast`), and hands its
+/// result to the caller; a panic in the judge (`is_failure` or a classifier) is reported as
+/// a failure first and then resumed unchanged (one in the call is [`Unwinding`]'s). Generic only in
+/// what must be: the result and the judge; the rest is [`Shared::report`]'s.
+#[inline(never)]
+pub(crate) fn conclude<T, E>(
+    shared: &Shared,
+    fast: bool,
+    admission: Admission,
+    result: Result<Result<T, E>, Stop>,
     judge: impl Judge<T, E>,
-    report: impl FnOnce(Outcome),
 ) -> Result<T, CallError<E>> {
+    let result = match result {
+        Ok(result) => result,
+        Err(stop) => return Err(CallError::Breaker(shared.stopped(fast, admission, stop))),
+    };
     match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
         Ok(verdict) => {
-            report(Outcome::from(verdict));
+            shared.report(fast, admission, Outcome::from(verdict));
             result.map_err(CallError::Inner)
         }
         Err(panic) => {
-            report(Outcome::Failure);
+            shared.report(fast, admission, Outcome::Failure);
             resume_unwind(panic)
         }
-    }
-}
-
-/// A call admitted on the fast path that did not end in an `Ok` settled inline (an error,
-/// a timeout, a panic, or any result a classifier must judge). A success settles as the
-/// fast path's does, without a permit (for an owned future, a permit costs a
-/// reference-count round trip); anything else takes one from `permit`.
-pub(crate) fn settle_ticket<T, E, H: Engine>(
-    shared: &Shared,
-    ticket: Ticket,
-    result: Result<Result<T, E>, Stop>,
-    judge: impl Judge<T, E>,
-    permit: impl FnOnce() -> Permit<H>,
-) -> Result<T, CallError<E>> {
-    match result {
-        Ok(result) => judged(result, judge, |outcome| match outcome {
-            Outcome::Success => shared.core.succeed(ticket, &shared.clock),
-            other => permit().finish(other),
-        }),
-        Err(stop) => settle(permit(), Err(stop), judge),
     }
 }

@@ -176,9 +176,11 @@ impl Future for PendingOnce {
     }
 }
 
-/// A `timeout` costs a timer only when the call has to wait, and the timer is made in place:
-/// a timed call that is ready at its first poll makes none (it needs no runtime either), and no
-/// call allocates, timed or not, ready at once or after a wait.
+/// A `timeout` costs a timer only when the call has to wait: a timed call that is ready at its
+/// first poll makes none (it needs no runtime either) and allocates nothing, nor does any
+/// untimed call, ready at once or after a wait. A timed call that waits boxes its timer: one
+/// allocation, the price of call futures 88 bytes smaller for every call (DESIGN, *Small
+/// futures*; breaker-runtime/src/future.rs).
 #[test]
 fn no_call_allocates_timed_or_not_waiting_or_not() {
     let timed = Breaker::new(
@@ -212,8 +214,8 @@ fn no_call_allocates_timed_or_not_waiting_or_not() {
         waits(&timed);
         assert_eq!(
             allocations(|| (0..100).for_each(|_| waits(&timed))),
-            0,
-            "timed, waits once"
+            100,
+            "timed, waits once: its timer, boxed, once"
         );
     });
     let s = timed.stats();

@@ -479,6 +479,37 @@ async fn fail_and_panic(b: &Arc<Breaker>) {
     assert_eq!(panic.downcast_ref::<&str>(), Some(&"dependency client bug"));
 }
 
+/// A panic in a blocking call, admitted on the fast path or in full (a bulkhead), is one
+/// failure, reaches the caller unchanged, and gives the slot back.
+#[test]
+fn a_panic_in_a_blocking_call_is_a_failure_and_reaches_the_caller() {
+    for (name, config) in [
+        ("sem::sync_panic_fast", Config::default().threshold(3)),
+        (
+            "sem::sync_panic_held",
+            Config::default().threshold(3).max_concurrent(1),
+        ),
+    ] {
+        let b = Breaker::new(name, config);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            b.call_sync(|| -> Result<(), &str> { panic!("blocking client bug") })
+        }));
+        let panic = r.unwrap_err();
+        assert_eq!(
+            panic.downcast_ref::<&str>(),
+            Some(&"blocking client bug"),
+            "{name}"
+        );
+        let s = b.stats();
+        assert_eq!((s.failures, s.cancelled), (1, 0), "{name}");
+        assert_eq!(
+            b.call_sync(|| Ok::<_, &str>(1)),
+            Ok(1),
+            "{name}: the slot is back"
+        );
+    }
+}
+
 #[test]
 fn a_panic_in_is_failure_is_a_failure_and_leaks_nothing() {
     let config = Config::default().threshold(2).max_concurrent(1);

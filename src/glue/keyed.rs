@@ -1,5 +1,5 @@
-//! `key = …`: the key expression's way to its breaker ([`KeyProbe`], found by autoref
-//! specialisation) and the per-function map of keyed breakers ([`KeyedStatic`]).
+//! `key = …`: the key expression's way to its breaker ([`KeyProbe`], whose levels method
+//! lookup walks by `Deref`) and the per-function map of keyed breakers ([`KeyedStatic`]).
 
 use std::{
     any::Any,
@@ -13,75 +13,85 @@ use breaker_runtime::__internals::KeyArg;
 use crate::{Breaker, BreakerKey, Config, KeyedBreaker};
 
 /// The value of `key = …`, borrowed, on its way to its breaker:
-/// `(&&KeyProbe(&value)).__breaker_lookup(&STATIC)`. The method is found by autoref
-/// specialisation (the first receiver type whose impl's bounds hold wins), so one
-/// expansion serves every kind of key:
+/// `KeyProbe::new(&value).__breaker_lookup(&STATIC)`. Each level below holds the next and
+/// dereferences to it, and method lookup walks `Deref`, taking the first level whose bounds
+/// the key's type meets, so one expansion serves every kind of key with nothing imported:
 ///
-/// 1. [`ByKeyArg`]: the built-in keys, references to them, `&str` and pairs, looked up
-///    in their borrowed form (`&str` in a map of `String`s) without allocating;
-/// 2. [`ByOwnKey`], [`ByOwnKeyRef`]: a user's own `BreakerKey + Clone` type, or a
-///    reference to one, looked up as itself;
+/// 1. [`KeyProbe`]: the built-in keys, references to them, `&str` and pairs, looked up in
+///    their borrowed form (`&str` in a map of `String`s) without allocating;
+/// 2. [`OwnKey`], [`OwnKeyRef`]: a user's own `BreakerKey + Clone` type, or a reference to
+///    one, looked up as itself;
 /// 3. [`NotAKey`]: anything else, an error on the expression saying what keys are.
-pub struct KeyProbe<'a, Q: ?Sized>(pub &'a Q);
-
-impl<Q: ?Sized> Clone for KeyProbe<'_, Q> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-
-impl<Q: ?Sized> Copy for KeyProbe<'_, Q> {}
-
-/// Level 1 of [`KeyProbe`].
-pub trait ByKeyArg {
-    /// The breaker of this key.
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
-}
-
-impl<Q: KeyArg + ?Sized> ByKeyArg for &KeyProbe<'_, Q> {
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
-        keyed.breaker::<Q::Key, Q::Lookup>(&self.0.lookup())
-    }
-}
+pub struct KeyProbe<'a, Q: ?Sized>(OwnKey<'a, Q>);
 
 /// Level 2 of [`KeyProbe`]: a key type of the user's, by value.
-pub trait ByOwnKey {
-    /// The breaker of this key.
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
-}
-
-impl<K: BreakerKey + Clone> ByOwnKey for KeyProbe<'_, K> {
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
-        keyed.breaker::<K, K>(self.0)
-    }
-}
+pub struct OwnKey<'a, Q: ?Sized>(OwnKeyRef<'a, Q>);
 
 /// Level 2 of [`KeyProbe`]: a key type of the user's, by reference.
-pub trait ByOwnKeyRef {
-    /// The breaker of this key.
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker;
-}
+pub struct OwnKeyRef<'a, Q: ?Sized>(NotAKey<'a, Q>);
 
-impl<K: BreakerKey + Clone> ByOwnKeyRef for KeyProbe<'_, &K> {
-    fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
-        keyed.breaker::<K, K>(*self.0)
+/// Level 3 of [`KeyProbe`]: not a key.
+pub struct NotAKey<'a, Q: ?Sized>(&'a Q);
+
+impl<'a, Q: ?Sized> KeyProbe<'a, Q> {
+    /// The probe of `key`, at its first level.
+    #[inline(always)]
+    pub fn new(key: &'a Q) -> Self {
+        KeyProbe(OwnKey(OwnKeyRef(NotAKey(key))))
+    }
+
+    fn key(&self) -> &'a Q {
+        self.0 .0 .0 .0
     }
 }
 
-/// Level 3 of [`KeyProbe`]: not a key. Its bound is on the method, so it is checked
-/// after the method is chosen and reported with [`Key`]'s message.
-pub trait NotAKey {
-    /// The type of the key expression.
-    type Value: ?Sized;
-    /// Never runs: `Key` has no implementations.
-    fn __breaker_lookup(self, keyed: &KeyedStatic) -> Breaker
-    where
-        Self::Value: Key;
+impl<'a, Q: ?Sized> core::ops::Deref for KeyProbe<'a, Q> {
+    type Target = OwnKey<'a, Q>;
+    fn deref(&self) -> &OwnKey<'a, Q> {
+        &self.0
+    }
 }
 
-impl<Q: ?Sized> NotAKey for KeyProbe<'_, Q> {
-    type Value = Q;
-    fn __breaker_lookup(self, _: &KeyedStatic) -> Breaker
+impl<'a, Q: ?Sized> core::ops::Deref for OwnKey<'a, Q> {
+    type Target = OwnKeyRef<'a, Q>;
+    fn deref(&self) -> &OwnKeyRef<'a, Q> {
+        &self.0
+    }
+}
+
+impl<'a, Q: ?Sized> core::ops::Deref for OwnKeyRef<'a, Q> {
+    type Target = NotAKey<'a, Q>;
+    fn deref(&self) -> &NotAKey<'a, Q> {
+        &self.0
+    }
+}
+
+impl<Q: KeyArg + ?Sized> KeyProbe<'_, Q> {
+    /// The breaker of this key.
+    pub fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+        keyed.breaker::<Q::Key, Q::Lookup>(&self.key().lookup())
+    }
+}
+
+impl<K: BreakerKey + Clone> OwnKey<'_, K> {
+    /// The breaker of this key.
+    pub fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+        keyed.breaker::<K, K>(self.0 .0 .0)
+    }
+}
+
+impl<K: BreakerKey + Clone> OwnKeyRef<'_, &K> {
+    /// The breaker of this key.
+    pub fn __breaker_lookup(&self, keyed: &KeyedStatic) -> Breaker {
+        keyed.breaker::<K, K>(*self.0 .0)
+    }
+}
+
+impl<Q: ?Sized> NotAKey<'_, Q> {
+    /// Never runs: `Key` has no implementations. Its bound is on the method, not the
+    /// `impl`, so this level is always found, then the bound checked and reported with
+    /// [`Key`]'s message.
+    pub fn __breaker_lookup(&self, _: &KeyedStatic) -> Breaker
     where
         Q: Key,
     {

@@ -6,10 +6,10 @@
 //! |------|-------|
 //! | `lazy` | the function's breaker static ([`lazy::Lazy`]) and how its breaker is made |
 //! | `names` | default names (`{module}::{fn}`, `{module}::{Type}::{method}`) and their one `WARN` |
-//! | `keyed` | `key = …`: the key probe and the per-function map of keyed breakers |
-//! | `run` | one call of the body through the breaker: the run/call entry points, `Fallible` |
+//! | `keyed` | `key = …`: the key probe (its levels found by method lookup through `Deref`) and the per-function map of keyed breakers |
+//! | `run` | one call of the body through the breaker: four entry points (`run`, `run_sync`, `call`, `call_sync`), each taking any judge (`is_failure`, `classify`, every error) as a value; `Fallible` |
 //! | `fallback` | `fallback = path`: `recover`, and the probe that checks the fallback's shape |
-//! | `retried` | `retry = N`: the body made once per attempt |
+//! | `retried` | `retry = N`: the body made once per attempt (`run_retried`, `retried`, any judge) |
 
 pub(crate) mod fallback;
 pub(crate) mod keyed;

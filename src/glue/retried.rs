@@ -1,5 +1,5 @@
 //! What `#[circuit_breaker(retry = N)]` expands to calls: the body made once per attempt,
-//! through [`Breaker::call_retried_with`] (or `_classified`). Not part of the API.
+//! through `Breaker::call_retried_judged`, whatever judges it. Not part of the API.
 
 use std::future::Future;
 
@@ -21,14 +21,17 @@ impl<T: Clone> RetryArg for T {
     }
 }
 
+use breaker_runtime::Judge;
+
 use super::run::{body, finish, Fallible, FromBreakerError};
-use crate::{Breaker, CallError, Verdict};
+use crate::{Breaker, CallError};
 
 /// An `async fn` with `retry`, without a fallback: the last attempt's error as it was, the
-/// breaker's converted into `E` (see `glue::run::run`).
+/// breaker's converted into `E` (see `glue::run::run`). `judge` is any [`Judge`] that can be
+/// cloned for each attempt.
 pub fn run_retried<'a, R, T, E, M, F, P>(
     breaker: &'a Breaker,
-    is_failure: P,
+    judge: P,
     mut make: M,
 ) -> impl Future<Output = R> + use<'a, R, T, E, M, F, P>
 where
@@ -36,26 +39,9 @@ where
     E: FromBreakerError,
     M: FnMut() -> F,
     F: Future<Output = R>,
-    P: Fn(&E) -> bool + Clone,
+    P: Judge<T, E> + Clone,
 {
-    let attempts = breaker.call_retried_with(is_failure, move || body(make()));
-    async move { finish::<R>(attempts.await) }
-}
-
-/// [`run_retried`] judged by `classify = …`.
-pub fn run_retried_classified<'a, R, T, E, M, F, C>(
-    breaker: &'a Breaker,
-    classify: C,
-    mut make: M,
-) -> impl Future<Output = R> + use<'a, R, T, E, M, F, C>
-where
-    R: Fallible<Ok = T, Err = E>,
-    E: FromBreakerError,
-    M: FnMut() -> F,
-    F: Future<Output = R>,
-    C: Fn(&Result<T, E>) -> Verdict + Clone,
-{
-    let attempts = breaker.call_retried_classified(classify, move || body(make()));
+    let attempts = breaker.call_retried_judged(judge, move || body(make()));
     async move { finish::<R>(attempts.await) }
 }
 
@@ -63,31 +49,15 @@ where
 /// or the `CallError` of the last attempt, for the fallback.
 pub fn retried<'a, R, M, F, P>(
     breaker: &'a Breaker,
-    is_failure: P,
+    judge: P,
     mut make: M,
 ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, M, F, P>
 where
     R: Fallible,
     M: FnMut() -> F,
     F: Future<Output = R>,
-    P: Fn(&R::Err) -> bool + Clone,
+    P: Judge<R::Ok, R::Err> + Clone,
 {
-    let attempts = breaker.call_retried_with(is_failure, move || body(make()));
-    async move { attempts.await.map(|ok| R::from_result(Ok(ok))) }
-}
-
-/// [`retried`] judged by `classify = …`.
-pub fn retried_classified<'a, R, M, F, C>(
-    breaker: &'a Breaker,
-    classify: C,
-    mut make: M,
-) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, M, F, C>
-where
-    R: Fallible,
-    M: FnMut() -> F,
-    F: Future<Output = R>,
-    C: Fn(&Result<R::Ok, R::Err>) -> Verdict + Clone,
-{
-    let attempts = breaker.call_retried_classified(classify, move || body(make()));
+    let attempts = breaker.call_retried_judged(judge, move || body(make()));
     async move { attempts.await.map(|ok| R::from_result(Ok(ok))) }
 }

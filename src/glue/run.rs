@@ -1,6 +1,7 @@
-//! One call of an annotated function's body through its breaker: the run/call entry points
-//! (with or without a fallback, `async` or plain, judged by `is_failure` or `classify`), and
-//! the return-type traits they need ([`Fallible`], [`FromBreakerError`]).
+//! One call of an annotated function's body through its breaker: the four entry points
+//! (`run` and `call`, without and with a fallback, and their `_sync` forms for a plain `fn`),
+//! each taking any [`Judge`] (`is_failure`, `classify`, or [`every_error`]), and the
+//! return-type traits they need ([`Fallible`], [`FromBreakerError`]).
 
 use core::{
     future::Future,
@@ -8,19 +9,43 @@ use core::{
     task::{Context, Poll},
 };
 
+use breaker_runtime::{Classify, Judge};
+
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
 /// `is_failure = path` or `classify = path`, coerced to the `fn` pointer `P` it must be
 /// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`):
 /// a wrong signature is one `E0308` on the path naming both types.
-pub struct Judge<P> {
+pub struct AsFn<P> {
     /// The judge.
     pub f: P,
 }
 
+/// The `fn` pointer `is_failure = path` must be, for the return type `R`.
+pub type IsFailure<R> = fn(&<R as Fallible>::Err) -> bool;
+
+/// The `fn` pointer `classify = path` must be, for the return type `R`.
+pub type Classifier<R> = fn(&Result<<R as Fallible>::Ok, <R as Fallible>::Err>) -> Verdict;
+
 /// The default `is_failure`: every error counts against the dependency.
 pub fn every_error<E>(_: &E) -> bool {
     true
+}
+
+/// `is_failure = |e| …`: the closure, told the type of its parameter (`&E` of the return
+/// type `R`), which a [`Judge`] bound alone would not tell it.
+pub fn is_failure<R: Fallible, P: FnOnce(&R::Err) -> bool>(is_failure: P) -> P {
+    is_failure
+}
+
+/// `classify = …`: the classifier as a [`Judge`] (every result judged, `Ok` included),
+/// a closure told the type of its parameter (`&Result<T, E>` of the return type `R`).
+pub fn classify<R, C>(classify: C) -> Classify<C>
+where
+    R: Fallible,
+    C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
+{
+    Classify(classify)
 }
 
 pin_project_lite::pin_project! {
@@ -66,49 +91,51 @@ pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
 
 /// One call of an `async fn` body through its breaker, without a fallback: the
 /// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
-/// return type, named by the macro so `?` and `return` in the body know their type.
+/// return type, named by the macro so `?` and `return` in the body know their type; `judge`
+/// is any [`Judge`] (see [`is_failure`], [`classify`]), `P` as it was when only a predicate
+/// judged (rustc quotes this line in its notes).
 pub fn run<'a, R, T, E, F, P>(
     breaker: &'a Breaker,
-    is_failure: P,
+    judge: P,
     body_: F,
 ) -> impl Future<Output = R> + use<'a, R, T, E, F, P>
 where
     R: Fallible<Ok = T, Err = E>,
     E: FromBreakerError,
     F: Future<Output = R>,
-    P: FnOnce(&E) -> bool,
+    P: Judge<T, E>,
 {
     Map {
-        fut: breaker.call_with(is_failure, body(body_)),
+        fut: breaker.call_judged(judge, body(body_)),
         map: finish::<R>,
     }
 }
 
 /// [`run`] for a plain `fn`.
-pub fn run_sync<R, T, E, F, P>(breaker: &Breaker, is_failure: P, body: F) -> R
+pub fn run_sync<R, T, E, F, P>(breaker: &Breaker, judge: P, body: F) -> R
 where
     R: Fallible<Ok = T, Err = E>,
     E: FromBreakerError,
     F: FnOnce() -> R,
-    P: FnOnce(&E) -> bool,
+    P: Judge<T, E>,
 {
-    finish(breaker.call_sync_with(is_failure, move || body().into_result()))
+    finish(breaker.call_sync_with(judge, move || body().into_result()))
 }
 
 /// One call of an `async fn` body through its breaker, with a fallback: a success in the
 /// function's own return type, or the `CallError` the fallback receives.
 pub fn call<'a, R, F, P>(
     breaker: &'a Breaker,
-    is_failure: P,
+    judge: P,
     body_: F,
 ) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, P>
 where
     R: Fallible,
     F: Future<Output = R>,
-    P: FnOnce(&R::Err) -> bool,
+    P: Judge<R::Ok, R::Err>,
 {
     Map {
-        fut: breaker.call_with(is_failure, body(body_)),
+        fut: breaker.call_judged(judge, body(body_)),
         map: ok_into::<R>,
     }
 }
@@ -120,76 +147,14 @@ pub fn ok_into<R: Fallible>(r: Result<R::Ok, CallError<R::Err>>) -> Result<R, Ca
 }
 
 /// [`call`] for a plain `fn`.
-pub fn call_sync<R, F, P>(breaker: &Breaker, is_failure: P, body: F) -> Result<R, CallError<R::Err>>
+pub fn call_sync<R, F, P>(breaker: &Breaker, judge: P, body: F) -> Result<R, CallError<R::Err>>
 where
     R: Fallible,
     F: FnOnce() -> R,
-    P: FnOnce(&R::Err) -> bool,
+    P: Judge<R::Ok, R::Err>,
 {
     breaker
-        .call_sync_with(is_failure, move || body().into_result())
-        .map(|ok| R::from_result(Ok(ok)))
-}
-
-/// [`run`] judged by `classify = …` instead of `is_failure`.
-pub fn run_classified<'a, R, T, E, F, C>(
-    breaker: &'a Breaker,
-    classify: C,
-    body_: F,
-) -> impl Future<Output = R> + use<'a, R, T, E, F, C>
-where
-    R: Fallible<Ok = T, Err = E>,
-    E: FromBreakerError,
-    F: Future<Output = R>,
-    C: FnOnce(&Result<T, E>) -> Verdict,
-{
-    Map {
-        fut: breaker.call_classified(classify, body(body_)),
-        map: finish::<R>,
-    }
-}
-
-/// [`run_sync`] judged by `classify = …`.
-pub fn run_sync_classified<R, T, E, F, C>(breaker: &Breaker, classify: C, body: F) -> R
-where
-    R: Fallible<Ok = T, Err = E>,
-    E: FromBreakerError,
-    F: FnOnce() -> R,
-    C: FnOnce(&Result<T, E>) -> Verdict,
-{
-    finish(breaker.call_sync_classified(classify, move || body().into_result()))
-}
-
-/// [`call`] judged by `classify = …`.
-pub fn call_classified<'a, R, F, C>(
-    breaker: &'a Breaker,
-    classify: C,
-    body_: F,
-) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, C>
-where
-    R: Fallible,
-    F: Future<Output = R>,
-    C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
-{
-    Map {
-        fut: breaker.call_classified(classify, body(body_)),
-        map: ok_into::<R>,
-    }
-}
-
-/// [`call_sync`] judged by `classify = …`.
-pub fn call_sync_classified<R, F, C>(
-    breaker: &Breaker,
-    classify: C,
-    body: F,
-) -> Result<R, CallError<R::Err>>
-where
-    R: Fallible,
-    F: FnOnce() -> R,
-    C: FnOnce(&Result<R::Ok, R::Err>) -> Verdict,
-{
-    breaker
-        .call_sync_classified(classify, move || body().into_result())
+        .call_sync_with(judge, move || body().into_result())
         .map(|ok| R::from_result(Ok(ok)))
 }
 

@@ -31,13 +31,8 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
                         ));
                         &__BREAKER
                     },
-                    ::breaker::__private::Judge::<
-                        fn(
-                            &<Result<
-                                Score,
-                                FraudError,
-                            > as ::breaker::__private::Fallible>::Err,
-                        ) -> bool,
+                    ::breaker::__private::AsFn::<
+                        ::breaker::__private::IsFailure<Result<Score, FraudError>>,
                     > {
                         f: is_transient,
                     }

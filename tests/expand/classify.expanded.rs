@@ -1,5 +1,5 @@
 async fn get(uri: &str) -> Result<Response, HttpError> {
-    ::breaker::__private::run_classified::<
+    ::breaker::__private::run::<
         Result<Response, HttpError>,
         _,
         _,
@@ -21,23 +21,17 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
                 ));
                 &__BREAKER
             },
-            ::breaker::__private::Judge::<
-                fn(
-                    &::breaker::__private::Result<
-                        <Result<
-                            Response,
-                            HttpError,
-                        > as ::breaker::__private::Fallible>::Ok,
-                        <Result<
-                            Response,
-                            HttpError,
-                        > as ::breaker::__private::Fallible>::Err,
-                    >,
-                ) -> ::breaker::Verdict,
-            > {
-                f: breaker::http::classify,
-            }
-                .f,
+            ::breaker::__private::classify::<
+                Result<Response, HttpError>,
+                _,
+            >(
+                ::breaker::__private::AsFn::<
+                    ::breaker::__private::Classifier<Result<Response, HttpError>>,
+                > {
+                    f: breaker::http::classify,
+                }
+                    .f,
+            ),
             async move {
                 if false {
                     return ::breaker::__private::returns::<
@@ -50,7 +44,7 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
         .await
 }
 fn read(path: &Path) -> io::Result<Vec<u8>> {
-    ::breaker::__private::run_sync_classified::<
+    ::breaker::__private::run_sync::<
         io::Result<Vec<u8>>,
         _,
         _,
@@ -69,7 +63,10 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
             ));
             &__BREAKER
         },
-        |r| if r.is_ok() { Verdict::Success } else { Verdict::Failure },
+        ::breaker::__private::classify::<
+            io::Result<Vec<u8>>,
+            _,
+        >(|r| if r.is_ok() { Verdict::Success } else { Verdict::Failure }),
         move || { fs::read(path) },
     )
 }

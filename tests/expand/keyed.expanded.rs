@@ -8,9 +8,6 @@ impl TenantDb {
             _,
         >(
                 &{
-                    use ::breaker::__private::{
-                        ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-                    };
                     static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
                         (
                             ::breaker::__private::module_path!(),
@@ -21,7 +18,7 @@ impl TenantDb {
                                 .idle(::breaker::__private::Duration::from_secs(300)),
                         ))
                         .method("query");
-                    (&&::breaker::__private::KeyProbe(&(self.tenant_id)))
+                    ::breaker::__private::KeyProbe::new(&(self.tenant_id))
                         .__breaker_lookup(__BREAKER.of::<Self>())
                 },
                 ::breaker::__private::every_error,
@@ -43,9 +40,6 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                 _,
             >(
                     &{
-                        use ::breaker::__private::{
-                            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-                        };
                         static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
                             (
                                 ::breaker::__private::concat!(
@@ -55,9 +49,9 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                                 <::breaker::Config as ::breaker::__private::Default>::default(),
                             ))
                             .default_name();
-                        (&&::breaker::__private::KeyProbe(
-                            &(url.host_str().unwrap_or("")),
-                        ))
+                        ::breaker::__private::KeyProbe::new(
+                                &(url.host_str().unwrap_or("")),
+                            )
                             .__breaker_lookup(&__BREAKER)
                     },
                     ::breaker::__private::every_error,

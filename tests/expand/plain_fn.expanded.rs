@@ -20,7 +20,10 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
             ));
             &__BREAKER
         },
-        |e: &DbError| e.is_transient(),
+        ::breaker::__private::is_failure::<
+            Result<Profile, DbError>,
+            _,
+        >(|e: &DbError| e.is_transient()),
         move || {
             if id.is_guest() {
                 return Ok(Profile::guest());

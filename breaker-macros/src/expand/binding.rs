@@ -146,15 +146,11 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
         quote!(&#static_name)
     };
     let k = krate_at(args, span);
-    // The lookup method is chosen by the key's type (see `__private::KeyProbe`); its traits
-    // are imported unnamed, in this block only.
+    // The lookup method is chosen by the key's type (see `__private::KeyProbe`).
     let lookup = quote_spanned! {span=>
-        (&&#k::__private::KeyProbe(&(#expr))).__breaker_lookup(#keyed_static)
+        #k::__private::KeyProbe::new(&(#expr)).__breaker_lookup(#keyed_static)
     };
     quote! {&{
-        use #krate::__private::{
-            ByKeyArg as _, ByOwnKey as _, ByOwnKeyRef as _, NotAKey as _,
-        };
         static #static_name: #krate::__private::KeyedStatic =
             #make(|| (#name, #config))#naming;
         #lookup

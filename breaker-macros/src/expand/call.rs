@@ -1,5 +1,6 @@
 //! The call of the body through the breaker, as the function's result: `run`/`call` (with a
-//! fallback), their `_sync`, `_classified` and retried forms.
+//! fallback), their `_sync` and retried forms, each taking the judge (`is_failure`,
+//! `classify`) as a value.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
@@ -35,17 +36,7 @@ struct Parts<'a> {
     ret: TokenStream,
     /// The judge of the call's result (see [`judge`]).
     judge: TokenStream,
-    /// `classify` judges: the runtime's `_classified` helpers.
-    classified: bool,
     breaker: &'a TokenStream,
-}
-
-impl Parts<'_> {
-    /// `run`, `call`, `retried`, …, or their `_classified` forms.
-    fn helper(&self, name: &str, span: Span) -> Ident {
-        let suffix = if self.classified { "_classified" } else { "" };
-        Ident::new(&format!("{name}{suffix}"), span)
-    }
 }
 
 /// The call of `body` (the function's block) through `__breaker`, as the function's result.
@@ -61,7 +52,7 @@ pub(super) fn call_expr(
     let mut ret = ret.clone();
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
-    let (judge, classified) = judge(args, &ret);
+    let judge = judge(args, &ret);
     let k = krate_at(args, ret_span);
     let body = if is_async {
         typed_async_body(&k, &ret, body, ret_span)
@@ -72,7 +63,6 @@ pub(super) fn call_expr(
         k,
         ret,
         judge,
-        classified,
         breaker,
     };
     if let (Some(retry), true) = (&args.retry, is_async) {
@@ -93,37 +83,34 @@ pub(super) fn call_expr(
     }
 }
 
-/// The judge of a call's result, and whether it classifies (`classify`) or judges errors only
-/// (`is_failure`, or every error a failure). A path is coerced to the `fn` pointer it must be
-/// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`), so a
-/// wrong signature is one error naming it; a closure goes straight in, where its parameter
-/// types are inferred.
-fn judge(args: &Args, ret: &TokenStream) -> (TokenStream, bool) {
+/// The judge of a call's result, a value of the runtime's `Judge`, so one entry point takes
+/// any: `is_failure` as itself, `classify` through `classify::<R, _>` (its `Classify`), every
+/// error a failure without either. A path is coerced to the `fn` pointer it must be (a struct
+/// field is a coercion site; an `as` cast would trip a user's `trivial_casts`), so a wrong
+/// signature is one error naming it; a closure goes through `is_failure::<R, _>` or
+/// `classify::<R, _>`, whose bounds give its parameter its type.
+fn judge(args: &Args, ret: &TokenStream) -> TokenStream {
     match (&args.classify, &args.is_failure) {
-        (Some(c), _) if matches!(c.value, Expr::Path(_)) => {
+        (Some(c), _) => {
             let (f, k) = (&c.value, krate_at(args, c.span));
-            let fallible = quote_spanned!(c.span=> <#ret as #k::__private::Fallible>);
-            (
-                quote_spanned!(c.span=> #k::__private::Judge::<
-                    fn(&#k::__private::Result<#fallible::Ok, #fallible::Err>) -> #k::Verdict,
-                > { f: #f }.f),
-                true,
-            )
+            let f = if matches!(f, Expr::Path(_)) {
+                quote_spanned!(c.span=> #k::__private::AsFn::<#k::__private::Classifier<#ret>> { f: #f }.f)
+            } else {
+                f.to_token_stream()
+            };
+            quote_spanned!(c.span=> #k::__private::classify::<#ret, _>(#f))
         }
-        (Some(c), _) => (c.value.to_token_stream(), true),
-        (None, Some(p)) if matches!(p.value, Expr::Path(_)) => {
+        (None, Some(p)) => {
             let (f, k) = (&p.value, krate_at(args, p.span));
-            (
-                quote_spanned!(p.span=> #k::__private::Judge::<
-                    fn(&<#ret as #k::__private::Fallible>::Err) -> bool,
-                > { f: #f }.f),
-                false,
-            )
+            if matches!(f, Expr::Path(_)) {
+                quote_spanned!(p.span=> #k::__private::AsFn::<#k::__private::IsFailure<#ret>> { f: #f }.f)
+            } else {
+                quote_spanned!(p.span=> #k::__private::is_failure::<#ret, _>(#f))
+            }
         }
-        (None, Some(p)) => (p.value.to_token_stream(), false),
         (None, None) => {
             let krate = krate_at(args, Span::call_site());
-            (quote!(#krate::__private::every_error), false)
+            quote!(#krate::__private::every_error)
         }
     }
 }
@@ -138,14 +125,12 @@ fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenSt
         ..
     } = parts;
     if is_async {
-        let run = parts.helper("run", span);
         quote_spanned! {span=>
-            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
+            #k::__private::run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
         }
     } else {
-        let run = parts.helper("run_sync", span);
         quote_spanned! {span=>
-            #k::__private::#run::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
+            #k::__private::run_sync::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
         }
     }
 }
@@ -161,14 +146,12 @@ fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenS
         ..
     } = parts;
     if is_async {
-        let call = parts.helper("call", span);
         quote_spanned! {span=>
-            #k::__private::#call::<#ret, _, _>(#breaker, #judge, async #body).await
+            #k::__private::call::<#ret, _, _>(#breaker, #judge, async #body).await
         }
     } else {
-        let call = parts.helper("call_sync", span);
         quote_spanned! {span=>
-            #k::__private::#call::<#ret, _, _>(#breaker, #judge, || #body)
+            #k::__private::call_sync::<#ret, _, _>(#breaker, #judge, || #body)
         }
     }
 }
@@ -252,14 +235,12 @@ fn retried_call(
         ..
     } = parts;
     let Some(fallback) = &args.fallback else {
-        let run = parts.helper("run_retried", span);
         return quote_spanned! {span=>
-            #k::__private::#run::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
+            #k::__private::run_retried::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
         };
     };
-    let call = parts.helper("retried", span);
     let call = quote_spanned! {span=>
-        #k::__private::#call::<#ret, _, _, _>(#breaker, #judge, #make).await
+        #k::__private::retried::<#ret, _, _, _>(#breaker, #judge, #make).await
     };
     let recovery = recovery(args, &fallback.value, fallback.span, sig, parts, true);
     let krate = krate_at(args, Span::call_site());

@@ -12,12 +12,13 @@ use crate::{
     BreakerError, State,
 };
 
-/// A held half-open slot: which one, the id of the lease that proves it is still ours, and
-/// when that lease ends.
+/// A held half-open slot: the (low 32 bits of the) id of the lease that proves it is still
+/// ours, which finds its slot, and when that lease ends. An admission keeps the lease's start
+/// and recomputes its end with the lease's length in force at the outcome (the same unless
+/// `reconfigure` changed `timeout` or `cool_off` meanwhile).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Probe {
-    pub(super) slot: usize,
-    pub(super) lease: u64,
+    pub(super) lease: u32,
     pub(super) until: Nanos,
 }
 
@@ -60,7 +61,10 @@ impl Core {
                 }
             }
         };
-        let mut shed = Shed::default();
+        let mut admission = Admission::new(generation);
+        if let Some(t) = now {
+            admission.hold_probe(probe, t);
+        }
         if let Some(o) = self.overload() {
             let t = match now {
                 Some(t) => t,
@@ -69,7 +73,7 @@ impl Core {
             };
             // Shedding while closed only: a probe decides recovery, a disabled breaker admits
             // everything.
-            if probe.is_none() && w.is(State::Closed) && o.shed(t, &mut shed) {
+            if probe.is_none() && w.is(State::Closed) && o.shed(t, &mut admission) {
                 return match self.shadow(generation) {
                     Some(shadow) => Ok(shadow),
                     None => {
@@ -83,7 +87,7 @@ impl Core {
             }
             if !w.is(State::Disabled) {
                 match o.acquire(t) {
-                    Ok(Some(slot)) => shed.hold(slot),
+                    Ok(Some(seat)) => admission.hold_seat(seat),
                     Ok(None) => {}
                     Err(limit) => return self.full(generation, probe, limit, clock),
                 }
@@ -105,17 +109,16 @@ impl Core {
             }
         }
         self.counters.add(Count::Admitted);
-        let started = self
-            .live
-            .slow_call()
-            .map(|_| now.unwrap_or_else(|| clock.now()));
-        Ok(Admission {
-            generation,
-            probe,
-            started,
-            bulkhead: bulkhead.is_some(),
-            shed,
-        })
+        if bulkhead.is_some() {
+            admission.flags |= BULKHEAD;
+        }
+        if self.live.slow_call().is_some() {
+            // The one reading admission took, if it took one: the throttle's, the seat's and
+            // the probe's `at` are that reading too.
+            admission.at = now.unwrap_or_else(|| clock.now());
+            admission.flags |= STARTED;
+        }
+        Ok(admission)
     }
 
     /// A bulkhead (fixed or adaptive) at its `limit`: gives back the probe slot, then
@@ -165,11 +168,8 @@ impl Core {
             .get_or_init(|| Overload::build(&self.live.settings().policy.overload));
         o.count_shadow();
         Some(Admission {
-            generation,
-            probe: None,
-            started: None,
-            bulkhead: false,
-            shed: Shed::shadow(),
+            flags: SHADOW,
+            ..Admission::new(generation)
         })
     }
 
@@ -233,21 +233,24 @@ impl Core {
         inner.next_lease += 1;
         let until = now.saturating_add(settings.policy.lease());
         inner.leases[slot] = Some(Hold { id: lease, until });
-        Ok(Probe { slot, lease, until })
+        Ok(Probe {
+            lease: lease as u32, // an admission keeps the low bits (see `Probe`)
+            until,
+        })
     }
 
     /// Reports how an admitted call ended.
     pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
-        if admission.shed.is_shadow() {
+        if admission.has(SHADOW) {
             // A dry run's would-be refusal: its outcome counts for nothing; it ended.
             if let Some(o) = self.overload() {
                 o.end_shadow();
             }
             return;
         }
-        let slow = match (admission.started, self.live.slow_call()) {
-            (Some(started), Some(slow)) if outcome != Outcome::Timeout => {
-                clock.now().saturating_sub(started) >= slow
+        let slow = match self.live.slow_call() {
+            Some(slow) if admission.has(STARTED) && outcome != Outcome::Timeout => {
+                clock.now().saturating_sub(admission.at) >= slow
             }
             _ => false,
         };
@@ -270,15 +273,19 @@ impl Core {
             // that admitted it, and only a stripe's owner may count on it with plain stores.
             self.counters.add(count);
         }
-        if admission.bulkhead {
+        if admission.has(BULKHEAD) {
             self.in_flight.fetch_sub(1, Release);
         }
         if let Some(o) = self.overload() {
-            o.finish(admission.shed, outcome, clock);
+            o.finish(&admission, outcome, clock);
         }
-        match admission.probe {
-            Some(p) => self.finish_probe(admission.generation, p, outcome, clock),
-            None => self.finish_closed(admission.generation, outcome, clock),
+        if admission.has(PROBE) {
+            // Only now the lease's length (the settings' lock; a probe's outcome takes the
+            // engine's lock right after).
+            let probe = admission.probe(&self.live.settings().policy);
+            self.finish_probe(admission.generation, probe, outcome, clock);
+        } else {
+            self.finish_closed(admission.generation, outcome, clock);
         }
     }
 
@@ -291,12 +298,13 @@ impl Core {
     ) {
         let mut inner = lock(&self.inner);
         // The slot may be gone: a transition empties the table, and the next half-open
-        // period may have fewer slots (`reconfigure` changed `probes`).
-        let lease = inner.leases.get_mut(probe.slot);
-        let ours = lease
-            .as_ref()
-            .is_some_and(|l| l.map(|l| l.id) == Some(probe.lease));
-        if let (true, Some(lease)) = (ours, lease) {
+        // period may have fewer slots (`reconfigure` changed `probes`). At most
+        // `Config::MAX_PROBES` slots, searched only at a probe's outcome.
+        let ours = inner
+            .leases
+            .iter_mut()
+            .find(|l| l.is_some_and(|l| l.id as u32 == probe.lease));
+        if let Some(lease) = ours {
             *lease = None;
         } else if outcome != Outcome::Timeout
             && (outcome == Outcome::Cancelled || clock.now() > probe.until)

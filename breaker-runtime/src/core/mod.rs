@@ -70,7 +70,7 @@ pub use permit::{Engine, Permit};
 pub(crate) use shed::limit_sample;
 
 use half_open::{Hold, Probe};
-use shed::{Overload, Shed};
+use shed::Overload;
 
 /// How an admitted call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -287,17 +287,164 @@ impl std::fmt::Debug for Core {
     }
 }
 
-/// What admission hands an admitted call; its outcome is reported against it.
-#[derive(Debug)]
+/// What admission hands an admitted call; its outcome is reported against it. Packed (24
+/// bytes of data and a byte of [flags](Admission::flags)), since every call future carries
+/// one: the admission time is one field for whichever of `slow_call`, the throttle, the
+/// adaptive bulkhead and a probe's lease needs it (admission reads the clock once, so they
+/// share one reading).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Admission {
     generation: u64,
-    probe: Option<Probe>,
-    /// When the call started, if `slow_call` needs it.
-    started: Option<Nanos>,
-    /// Whether it holds a bulkhead slot.
-    bulkhead: bool,
-    /// What throttling, the adaptive bulkhead or a dry run keep with it.
-    shed: Shed,
+    /// When the call was admitted, if anything needs it at the outcome ([`STARTED`],
+    /// [`REQUESTED`], [`SEAT`], [`PROBE`]).
+    at: Nanos,
+    /// [`PROBE`]: the low 32 bits of its lease's id (ids are unique within a half-open period
+    /// for 2³² leases; the slot is found by it).
+    lease: u32,
+    /// [`SEAT`]: the adaptive bulkhead's calls in flight with this one, at admission.
+    in_flight: u32,
+    flags: u8,
+}
+
+/// [`Admission`]: it holds a probe slot (its lease is `lease`, taken at `at`).
+const PROBE: u8 = 1;
+/// [`Admission`]: `slow_call` times it from `at`.
+const STARTED: u8 = 2;
+/// [`Admission`]: it holds a (fixed) bulkhead slot.
+const BULKHEAD: u8 = 4;
+/// [`Admission`]: the throttle admitted it at `at`: its request and accept join that bucket.
+const REQUESTED: u8 = 8;
+/// [`Admission`]: it holds an adaptive bulkhead seat (taken at `at`, `in_flight` with it).
+const SEAT: u8 = 16;
+/// [`Admission`]: a dry run's would-be refusal, made anyway: its outcome counts for nothing.
+const SHADOW: u8 = 32;
+
+impl Admission {
+    /// The admission of a call on the fast path (nothing held, nothing timed).
+    #[inline(always)]
+    pub(crate) fn of_ticket(ticket: Ticket) -> Admission {
+        // Every field by hand, not `..default()`: no call in a debug build's call path.
+        Admission {
+            generation: ticket.generation,
+            at: 0,
+            lease: 0,
+            in_flight: 0,
+            flags: 0,
+        }
+    }
+
+    /// The ticket of a fast-path admission.
+    #[inline(always)]
+    pub(crate) fn ticket(&self) -> Ticket {
+        Ticket {
+            generation: self.generation,
+        }
+    }
+
+    /// Admitted in `generation`, holding nothing yet.
+    fn new(generation: u64) -> Admission {
+        Admission {
+            generation,
+            ..Admission::default()
+        }
+    }
+
+    /// The data without the flags, and the flags: a call future keeps them apart, so its
+    /// own one-byte fields pack beside the flags instead of after the struct's padding.
+    #[inline(always)]
+    pub(crate) fn split(self) -> (Held, u8) {
+        let Admission {
+            generation,
+            at,
+            lease,
+            in_flight,
+            flags,
+        } = self;
+        (
+            Held {
+                generation,
+                at,
+                lease,
+                in_flight,
+            },
+            flags,
+        )
+    }
+
+    /// [`split`](Self::split)'s parts, joined again.
+    #[inline(always)]
+    pub(crate) fn join(held: Held, flags: u8) -> Admission {
+        let Held {
+            generation,
+            at,
+            lease,
+            in_flight,
+        } = held;
+        Admission {
+            generation,
+            at,
+            lease,
+            in_flight,
+            flags,
+        }
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    /// The probe slot's lease it holds (with [`PROBE`]): its id's low bits and when it ends (its start plus
+    /// the lease's length in force; see [`Probe`]).
+    fn probe(&self, policy: &Policy) -> Probe {
+        Probe {
+            lease: self.lease,
+            until: self.at.saturating_add(policy.lease()),
+        }
+    }
+
+    /// Holds `probe`, claimed at `now`.
+    fn hold_probe(&mut self, probe: Option<Probe>, now: Nanos) {
+        if let Some(p) = probe {
+            self.lease = p.lease;
+            self.at = now;
+            self.flags |= PROBE;
+        }
+    }
+}
+
+/// An [`Admission`] without its flags (see [`Admission::split`]): 24 bytes, no padding.
+/// Nominally public, as the call future's field (its module is private).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Held {
+    generation: u64,
+    at: Nanos,
+    lease: u32,
+    in_flight: u32,
+}
+
+impl Held {
+    /// Not admitted yet. A constant rather than `default()`: a call future's constructor
+    /// then makes no call that could unwind (fewer lines of code per future in a debug build).
+    pub(crate) const NONE: Held = Held {
+        generation: 0,
+        at: 0,
+        lease: 0,
+        in_flight: 0,
+    };
+
+    /// A fast-path admission's: its generation (one store; the rest stays as made).
+    #[inline(always)]
+    pub(crate) fn set_ticket(&mut self, ticket: Ticket) {
+        self.generation = ticket.generation;
+    }
+
+    /// The ticket of a fast-path admission kept here.
+    #[inline(always)]
+    pub(crate) fn ticket(&self) -> Ticket {
+        Ticket {
+            generation: self.generation,
+        }
+    }
 }
 
 use crate::state::Word;

@@ -1,7 +1,9 @@
 //! An admitted call's duty to report its outcome exactly once, and what it reports to.
 
 use super::*;
-use crate::{clock::Clock, BreakerError};
+use crate::clock::Clock;
+#[cfg(test)]
+use crate::BreakerError;
 
 /// What a `Permit` reports to: a core and its clock, borrowed or owned (an owned call
 /// future holds its breaker). Nominally public so the call future can name it in its bounds;
@@ -34,53 +36,28 @@ pub struct Permit<H: Engine> {
     admission: Option<Admission>,
 }
 
+/// Admission with a permit, for the engine's tests (the call paths keep their admission in
+/// their own frame or future, with the breaker they already hold: `Shared::admit`).
+#[cfg(test)]
 impl<'a, C: Clock> Permit<(&'a Core, &'a C)> {
-    #[cfg(test)]
     pub(crate) fn acquire(core: &'a Core, clock: &'a C) -> Result<Self, BreakerError> {
-        Permit::acquire_in((core, clock))
+        let admission = core.admit(clock)?;
+        Ok(Permit::admitted_in((core, clock), admission))
     }
 
     /// The permit of a call admitted on the fast path, for the outcomes that are no success.
-    #[cfg(test)]
     pub(crate) fn from_ticket(core: &'a Core, clock: &'a C, ticket: Ticket) -> Self {
-        Permit::from_ticket_in((core, clock), ticket)
+        Permit::admitted_in((core, clock), Admission::of_ticket(ticket))
     }
 }
 
 impl<H: Engine> Permit<H> {
-    pub(crate) fn acquire_in(host: H) -> Result<Self, BreakerError> {
-        let admission = host.core().admit(host.clock())?;
-        Ok(Permit {
-            host,
-            admission: Some(admission),
-        })
-    }
-
-    pub(crate) fn from_ticket_in(host: H, ticket: Ticket) -> Self {
-        let admission = Admission {
-            generation: ticket.generation,
-            probe: None,
-            started: None,
-            bulkhead: false,
-            shed: Shed::default(),
-        };
-        Permit {
-            host,
-            admission: Some(admission),
-        }
-    }
-
     /// The permit of an admission made elsewhere (the breaker's own probe).
     pub(crate) fn admitted_in(host: H, admission: Admission) -> Self {
         Permit {
             host,
             admission: Some(admission),
         }
-    }
-
-    /// The breaker's name.
-    pub(crate) fn name(&self) -> &Name {
-        &self.host.core().name
     }
 
     pub(crate) fn finish(mut self, outcome: Outcome) {

@@ -64,13 +64,12 @@ impl Core {
         match self.admit_half_open(now) {
             Ok((generation, Some(probe))) if generation == half_open.generation() => {
                 self.counters.add(Count::Admitted);
-                Turn::Go(Admission {
-                    generation,
-                    probe: Some(probe),
-                    started: self.live.slow_call().map(|_| now),
-                    bulkhead: false,
-                    shed: Shed::default(),
-                })
+                let mut admission = Admission::new(generation);
+                admission.hold_probe(Some(probe), now);
+                if self.live.slow_call().is_some() {
+                    admission.flags |= STARTED; // from `now`, the probe's start
+                }
+                Turn::Go(admission)
             }
             Ok((generation, Some(probe))) => {
                 // Another opening's half-open: not ours to probe.

@@ -12,7 +12,7 @@ use crate::{
     sync::{AtomicU64, Ordering::Relaxed},
 };
 
-use super::Outcome;
+use super::{Admission, Outcome, REQUESTED, SEAT};
 
 /// A breaker's overload mechanisms and their counts.
 #[derive(Debug)]
@@ -30,48 +30,20 @@ pub(crate) struct Overload {
     shadows: AtomicU64,
 }
 
-/// What admission under an overload policy keeps with the call, packed in 16 bytes: every
-/// call future carries one, overload or not.
-#[derive(Debug, Default)]
-pub(crate) struct Shed {
-    /// The admission time: the throttle's request bucket, the limiter's start.
-    at: Nanos,
-    /// The limiter's in-flight count at admission.
-    in_flight: u32,
-    flags: u8,
-}
-
-/// The throttle admitted this call (at `at`): its request and accept join that bucket.
-const REQUESTED: u8 = 1;
-/// It holds an adaptive bulkhead slot (taken at `at`, `in_flight` with it).
-const SLOT: u8 = 2;
-/// A dry run's would-be refusal, made anyway: its outcome counts for nothing.
-const SHADOW: u8 = 4;
-
-impl Shed {
-    /// A dry run's would-be refusal.
-    pub(super) fn shadow() -> Shed {
-        Shed {
-            flags: SHADOW,
-            ..Shed::default()
-        }
-    }
-
-    pub(super) fn is_shadow(&self) -> bool {
-        self.flags & SHADOW != 0
-    }
-
-    pub(super) fn hold(&mut self, slot: overload::Seat) {
-        (self.at, self.in_flight) = slot.parts();
-        self.flags |= SLOT;
+impl Admission {
+    /// Holds the adaptive bulkhead's `seat`.
+    pub(super) fn hold_seat(&mut self, seat: overload::Seat) {
+        (self.at, self.in_flight) = seat.parts();
+        self.flags |= SEAT;
     }
 
     fn requested_at(&self) -> Option<Nanos> {
-        (self.flags & REQUESTED != 0).then_some(self.at)
+        self.has(REQUESTED).then_some(self.at)
     }
 
-    fn slot(&self) -> Option<overload::Seat> {
-        (self.flags & SLOT != 0).then(|| overload::Seat::from_parts(self.at, self.in_flight))
+    fn seat(&self) -> Option<overload::Seat> {
+        self.has(SEAT)
+            .then(|| overload::Seat::from_parts(self.at, self.in_flight))
     }
 }
 
@@ -121,7 +93,7 @@ impl Overload {
     /// throttle). A call the throttle sheds is counted as a request now; one it admits is
     /// counted with its answer ([`Throttle::record_answer`]), so `at` keeps its admission
     /// time.
-    pub(super) fn shed(&self, now: Nanos, shed: &mut Shed) -> bool {
+    pub(super) fn shed(&self, now: Nanos, admission: &mut Admission) -> bool {
         if let Some(ramp) = &self.ramp {
             // A ramp's refusals are not the throttle's requests: counted there they would
             // make it shed more on top of the ramp.
@@ -134,14 +106,14 @@ impl Overload {
                 throttle.record_request(now);
                 return true;
             }
-            shed.at = now;
-            shed.flags |= REQUESTED;
+            admission.at = now;
+            admission.flags |= REQUESTED;
             return false;
         }
         false
     }
 
-    /// The adaptive bulkhead's slot for a call at `now`, or its current limit when full.
+    /// The adaptive bulkhead's seat for a call at `now`, or its current limit when full.
     /// `Ok(None)` without an adaptive bulkhead.
     pub(super) fn acquire(&self, now: Nanos) -> Result<Option<overload::Seat>, u32> {
         match &self.limiter {
@@ -178,15 +150,15 @@ impl Overload {
 
     /// What an outcome tells the throttle (an answer is an accept) and the limiter (its
     /// round-trip time, or a drop).
-    pub(super) fn finish(&self, shed: Shed, outcome: Outcome, clock: &impl Clock) {
-        if let (Some(throttle), Some(at)) = (&self.throttle, shed.requested_at()) {
+    pub(super) fn finish(&self, admission: &Admission, outcome: Outcome, clock: &impl Clock) {
+        if let (Some(throttle), Some(at)) = (&self.throttle, admission.requested_at()) {
             // A cancelled call got no answer: it counts for nothing, here too.
             if outcome != Outcome::Cancelled {
                 let accepted = matches!(outcome, Outcome::Success | Outcome::Neutral);
                 throttle.record_answer(at, accepted);
             }
         }
-        if let (Some(limiter), Some(slot)) = (&self.limiter, shed.slot()) {
+        if let (Some(limiter), Some(seat)) = (&self.limiter, admission.seat()) {
             let sample = limit_sample(outcome);
             // A drop's time too: it may close the window (a window of drops only lowers the
             // limit), which a drop stamped 0 never did.
@@ -195,7 +167,7 @@ impl Overload {
             } else {
                 clock.now()
             };
-            limiter.release(slot, now, sample);
+            limiter.release(seat, now, sample);
         }
     }
 

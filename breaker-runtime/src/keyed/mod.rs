@@ -4,7 +4,10 @@
 //! | --- | --- |
 //! | this one | [`KeyedBreaker`]: creation, lookups and the call wrappers |
 //! | `key` | [`BreakerKey`], the borrowed forms of a lookup ([`KeyArg`]), a key's breaker name |
-//! | `map` | the map: lock-free lookups that borrow the breaker under an epoch guard (papaya), sharded dense `Vec`s for O(1) insertion, removal and draw; sweeps of idle keys; eviction by sampling at the bound (its accuracy is stated there) |
+//! | `map` | the map: lock-free lookups that borrow the breaker under an epoch guard (papaya), sharded dense `Vec`s for O(1) insertion, removal and draw |
+//! | `map::entry` | the set's entries and how they are found: by a borrowed key, or by breaker from a shard's record |
+//! | `map::sweep` | sweeps of idle keys, a step per new key |
+//! | `map::evict` | eviction by sampling at the bound (its accuracy is stated there) |
 
 mod key;
 mod map;

@@ -1,6 +1,6 @@
 //! The adaptive bulkhead: a concurrency limit between 1 and `max` that [`super::vegas`] moves.
 //!
-//! The fast path is two atomics: `try_acquire` takes a slot with one compare-and-swap on the
+//! The fast path is two atomics: `try_acquire` takes a seat with one compare-and-swap on the
 //! in-flight count against the published limit (never overshooting, as the fixed bulkhead
 //! does), `release` gives it back with one `fetch_sub`. Feeding the sample to the algorithm
 //! happens under a `try_lock`: a caller that finds it held skips its sample (the window is a
@@ -48,7 +48,7 @@ pub(crate) enum Sample {
     /// A drop: the call failed (an error, a timeout, a slow call, an overload answer).
     /// Lowers the limit; never a round-trip sample.
     Dropped,
-    /// No evidence (the call was cancelled, or never reached the dependency): only the slot
+    /// No evidence (the call was cancelled, or never reached the dependency): only the seat
     /// is returned.
     Ignored,
 }
@@ -85,7 +85,7 @@ impl Limiter {
     }
 
     /// Puts the limit back at its start and forgets what it learned (`reset()`); calls in
-    /// flight keep their slots and give them back as usual.
+    /// flight keep their seats and give them back as usual.
     pub(crate) fn restart(&self) {
         let mut estimator = crate::sync::lock(&self.estimator);
         estimator.restart();
@@ -104,13 +104,13 @@ impl Limiter {
         self.limit.load(Relaxed)
     }
 
-    /// The calls holding a slot now.
+    /// The calls holding a seat now.
     #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u32 {
         self.in_flight.load(Acquire)
     }
 
-    /// Takes a slot for a call starting at `now`, or says the limit it is at
+    /// Takes a seat for a call starting at `now`, or says the limit it is at
     /// (`BreakerError::Full`'s).
     #[inline]
     pub(crate) fn try_acquire(&self, now: Nanos) -> Result<Seat, u32> {
@@ -127,12 +127,12 @@ impl Limiter {
         }
     }
 
-    /// Gives `permit`'s seat back; the call ended at `now` and tells the limit `sample`.
+    /// Gives `seat` back; the call ended at `now` and tells the limit `sample`.
     #[inline]
-    pub(crate) fn release(&self, permit: Seat, now: Nanos, sample: Sample) {
+    pub(crate) fn release(&self, seat: Seat, now: Nanos, sample: Sample) {
         self.in_flight.fetch_sub(1, Release);
         let rtt = match sample {
-            Sample::Answered => Some(now.saturating_sub(permit.started)),
+            Sample::Answered => Some(now.saturating_sub(seat.started)),
             Sample::Dropped => None,
             Sample::Ignored => return,
         };
@@ -149,9 +149,9 @@ impl Limiter {
             }
         };
         if self.skipped_drop.load(Relaxed) != 0 && self.skipped_drop.swap(0, Relaxed) != 0 {
-            estimator.sample(now, None, permit.in_flight);
+            estimator.sample(now, None, seat.in_flight);
         }
-        estimator.sample(now, rtt, permit.in_flight);
+        estimator.sample(now, rtt, seat.in_flight);
         let limit = estimator.limit();
         if self.limit.load(Relaxed) != limit {
             self.limit.store(limit, Relaxed);

@@ -27,7 +27,7 @@
 //! 2. throttle: `let refuse = throttle.should_refuse(now, draw()); throttle.record_request(now);`
 //!    then `if refuse` → `BreakerError::Throttled`. Keep `now` (the admission time) with the
 //!    call for step 4;
-//! 3. adaptive bulkhead: `limiter.try_acquire(now)` → `Ok(permit)` kept with the call, or
+//! 3. adaptive bulkhead: `limiter.try_acquire(now)` → `Ok(seat)` kept with the call, or
 //!    `Err(limit)` → `BreakerError::Full { max_concurrent: limit }`.
 //!
 //! Under dry run, steps 1 and 2 only decide `shadow_rejected` (the call runs, its outcome
@@ -36,7 +36,7 @@
 //! At the outcome:
 //! 4. throttle: `Success` or `Neutral` → `throttle.record_accept(admitted_at)` (the time
 //!    from step 2: no clock read at the outcome);
-//! 5. bulkhead: `limiter.release(permit, now, sample)` with [`Sample::Answered`] for a
+//! 5. bulkhead: `limiter.release(seat, now, sample)` with [`Sample::Answered`] for a
 //!    success or a neutral answer, [`Sample::Dropped`] for a failure (an error, a timeout,
 //!    a slow call, an `OpenFor`/overload answer: Vegas learns from answers, not errors),
 //!    [`Sample::Ignored`] for a cancelled call.

@@ -229,9 +229,9 @@ async fn ramp_share_in_paused_time() {
 fn limiter_refuses_past_its_limit() {
     let limiter = Limiter::with_seed(100, 1);
     assert_eq!(limiter.limit(), 20);
-    let permits: Vec<Seat> = (0..20).map(|_| limiter.try_acquire(0).unwrap()).collect();
+    let seats: Vec<Seat> = (0..20).map(|_| limiter.try_acquire(0).unwrap()).collect();
     assert_eq!(limiter.try_acquire(0), Err(20));
-    limiter.release(permits[0], MS, Sample::Ignored);
+    limiter.release(seats[0], MS, Sample::Ignored);
     assert!(limiter.try_acquire(MS).is_ok());
     assert_eq!(limiter.in_flight(), 20);
     assert_eq!(Limiter::with_seed(5, 1).limit(), 5);
@@ -243,15 +243,15 @@ fn limiter_lowers_its_limit_while_calls_drop() {
     let limiter = Limiter::with_seed(100, 1);
     let mut now = 0;
     for _ in 0..5 * 11 {
-        let permit = limiter.try_acquire(now).unwrap();
+        let seat = limiter.try_acquire(now).unwrap();
         now += 2 * MS;
-        limiter.release(permit, now, Sample::Dropped);
+        limiter.release(seat, now, Sample::Dropped);
     }
     assert_eq!(limiter.limit(), 15);
     for _ in 0..1000 {
-        let permit = limiter.try_acquire(now).unwrap();
+        let seat = limiter.try_acquire(now).unwrap();
         now += 2 * MS;
-        limiter.release(permit, now, Sample::Dropped);
+        limiter.release(seat, now, Sample::Dropped);
     }
     assert_eq!(limiter.limit(), 1);
 }
@@ -266,23 +266,23 @@ fn simulate(
     capacity: impl Fn(Nanos) -> u32,
 ) -> Vec<(Nanos, u32)> {
     let mut running: BinaryHeap<Reverse<(Nanos, u64)>> = BinaryHeap::new();
-    let mut permits = HashMap::new();
+    let mut seats = HashMap::new();
     let (mut now, mut id, mut trace) = (0, 0u64, Vec::new());
     while now < end {
-        while let Ok(permit) = limiter.try_acquire(now) {
+        while let Ok(seat) = limiter.try_acquire(now) {
             let n = u64::from(limiter.in_flight());
             let c = u64::from(capacity(now));
             let latency = base * n.max(c) / c;
             id += 1;
             running.push(Reverse((now + latency, id)));
-            permits.insert(id, permit);
+            seats.insert(id, seat);
         }
         let Some(Reverse((at, id))) = running.pop() else {
             break;
         };
-        let permit = permits.remove(&id).unwrap();
+        let seat = seats.remove(&id).unwrap();
         now = at;
-        limiter.release(permit, now, Sample::Answered);
+        limiter.release(seat, now, Sample::Answered);
         trace.push((now, limiter.limit()));
     }
     trace

@@ -118,7 +118,7 @@ impl Throttle {
     #[cfg(test)]
     pub(crate) fn record_accept(&self, admitted_at: Nanos) {
         let period = admitted_at / self.granularity;
-        let bucket = &self.buckets[slot(period)];
+        let bucket = &self.buckets[bucket_index(period)];
         if bucket.epoch.load(Acquire) == period {
             bucket.add(1);
         }
@@ -169,7 +169,7 @@ impl Throttle {
     /// older one; `None` if it already holds a newer one (`now` read a whole window ago).
     #[inline]
     fn bucket(&self, period: u64) -> Option<&Bucket> {
-        let bucket = &self.buckets[slot(period)];
+        let bucket = &self.buckets[bucket_index(period)];
         let mut seen = bucket.epoch.load(Acquire);
         while seen < period {
             match bucket
@@ -221,6 +221,6 @@ pub(crate) fn refusal_probability(requests: u64, accepts: u64, k: f64, cap: f64)
 }
 
 #[inline]
-fn slot(period: u64) -> usize {
+fn bucket_index(period: u64) -> usize {
     (period % BUCKETS as u64) as usize
 }

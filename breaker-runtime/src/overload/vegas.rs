@@ -161,13 +161,14 @@ pub(crate) struct Vegas {
     /// The probe jitter's generator: owned, so a seeded limiter is reproducible.
     rng: u64,
     /// A no-load probe in progress.
-    probe: Option<Probe>,
+    probe: Option<RttProbe>,
 }
 
-/// A no-load probe: the limit held at [`PROBE_LIMIT`] until [`PROBE_SAMPLES`] calls admitted
-/// with at most that many in flight have answered.
+/// A no-load RTT probe (Vegas's word; not a half-open probe call): the limit held at
+/// [`PROBE_LIMIT`] until [`PROBE_SAMPLES`] calls admitted with at most that many in flight
+/// have answered.
 #[derive(Debug, Clone, Copy, Default)]
-struct Probe {
+struct RttProbe {
     sum: u64,
     samples: u32,
 }
@@ -245,7 +246,7 @@ impl Vegas {
         let rtt = rtt.max(1);
         self.probe_count += 1;
         if self.probe_jitter * PROBE_MULTIPLIER * self.estimate <= self.probe_count as f64 {
-            self.probe = Some(Probe::default());
+            self.probe = Some(RttProbe::default());
             return;
         }
         if self.rtt_noload == 0 || rtt < self.rtt_noload {

@@ -3,8 +3,8 @@
 //! gives a floor of retries a second from the start.
 //!
 //! In units: a first attempt deposits `percent` units, a retry costs [`COST`] (100). Over
-//! any [`WINDOW`](super::WINDOW) a retry is granted while the balance (the window's
-//! deposits less its withdrawals, plus the reserve of [`FLOOR_PER_SECOND`](super::FLOOR_PER_SECOND)
+//! any [`WINDOW`] a retry is granted while the balance (the window's
+//! deposits less its withdrawals, plus the reserve of [`FLOOR_PER_SECOND`]
 //! retries a second over the window) holds one retry's cost: at most `percent` % of the
 //! first attempts of the last ten seconds, plus 100.
 //!
@@ -14,7 +14,15 @@
 //! another past the last unit (each may pass the check before either subtracts): at most
 //! one retry per concurrent caller beyond the budget.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::{
+    sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed},
+    time::Duration,
+};
+
+/// The window over which the budget counts first attempts and retries.
+pub const WINDOW: Duration = Duration::from_secs(10);
+/// Retries a second the budget allows whatever the traffic, so a quiet service still retries.
+pub const FLOOR_PER_SECOND: u32 = 10;
 
 /// What one retry costs, in units; a first attempt deposits `percent` of them.
 pub(crate) const COST: i64 = 100;
@@ -22,7 +30,7 @@ pub(crate) const COST: i64 = 100;
 const BUCKETS: usize = 10;
 const SECOND: u64 = 1_000_000_000;
 /// The reserve: the floor of retries a second, over the window, in units.
-const RESERVE: i64 = super::FLOOR_PER_SECOND as i64 * BUCKETS as i64 * COST;
+const RESERVE: i64 = FLOOR_PER_SECOND as i64 * BUCKETS as i64 * COST;
 
 /// One breaker's (one key's) retry budget.
 #[derive(Debug, Default)]

@@ -47,6 +47,7 @@ pub(crate) mod budget;
 mod tests;
 
 pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
+pub use budget::{FLOOR_PER_SECOND, WINDOW};
 
 use std::{
     future::Future,
@@ -59,10 +60,6 @@ use crate::{clock::Clock, future::CallFuture, shared::Host, verdict::Judge, Call
 /// The longest wait between two attempts (before jitter), or the configured backoff when
 /// that is longer. An answer that asks for a longer wait (`Retry-After`) is not retried.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
-/// The window over which the budget counts first attempts and retries.
-pub const WINDOW: Duration = Duration::from_secs(10);
-/// Retries a second the budget allows whatever the traffic, so a quiet service still retries.
-pub const FLOOR_PER_SECOND: u32 = 10;
 
 /// The wait before retry `n` (1 for the first retry): `min(initial·2^(n−1), max)` with
 /// `max` [`MAX_BACKOFF`] (or `initial` when longer), times a random factor in 0.8..1.2

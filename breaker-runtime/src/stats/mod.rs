@@ -19,6 +19,10 @@
 //! several threads call one after the other (a key whose calls land on different workers of
 //! a multi-thread runtime) pays the 4 KiB too: the first count from a second thread is all
 //! this can see without a shared write per call.
+//!
+//! Here [`Stats`], the stripes and the counters over them (`Counters`); in `claim`, which
+//! stripe this thread counts on (claimed, shared, given back on exit); in `tests`, the unit
+//! tests (the loom model of a stripe's hand-over stays here, beside what it models).
 
 use std::marker::PhantomData;
 
@@ -27,6 +31,12 @@ use std::sync::atomic::AtomicUsize;
 use once_cell::race::OnceBox;
 
 use crate::sync::{AtomicU64, Ordering::Relaxed};
+
+mod claim;
+#[cfg(all(test, not(breaker_loom)))]
+mod tests;
+
+pub(crate) use claim::{here, owned_here};
 
 /// What a breaker has counted since its creation or its last `reset()`. Transitions do not
 /// clear these; outcomes that arrive from an older generation are counted here though they
@@ -144,7 +154,7 @@ impl Here {
 
     /// Which stripe (a plain index, free to send anywhere, but no right to count).
     #[cfg(all(test, not(breaker_loom)))]
-    pub(crate) fn slot(self) -> StripeIndex {
+    pub(crate) fn stripe(self) -> StripeIndex {
         self.slot
     }
 
@@ -454,242 +464,6 @@ impl Counters {
                 s + st.successes.load(Relaxed),
             )
         })
-    }
-}
-
-/// This thread's stripe if it owns one; `None` before its first count, or when it shares a
-/// stripe: one thread-local load and one compare.
-#[cfg(not(breaker_loom))]
-#[inline(always)]
-pub(crate) fn owned_here() -> Option<Here> {
-    let at = this_threads();
-    (at < OWNED).then(|| Here::new(StripeIndex(at)))
-}
-
-/// This thread's stripe, claimed on its first call: a free owned one if there is one, else
-/// one of the shared stripes, dealt in turn.
-#[cfg(not(breaker_loom))]
-#[inline]
-pub(crate) fn here() -> Here {
-    Here::new(match this_threads() {
-        UNCLAIMED => claim(),
-        at => StripeIndex(at),
-    })
-}
-
-/// The stripe index in `STRIPE`. `try_with`, not `with`: where thread-locals are OS keys,
-/// even this destructor-free one is torn down while other thread-locals' destructors run,
-/// and `with` would panic in a call made from one of them. Such a call counts on the first
-/// shared stripe instead, as a thread does once it has given its owned stripe back.
-#[cfg(not(breaker_loom))]
-#[inline(always)]
-fn this_threads() -> usize {
-    STRIPE.try_with(Cell::get).unwrap_or(OWNED)
-}
-
-#[cfg(not(breaker_loom))]
-use std::cell::Cell;
-
-#[cfg(not(breaker_loom))]
-thread_local! {
-    /// The stripe index, or [`UNCLAIMED`]. No destructor, so it stays readable while other
-    /// thread-locals are destroyed.
-    static STRIPE: Cell<usize> = const { Cell::new(UNCLAIMED) };
-    /// Gives an owned stripe back when the thread exits.
-    static OWNER: Owner = const { Owner(Cell::new(UNCLAIMED)) };
-}
-
-#[cfg(not(breaker_loom))]
-const UNCLAIMED: usize = usize::MAX;
-
-/// Which owned stripes are taken, one bit each.
-#[cfg(not(breaker_loom))]
-static TAKEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-#[cfg(not(breaker_loom))]
-struct Owner(Cell<usize>);
-
-#[cfg(not(breaker_loom))]
-impl Drop for Owner {
-    fn drop(&mut self) {
-        let at = self.0.get();
-        if at < OWNED {
-            // Any count this thread still makes (from another thread-local's destructor)
-            // goes to a shared stripe. `Release`: the next owner's `Acquire` claim sees
-            // every count this thread stored.
-            let _ = STRIPE.try_with(|s| s.set(OWNED));
-            TAKEN.fetch_and(!(1 << at), std::sync::atomic::Ordering::Release);
-        }
-    }
-}
-
-#[cfg(not(breaker_loom))]
-#[cold]
-#[inline(never)]
-fn claim() -> StripeIndex {
-    use std::sync::atomic::{AtomicUsize, Ordering::*};
-    let full = u32::MAX >> (32 - OWNED);
-    let owned = TAKEN
-        .fetch_update(Acquire, Acquire, |taken| {
-            (taken != full).then(|| taken | (1 << (!taken).trailing_zeros()))
-        })
-        .ok()
-        .map(|before| (!before).trailing_zeros() as usize);
-    // Registering the destructor can fail while the thread exits: keep no owned stripe then.
-    let at = match owned {
-        Some(at) if OWNER.try_with(|o| o.0.set(at)).is_ok() => at,
-        Some(at) => {
-            TAKEN.fetch_and(!(1 << at), Release);
-            shared()
-        }
-        None => shared(),
-    };
-    fn shared() -> usize {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        OWNED + NEXT.fetch_add(1, Relaxed) % SHARED
-    }
-    let _ = STRIPE.try_with(|s| s.set(at));
-    StripeIndex(at)
-}
-
-#[cfg(breaker_loom)]
-pub(crate) fn owned_here() -> Option<Here> {
-    Some(Here::new(StripeIndex(0)))
-}
-
-#[cfg(breaker_loom)]
-pub(crate) fn here() -> Here {
-    Here::new(StripeIndex(0))
-}
-
-#[cfg(all(test, not(breaker_loom)))]
-mod tests {
-    use super::*;
-
-    /// One test, not two: both count the free stripes of this process.
-    #[test]
-    fn a_stripe_has_one_owner_at_a_time_and_is_given_back_on_exit() {
-        use std::sync::{mpsc, Arc, Barrier};
-        // Threads that stay alive: each owns a different stripe, until none is left and
-        // the next one shares (other tests may hold a few meanwhile, hence "at most").
-        let done = Arc::new(Barrier::new(OWNED + 2));
-        let (tx, rx) = mpsc::channel();
-        let holders: Vec<_> = (0..=OWNED)
-            .map(|_| {
-                let (done, tx) = (done.clone(), tx.clone());
-                std::thread::spawn(move || {
-                    tx.send(here().slot()).unwrap();
-                    done.wait();
-                })
-            })
-            .collect();
-        let slots: Vec<StripeIndex> = (0..=OWNED).map(|_| rx.recv().unwrap()).collect();
-        let mut owned: Vec<usize> = slots.iter().filter(|s| s.owned()).map(|s| s.0).collect();
-        assert!(
-            owned.len() < slots.len(),
-            "{} threads, all owners",
-            slots.len()
-        );
-        owned.sort();
-        owned.dedup();
-        assert_eq!(
-            owned.len(),
-            slots.iter().filter(|s| s.owned()).count(),
-            "{slots:?}"
-        );
-        done.wait();
-        holders.into_iter().for_each(|h| h.join().unwrap());
-
-        // A blocking pool starts and ends threads all day: each gives its stripe back on
-        // exit, so far more threads than there are stripes each own one in turn.
-        for _ in 0..3 * OWNED {
-            let slot = std::thread::spawn(|| here().slot()).join().unwrap();
-            assert!(slot.owned(), "{slot:?} is shared");
-        }
-    }
-
-    /// A blocking call's stripe is found once, at admission: if a second thread makes the
-    /// striped set while the call runs, its success still lands on `home` (which only its
-    /// slot writes) and is counted; later calls count in the set.
-    #[test]
-    fn a_stripe_found_before_the_set_is_made_keeps_counting() {
-        let c = Counters::new();
-        let me = here();
-        let found = c.counting_inline(me).map(|_| ()).is_none();
-        assert!(found, "no route before the first count");
-        let admitted = c.counting(me);
-        admitted.add(Count::Admitted);
-        assert!(c.others.get().is_none());
-        std::thread::scope(|s| {
-            s.spawn(|| c.add(Count::Admitted));
-        });
-        assert!(c.others.get().is_some(), "a second thread made the set");
-        admitted.add(Count::Success);
-        let later = c.counting_inline(me).expect("the set is found inline");
-        later.add(Count::Admitted);
-        later.add(Count::Success);
-        let stats = c.read();
-        assert_eq!((stats.calls, stats.successes), (3, 2));
-        assert_eq!(c.in_flight(), 1);
-    }
-
-    /// A count made from a thread-local's destructor, before or after the thread gave its
-    /// owned stripe back, is neither lost nor a panic. (On this target `STRIPE` is never
-    /// torn down, so this guards the order of `Owner`'s hand-over; the `try_with` fallback
-    /// for targets whose thread-locals are OS keys is not reachable here.)
-    #[test]
-    fn counts_made_while_a_thread_exits_are_kept() {
-        use std::{cell::RefCell, sync::Arc};
-        struct Late(Arc<Counters>);
-        impl Drop for Late {
-            fn drop(&mut self) {
-                self.0.add(Count::Admitted);
-                self.0.add(Count::Success);
-            }
-        }
-        thread_local!(static LATE: RefCell<Option<Late>> = const { RefCell::new(None) });
-        let c = Arc::new(Counters::new());
-        // Destructors run in reverse order of registration (on this target): `Late` after
-        // `Owner` when it registers first, before it when it registers last.
-        for late_first in [true, false] {
-            let c = c.clone();
-            std::thread::spawn(move || {
-                let late = || LATE.with(|l| *l.borrow_mut() = Some(Late(c.clone())));
-                if late_first {
-                    late();
-                }
-                c.add(Count::Admitted);
-                // Owned or shared: other tests may hold every owned stripe meanwhile.
-                let me = here().slot();
-                assert_eq!(owned_here().map(Here::slot), me.owned().then_some(me));
-                if !late_first {
-                    late();
-                }
-            })
-            .join()
-            .unwrap();
-        }
-        let s = c.read();
-        assert_eq!((s.calls, s.successes), (4, 2));
-    }
-
-    #[test]
-    fn a_reset_is_a_new_base_and_counting_goes_on_from_it() {
-        let c = Counters::new();
-        let me = here();
-        for _ in 0..5 {
-            c.add_here(me, Count::Admitted);
-            c.add_here(me, Count::Success);
-        }
-        c.add_to(StripeIndex(OWNED), false, Count::Rejected); // a shared stripe
-        let base = c.read();
-        assert_eq!(c.since(Some(&base)), Stats::default());
-        c.add_here(me, Count::Admitted);
-        c.add_here(me, Count::Timeout);
-        c.add_to(StripeIndex(OWNED + 1), false, Count::Rejected);
-        let s = c.since(Some(&base));
-        assert_eq!((s.calls, s.failures, s.timeouts, s.rejected), (2, 1, 1, 1));
-        assert_eq!(s.successes, 0);
     }
 }
 

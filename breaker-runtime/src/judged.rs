@@ -1,0 +1,36 @@
+//! A call judged by any [`Judge`]: the entry points `#[circuit_breaker]`'s glue takes
+//! whatever judges the call (`is_failure`, `classify`, or every error), where the public
+//! methods name the judge's kind (`call_with`, `call_classified`, …). Not part of the API.
+
+use std::future::Future;
+
+use crate::{future::CallFuture, verdict::Judge, Breaker, CallError};
+
+impl Breaker {
+    /// [`call_with`](Self::call_with) or [`call_classified`](Self::call_classified), by the
+    /// judge's type.
+    #[doc(hidden)]
+    pub fn call_judged<F, T, E, J>(&self, judge: J, call: F) -> CallFuture<'_, F, J>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+    {
+        CallFuture::new(&*self.shared, judge, call)
+    }
+
+    /// [`call_retried_with`](Self::call_retried_with) or
+    /// [`call_retried_classified`](Self::call_retried_classified), by the judge's type.
+    #[doc(hidden)]
+    pub fn call_retried_judged<'a, F, Fut, T, E, J>(
+        &'a self,
+        judge: J,
+        make: F,
+    ) -> impl Future<Output = Result<T, CallError<E>>> + use<'a, F, Fut, T, E, J>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        J: Judge<T, E> + Clone,
+    {
+        crate::retry::run(&*self.shared, judge, make)
+    }
+}
