@@ -4,7 +4,7 @@
 # then `report` over the three copies: per benchmark, the median over the runs of criterion's
 # median (wall time on a shared machine moves from one run to the next; one run is not enough).
 #
-#   scripts/wall.sh            (full runs: ~4 min for peers alone, each time)
+#   scripts/wall.sh            (full runs: ~7 min each, ~21 min in all)
 #   scripts/wall.sh --quick    (a smoke run: short warm-up and measurement, 10 samples, copies
 #                               in quick-run1..3 so real runs are not overwritten; it checks
 #                               that everything runs and the tables fill, not for figures)
@@ -38,7 +38,8 @@ if ((quick)); then
 fi
 
 # Build everything first, so no run pays for (or is disturbed by) compilation.
-cargo bench --quiet --no-run --bench peers --bench keyed --bench tower_layer >&2
+cargo bench --quiet --no-run --bench peers --bench keyed >&2
+cargo bench --quiet --no-run --bench tower_layer --features grpc >&2
 cargo build --quiet --release --bin report
 
 if [[ -d $target/criterion ]]; then
@@ -49,9 +50,11 @@ runs=()
 for run in 1 2 3; do
     echo "wall.sh: run $run of 3" >&2
     rm -rf "$target/criterion"
-    for bench in peers keyed tower_layer; do
+    for bench in peers keyed; do
         cargo bench --quiet --bench "$bench" -- "${args[@]}" >&2
     done
+    # With the gRPC layer's rows (feature `grpc`).
+    cargo bench --quiet --bench tower_layer --features grpc -- "${args[@]}" >&2
     rm -rf "${target:?}/$prefix$run"
     cp -r "$target/criterion" "$target/$prefix$run"
     runs+=("$target/$prefix$run")

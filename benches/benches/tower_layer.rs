@@ -11,7 +11,9 @@
 //! policies, every call a success), `*_open` (forced open: every call refused in `call`'s
 //! future), `breaker_http` (an `http::Response` judged by the HTTP preset), and, to show
 //! where the layer's time goes, `engine_owned` / `engine_owned_classified` (the runtime's
-//! owned call future alone, with a `Breaker` clone per call, no tower around it).
+//! owned call future alone, with a `Breaker` clone per call, no tower around it); with
+//! feature `grpc`, `grpc_*`: a gRPC request through `CircuitBreakerLayer::grpc`, the HTTP
+//! layer and tower-resilience's, and the service alone.
 
 use std::{
     convert::Infallible,
@@ -132,7 +134,45 @@ fn tower_layer(c: &mut Criterion) {
     g.bench_function("tower_resilience_open", |b| {
         b.iter_custom(|n| requests(&rt, n, &mut theirs_open))
     });
+    #[cfg(feature = "grpc")]
+    grpc_rows(&mut g, &rt);
     g.finish();
+}
+
+/// A gRPC request (`grpc-status: 0` in the answer's headers) through the gRPC layer, the HTTP
+/// layer and tower-resilience's, over the same service (`breaker_bench::layers`); feature
+/// `grpc` (`cargo bench --bench tower_layer --features grpc`, as `scripts/wall.sh` runs it).
+#[cfg(feature = "grpc")]
+fn grpc_rows(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    rt: &tokio::runtime::Runtime,
+) {
+    use breaker_bench::layers::{request, Layers};
+
+    fn run<S: Service<http::Request<()>>>(
+        rt: &tokio::runtime::Runtime,
+        iters: u64,
+        svc: &mut S,
+    ) -> Duration {
+        rt.block_on(async {
+            let start = Instant::now();
+            for _ in 0..iters {
+                black_box(request(svc).await);
+            }
+            start.elapsed()
+        })
+    }
+    let mut l = Layers::new();
+    g.bench_function("grpc_bare", |b| b.iter_custom(|n| run(rt, n, &mut l.bare)));
+    g.bench_function("grpc_breaker", |b| {
+        b.iter_custom(|n| run(rt, n, &mut l.grpc))
+    });
+    g.bench_function("grpc_over_http_layer", |b| {
+        b.iter_custom(|n| run(rt, n, &mut l.http))
+    });
+    g.bench_function("grpc_tower_resilience", |b| {
+        b.iter_custom(|n| run(rt, n, &mut l.resilience))
+    });
 }
 
 criterion_group!(benches, tower_layer);

@@ -15,6 +15,7 @@
 //! | recloser 1.4 | `error_rate(0.5)`, `closed_len(100)` | same with `closed_len(10)`, tripped |
 //! | tower-circuitbreaker 0.2 | defaults (count window of 100, 50 %) | same, `force_open()` |
 //! | tower-resilience-circuitbreaker 0.14 | `consecutive_failures(5)`, `wait_duration_in_open(1 h)` | same, tripped by 5 failures |
+//! | seatbelt 0.11 | its defaults (10 % over 30 s), `min_throughput(5)`, `break_duration(1 h)` | same, tripped by 5 failures |
 //!
 //! tower-circuitbreaker has no blocking API: its "sync" rows poll its (boxed) future once with
 //! a no-op waker; the future is ready at once because its `tokio::sync::Mutex` is uncontended.
@@ -22,7 +23,8 @@
 //! (boxed) future of `call`, once each with a no-op waker. Its rows call `poll_ready` before
 //! `call`, as the tower contract asks (its `poll_ready` is where an open circuit is judged);
 //! tower-circuitbreaker's `poll_ready` only asks the inner service, which is always ready, so
-//! its rows call `call` alone.
+//! its rows call `call` alone. seatbelt has only an async service (`layered::Service`): its
+//! "sync" rows poll `execute`'s future once with a no-op waker.
 
 use std::{
     cell::Cell,
@@ -81,6 +83,11 @@ pub fn poll_once<F: Future>(f: F) -> F::Output {
 pub struct Baselines {
     counter: AtomicU64,
     mutex: Mutex<u64>,
+    // Made at first use: quanta calibrates its clock for a while at creation (how long
+    // depends on the time, so its instructions would differ from run to run under
+    // callgrind), and tick's needs a runtime.
+    quanta: std::sync::OnceLock<quanta::Clock>,
+    coarse: std::sync::OnceLock<(tick::Clock, tokio::runtime::Runtime)>,
 }
 
 impl Default for Baselines {
@@ -94,6 +101,8 @@ impl Baselines {
         Baselines {
             counter: AtomicU64::new(0),
             mutex: Mutex::new(0),
+            quanta: std::sync::OnceLock::new(),
+            coarse: std::sync::OnceLock::new(),
         }
     }
 
@@ -125,6 +134,69 @@ impl Baselines {
     #[inline(never)]
     pub fn clock_read(&self) -> tokio::time::Instant {
         tokio::time::Instant::now()
+    }
+
+    /// One `std::time::Instant::now()` (what tokio's reads without its `test-util` feature).
+    #[inline(never)]
+    pub fn clock_std(&self) -> Instant {
+        Instant::now()
+    }
+
+    /// One `CLOCK_MONOTONIC_COARSE` reading (tick's `fast-instant`, calibrated to an
+    /// `Instant`): the kernel's last tick, 1-4 ms coarse, no TSC read.
+    #[inline(never)]
+    pub fn clock_coarse(&self) -> Instant {
+        let (clock, _) = self.coarse.get_or_init(|| {
+            let rt = current_thread();
+            let _in_rt = rt.enter();
+            let clock = tick::Clock::new_tokio().with_fast_instant(true);
+            drop(_in_rt);
+            (clock, rt)
+        });
+        clock.instant()
+    }
+
+    /// One `CLOCK_MONOTONIC_COARSE` reading through the vDSO, in nanoseconds (rustix's safe
+    /// `clock_gettime`), with nothing around it.
+    #[inline(never)]
+    pub fn clock_coarse_raw(&self) -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::MonotonicCoarse);
+        (t.tv_sec as u64)
+            .wrapping_mul(1_000_000_000)
+            .wrapping_add(t.tv_nsec as u64)
+    }
+
+    /// [`Self::runtime_flavor`]'s question, then the coarse reading when tokio's time cannot
+    /// be paused here (no runtime, or a multi-thread one), else tokio's clock.
+    #[inline(never)]
+    pub fn clock_coarse_if_unpausable(&self) -> u64 {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Err(e) if e.is_missing_context() => self.clock_coarse_raw(),
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => self.clock_coarse_raw(),
+            _ => {
+                let t = tokio::time::Instant::now();
+                black_box(t);
+                0
+            }
+        }
+    }
+
+    /// One `quanta::Clock::now()`: the TSC scaled to nanoseconds (`clock_gettime` where the
+    /// TSC is not invariant).
+    #[inline(never)]
+    pub fn clock_quanta(&self) -> quanta::Instant {
+        self.quanta.get_or_init(quanta::Clock::new).now()
+    }
+
+    /// Whether this thread is in a tokio runtime's context, and of which flavour (what a
+    /// clock would ask to know that tokio's time cannot be paused here: only a
+    /// current-thread runtime can be).
+    #[inline(never)]
+    pub fn runtime_flavor(&self) -> Option<tokio::runtime::RuntimeFlavor> {
+        tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|h| h.runtime_flavor())
     }
 
     /// One uncontended `std::sync::Mutex` lock, increment, unlock.
@@ -654,6 +726,321 @@ impl TowerResilience {
 }
 
 impl Default for TowerResilience {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Part four's features, each at its own cost
+// ---------------------------------------------------------------------------------------
+
+#[breaker::circuit_breaker(threshold = 5, cool_off = "1h", retry = 3)]
+async fn attr_retried_async(x: u64) -> Result<u64, io::Error> {
+    op(x)
+}
+
+/// The retry wrapper on a call that succeeds at its first attempt: `Breaker::call_retried`
+/// with `Config::retry(3)` (the budget's deposit, the verdict slot, the loop), the same
+/// without `retry` configured (one attempt: the wrapper reads the policy and calls), and the
+/// attribute's `retry = 3`. Compare with [`Runtime::closed_async`] and [`Attr::closed_async`].
+pub struct Retried {
+    retried: Breaker,
+    unconfigured: Breaker,
+}
+
+impl Default for Retried {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Retried {
+    pub fn new() -> Self {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        let config = || Config::default().threshold(5).cool_off(HOUR);
+        Retried {
+            retried: Breaker::new(format!("bench::retried{n}"), config().retry(3)),
+            unconfigured: Breaker::new(format!("bench::retried_unconfigured{n}"), config()),
+        }
+    }
+
+    /// A first attempt that succeeds, through `retry`.
+    pub async fn first_attempt(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.retried.call_retried(|| op_async(x)).await
+    }
+
+    /// `call_retried` on a breaker without `retry`: one attempt.
+    pub async fn unconfigured(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.unconfigured.call_retried(|| op_async(x)).await
+    }
+
+    /// `#[circuit_breaker(retry = 3)]`, a first attempt that succeeds.
+    pub async fn attr_first_attempt(&self, x: u64) -> Result<u64, io::Error> {
+        attr_retried_async(x).await
+    }
+}
+
+/// A closed breaker being `reconfigure`d (between two policies that both keep the fast path:
+/// `threshold` 5 and 6, cool-off 1 h and 2 h) while this thread calls it: by another thread
+/// in a loop ([`Reconfigured::new`], for wall time), or by this one between calls
+/// ([`Reconfigured::here`], for callgrind, which runs one thread at a time in long slices:
+/// a thread in a loop beside the measured one reconfigured only once or twice in 20 000
+/// calls). Stopped and joined on drop.
+pub struct Reconfigured {
+    breaker: Breaker,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+fn reconfigured_config(n: u64) -> Config {
+    let t = 5 + (n % 2) as u32;
+    Config::default().threshold(t).cool_off(HOUR * t)
+}
+
+impl Default for Reconfigured {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Reconfigured {
+    /// With a thread that reconfigures the breaker in a loop until dropped.
+    pub fn new() -> Self {
+        let mut r = Self::here();
+        let (breaker, stop) = (r.breaker.clone(), r.stop.clone());
+        r.thread = Some(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                breaker
+                    .reconfigure(reconfigured_config(n))
+                    .expect("a valid config");
+                n += 1;
+            }
+            n
+        }));
+        r
+    }
+
+    /// Without a thread: [`Self::reconfigure`] changes the configuration between calls.
+    pub fn here() -> Self {
+        use std::sync::atomic::AtomicUsize;
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Relaxed);
+        Reconfigured {
+            breaker: Breaker::new(format!("bench::reconfigured{n}"), reconfigured_config(0)),
+            stop: Default::default(),
+            thread: None,
+        }
+    }
+
+    /// Reconfigures the breaker to the `n`-th of the two policies.
+    pub fn reconfigure(&self, n: u64) {
+        self.breaker
+            .reconfigure(reconfigured_config(n))
+            .expect("a valid config");
+    }
+
+    /// A closed call, while the configuration changes.
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, CallError<io::Error>> {
+        self.breaker.call_sync(|| op(x))
+    }
+
+    /// Stops the reconfiguring thread, if any; how many times it reconfigured.
+    pub fn stop(&mut self) -> u64 {
+        self.stop.store(true, Relaxed);
+        self.thread
+            .take()
+            .map_or(0, |t| t.join().expect("the reconfiguring thread panicked"))
+    }
+}
+
+impl Drop for Reconfigured {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A gRPC call (a `200` whose `grpc-status: 0` comes in its headers, "trailers-only") through
+/// `CircuitBreakerLayer::grpc`, against the same HTTP service through the HTTP layer
+/// (`CircuitBreakerLayer::new`, the HTTP preset) and tower-resilience's layer (its default
+/// policy), and the service alone. Each request is `ready().await` then `call(req).await`, as
+/// a tower client (tonic's `Channel`) makes it. Feature `grpc`.
+#[cfg(feature = "grpc")]
+pub mod layers {
+    use std::{
+        future::{ready, Ready},
+        io,
+    };
+
+    use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    use tower::{util::ServiceFn, Layer, Service, ServiceExt};
+
+    pub type Answer = Ready<Result<http::Response<String>, io::Error>>;
+    pub type GrpcOp = ServiceFn<fn(http::Request<()>) -> Answer>;
+
+    fn answer(_: http::Request<()>) -> Answer {
+        let mut response = http::Response::new(String::new());
+        response
+            .headers_mut()
+            .insert("grpc-status", http::HeaderValue::from_static("0"));
+        ready(Ok(response))
+    }
+
+    pub fn service() -> GrpcOp {
+        tower::service_fn(answer as fn(http::Request<()>) -> Answer)
+    }
+
+    /// One request through `svc`: ready, then call; whether it succeeded.
+    pub async fn request<S>(svc: &mut S) -> bool
+    where
+        S: Service<http::Request<()>>,
+    {
+        match svc.ready().await {
+            Ok(svc) => svc.call(http::Request::new(())).await.is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    pub struct Layers {
+        pub bare: GrpcOp,
+        pub grpc: breaker::grpc::GrpcCircuitBreaker<GrpcOp>,
+        pub http: breaker::tower::CircuitBreaker<GrpcOp>,
+        pub resilience: tower_resilience_circuitbreaker::CircuitBreaker<
+            GrpcOp,
+            tower_resilience_circuitbreaker::DefaultClassifier,
+        >,
+    }
+
+    impl Default for Layers {
+        fn default() -> Self {
+            Self::new()
+        }
+    }
+
+    impl Layers {
+        pub fn new() -> Self {
+            let config = || Config::default().threshold(5);
+            Layers {
+                bare: service(),
+                grpc: CircuitBreakerLayer::grpc(Breaker::new("bench::grpc", config()))
+                    .layer(service()),
+                http: CircuitBreakerLayer::new(Breaker::new("bench::grpc_over_http", config()))
+                    .layer(service()),
+                resilience: tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+                    .build()
+                    .expect("the default config")
+                    .layer(service()),
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// seatbelt 0.11 (Microsoft)
+// ---------------------------------------------------------------------------------------
+
+/// [`op`] as the inner service of a seatbelt stack (a function pointer: the closure type of
+/// `Execute::new(|x| ..)` has no name to put in [`SeatbeltSvc`]).
+pub type SeatbeltOp = fn(u64) -> std::future::Ready<Result<u64, io::Error>>;
+
+fn seatbelt_op(x: u64) -> std::future::Ready<Result<u64, io::Error>> {
+    std::future::ready(op(x))
+}
+
+/// A seatbelt circuit breaker over [`op`]: `layered`'s async `Service`.
+pub type SeatbeltSvc =
+    seatbelt::breaker::Breaker<u64, Result<u64, io::Error>, layered::Execute<SeatbeltOp>>;
+
+/// What a seatbelt refusal returns: its docs' `rejected_input_error`, here an `io::Error` of
+/// a kind of its own (made from an `ErrorKind`, which does not allocate).
+pub const SEATBELT_REJECTED: io::ErrorKind = io::ErrorKind::ResourceBusy;
+
+/// As its docs configure it (`Breaker::layer(name, &ResilienceContext::new(&clock))`, the
+/// clock `tick::Clock::new_tokio()`, `recovery_with` judging an `Err` a failure,
+/// `rejected_input_error`), with its defaults (a failure rate over 10 % within 30 s, half-open
+/// `progressive`) but for two: `min_throughput(5)`, so that 5 failures open it as the others'
+/// do (the default asks for 100 calls in the window), and `break_duration(1 h)`.
+pub fn seatbelt_new(clock: &tick::Clock) -> SeatbeltSvc {
+    use layered::Stack;
+    let context = seatbelt::ResilienceContext::new(clock).name("bench");
+    (
+        seatbelt::breaker::Breaker::layer("breaker", &context)
+            .recovery_with(|out: &Result<u64, io::Error>, _| match out {
+                Ok(_) => seatbelt::RecoveryInfo::never(),
+                Err(_) => seatbelt::RecoveryInfo::retry(),
+            })
+            .rejected_input_error(|_, _| io::Error::from(SEATBELT_REJECTED))
+            .min_throughput(5)
+            .break_duration(HOUR),
+        layered::Execute::new(seatbelt_op as SeatbeltOp),
+    )
+        .into_service()
+}
+
+/// seatbelt's breaker: an async service only, so its "sync" rows poll `execute`'s future
+/// once with a no-op waker (it is ready at once: the inner service is). Each call takes the
+/// engine's `std::sync::Mutex` on entry and, when admitted, again on exit (with a clock read
+/// each time).
+pub struct Seatbelt {
+    closed: SeatbeltSvc,
+    open: SeatbeltSvc,
+    // The runtime `Clock::new_tokio` spawns its timer driver on (never driven here: the
+    // breaker reads the clock's instant and sets no timer).
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Seatbelt {
+    pub fn new() -> Self {
+        use layered::Service;
+        let rt = current_thread();
+        let clock = {
+            let _in_rt = rt.enter();
+            tick::Clock::new_tokio()
+        };
+        let open = seatbelt_new(&clock);
+        for _ in 0..5 {
+            let _ = poll_once(open.execute(FAIL));
+        }
+        assert!(
+            matches!(poll_once(open.execute(1)), Err(e) if e.kind() == SEATBELT_REJECTED),
+            "seatbelt: not tripped"
+        );
+        let closed = seatbelt_new(&clock);
+        assert!(
+            poll_once(closed.execute(1)).is_ok(),
+            "seatbelt: closed is not"
+        );
+        Seatbelt {
+            closed,
+            open,
+            _rt: rt,
+        }
+    }
+
+    #[inline(never)]
+    pub fn closed_sync(&self, x: u64) -> Result<u64, io::Error> {
+        poll_once(layered::Service::execute(&self.closed, x))
+    }
+
+    #[inline(never)]
+    pub fn open_sync(&self, x: u64) -> Result<u64, io::Error> {
+        poll_once(layered::Service::execute(&self.open, x))
+    }
+
+    pub async fn closed_async(&self, x: u64) -> Result<u64, io::Error> {
+        layered::Service::execute(&self.closed, x).await
+    }
+
+    pub async fn open_async(&self, x: u64) -> Result<u64, io::Error> {
+        layered::Service::execute(&self.open, x).await
+    }
+}
+
+impl Default for Seatbelt {
     fn default() -> Self {
         Self::new()
     }

@@ -280,7 +280,7 @@ impl Breaker {
         if let Some(ticket) = shared.enter_closed() {
             return shared.run_fast(ticket, is_failure, call);
         }
-        if let Some(refused) = shared.refuse() {
+        if let Some(refused) = shared.refuse_blocking() {
             return Err(CallError::Breaker(refused));
         }
         shared.call_sync_slow(is_failure, call)

@@ -23,6 +23,16 @@ pub(crate) type Nanos = u64;
 pub trait Clock {
     /// Now, in nanoseconds since the breaker's creation.
     fn now(&self) -> Nanos;
+
+    /// A cheaper reading than [`now`](Self::now) for a refusal, when this clock has one and
+    /// it says `until` is still more than its error away: then judging by it decides what
+    /// [`now`](Self::now) would. It may lag `now` by that error, never lead it. `None`: read
+    /// [`now`](Self::now).
+    #[inline(always)]
+    fn coarse_before(&self, until: Nanos) -> Option<Nanos> {
+        let _ = until;
+        None
+    }
 }
 
 /// `tokio::time::Instant`, measured from the breaker's creation: 8 bytes, the creation as
@@ -46,6 +56,123 @@ impl Clock for TokioClock {
         // Saturating: a breaker created under one paused runtime may be read under another
         // whose clock stands earlier; time then reads as zero rather than panicking.
         read(Instant::now()).saturating_sub(self.base)
+    }
+
+    #[inline(always)]
+    fn coarse_before(&self, until: Nanos) -> Option<Nanos> {
+        let (reading, margin) = coarse::read()?;
+        let now = reading.checked_sub(self.base)?;
+        (now.saturating_add(margin) < until).then_some(now)
+    }
+}
+
+/// The kernel's coarse monotonic clock, for refusals on threads where tokio's time cannot be
+/// paused.
+///
+/// Why: an open breaker's refusal must read the time (to know the cool-off has not ended, and
+/// to say `retry_in`), and the precise reading, `clock_gettime(CLOCK_MONOTONIC)` through the
+/// vDSO, is most of what a refusal costs (18-25 ns of 33 on the machine of
+/// `benches/RESULTS.md`). `CLOCK_MONOTONIC_COARSE` is the same clock as of the kernel's last
+/// tick (1-10 ms old), read in 4 ns: nothing to scale, no TSC.
+///
+/// When: tokio's `Instant::now()` is the paused clock of `tokio::time::pause` only inside a
+/// runtime's context (a paused clock is a current-thread runtime's, and tokio reads it from
+/// the thread's runtime context); everywhere else it is `std::time::Instant::now()`, which
+/// is `CLOCK_MONOTONIC` on Linux. So a thread that is in no runtime's context and polls no
+/// task reads the coarse clock; inside any runtime, tokio's clock as before, so paused time
+/// drives every transition as it did. Asking costs two thread-local reads (no `Arc` clone
+/// outside a runtime's context), where the answer is no.
+///
+/// Error: the coarse clock lags by at most one tick; [`TokioClock::coarse_before`] uses it
+/// only while the cool-off has more than twice the clock's resolution left, so the decision
+/// to refuse is the precise clock's, and `retry_in` may read up to that lag long (never
+/// short: a caller that waits it out finds the breaker admitting).
+///
+/// Checked once per process: the coarse clock must read within a second below the precise
+/// one, in the nanoseconds [`read`] gives an `Instant` (the raw reading); otherwise, or on
+/// another platform, it is never used.
+#[cfg(all(target_os = "linux", not(breaker_loom)))]
+mod coarse {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+    use rustix::time::{clock_getres, clock_gettime, ClockId};
+
+    use super::{Nanos, RAW, READING};
+
+    /// Twice the coarse clock's resolution once it is known usable; [`UNUSABLE`] if it is
+    /// not; 0 before the first asking.
+    static MARGIN: AtomicU64 = AtomicU64::new(0);
+    const UNUSABLE: u64 = u64::MAX;
+
+    /// The coarse reading and its margin, on a thread where tokio's time cannot be paused;
+    /// `None` elsewhere.
+    #[inline(always)]
+    pub(super) fn read() -> Option<(Nanos, Nanos)> {
+        let margin = MARGIN.load(Relaxed);
+        if margin == UNUSABLE || !outside_tokio() {
+            return None;
+        }
+        if margin == 0 {
+            return decide();
+        }
+        Some((nanos(ClockId::MonotonicCoarse)?, margin))
+    }
+
+    /// No task is being polled on this thread and it is in no runtime's context.
+    #[inline(always)]
+    fn outside_tokio() -> bool {
+        tokio::task::try_id().is_none()
+            && matches!(tokio::runtime::Handle::try_current(), Err(e) if e.is_missing_context())
+    }
+
+    #[inline(always)]
+    fn nanos(clock: ClockId) -> Option<Nanos> {
+        let t = clock_gettime(clock);
+        let secs = u64::try_from(t.tv_sec).ok()?;
+        let nanos = u64::try_from(t.tv_nsec).ok()?;
+        Some(secs.saturating_mul(1_000_000_000).saturating_add(nanos))
+    }
+
+    /// Whether the coarse clock reads the raw reading's nanoseconds (within a second below
+    /// it), decided at the first asking; the first reading with it.
+    #[cold]
+    #[inline(never)]
+    fn decide() -> Option<(Nanos, Nanos)> {
+        // The raw reading must be decided first: it is the domain compared against.
+        let _ = super::read(tokio::time::Instant::now());
+        let coarse = nanos(ClockId::MonotonicCoarse);
+        let precise = super::raw_nanos(std::time::Instant::now());
+        let res = clock_getres(ClockId::MonotonicCoarse);
+        let margin = match (READING.load(Relaxed), coarse, precise) {
+            (RAW, Some(c), Some(p)) if c <= p && p - c < 1_000_000_000 => {
+                let res = u64::try_from(res.tv_sec)
+                    .ok()
+                    .and_then(|s| Some(s * 1_000_000_000 + u64::try_from(res.tv_nsec).ok()?));
+                match res {
+                    Some(r) if r > 0 && r < 500_000_000 => 2 * r,
+                    _ => UNUSABLE,
+                }
+            }
+            _ => UNUSABLE,
+        };
+        MARGIN.store(margin, Relaxed);
+        (margin != UNUSABLE).then_some((coarse?, margin))
+    }
+
+    #[cfg(test)]
+    pub(super) fn margin() -> u64 {
+        MARGIN.load(Relaxed)
+    }
+}
+
+/// Elsewhere, no coarse reading: every refusal reads [`TokioClock::now`].
+#[cfg(not(all(target_os = "linux", not(breaker_loom))))]
+mod coarse {
+    use super::Nanos;
+
+    #[inline(always)]
+    pub(super) fn read() -> Option<(Nanos, Nanos)> {
+        None
     }
 }
 
@@ -210,6 +337,103 @@ mod tests {
             assert_eq!(clock.now(), slow);
         }
         assert!(clock.now() >= 3_600_000_000_000);
+    }
+
+    /// Outside tokio, a refusal may read the coarse clock: it lags the precise one by less
+    /// than its margin, and is given only while `until` is more than the margin away.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn outside_tokio_the_coarse_clock_reads_behind_the_precise_one_by_less_than_its_margin() {
+        // Created a second ago: a coarse reading a tick old still reads after its creation
+        // (one made within the last tick reads `None`, and the precise clock decides).
+        let clock = TokioClock {
+            base: TokioClock::new().base - 1_000_000_000,
+        };
+        let before = clock.now();
+        let far = before + 3_600_000_000_000;
+        let coarse = clock
+            .coarse_before(far)
+            .expect("a coarse reading outside tokio");
+        let after = clock.now();
+        let margin = coarse::margin();
+        assert!(margin > 0 && margin < 1_000_000_000, "margin {margin}");
+        assert!(
+            coarse <= after,
+            "the coarse clock leads: {coarse} > {after}"
+        );
+        assert!(
+            after - coarse < margin,
+            "lag {} >= margin {margin}",
+            after - coarse
+        );
+        // Within the margin of `until`, no coarse reading: the precise clock decides.
+        assert_eq!(clock.coarse_before(after), None);
+        assert_eq!(clock.coarse_before(coarse + margin), None);
+        assert_eq!(clock.coarse_before(0), None);
+    }
+
+    /// Inside a runtime's context (a `block_on`, a task, a paused clock), never the coarse
+    /// clock: tokio's, which `pause` and `advance` drive.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn inside_tokio_there_is_no_coarse_reading() {
+        let clock = TokioClock {
+            base: TokioClock::new().base - 1_000_000_000,
+        };
+        let far = u64::MAX / 2;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(clock.coarse_before(far), None, "in block_on");
+            let in_task = tokio::spawn(async move { clock.coarse_before(far) }).await;
+            assert_eq!(in_task.unwrap(), None, "in a task");
+        });
+        {
+            let _entered = rt.enter();
+            assert_eq!(clock.coarse_before(far), None, "in a runtime's context");
+        }
+        let multi = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let in_worker =
+            multi.block_on(async { tokio::spawn(async move { clock.coarse_before(far) }).await });
+        assert_eq!(in_worker.unwrap(), None, "in a multi-thread runtime's task");
+        assert!(clock.coarse_before(far).is_some(), "outside again");
+    }
+
+    /// A blocking call refused outside tokio (the coarse reading): still counted, named, and
+    /// its `retry_in` never shorter than the precise clock's, nor longer by more than the
+    /// coarse clock's margin.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_blocking_refusal_outside_tokio_says_retry_in_within_the_coarse_margin() {
+        let cool_off = Duration::from_secs(3600);
+        let b = crate::Breaker::new(
+            "clock::coarse_refusal",
+            crate::Config::default().threshold(1).cool_off(cool_off),
+        );
+        let _ = b.call_sync(|| Err::<(), _>("down"));
+        for _ in 0..50 {
+            let start = std::time::Instant::now();
+            let refused = b.call_sync(|| Ok::<_, &str>(())).unwrap_err();
+            let precise = b.retry_in().expect("open");
+            let between = start.elapsed();
+            let e = refused.breaker_error().expect("a refusal");
+            assert_eq!(e.name(), "clock::coarse_refusal");
+            let retry_in = e.retry_in().expect("a retry_in");
+            assert!(
+                retry_in >= precise,
+                "{retry_in:?} < the precise {precise:?}"
+            );
+            let bound = precise + between + Duration::from_nanos(coarse::margin());
+            assert!(retry_in <= bound, "{retry_in:?} > {bound:?}");
+            assert!(retry_in <= cool_off);
+        }
+        assert_eq!(b.stats().rejected, 50);
     }
 
     /// Anything but one 64-bit number then one `u32` below a second is not read as time.

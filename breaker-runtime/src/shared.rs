@@ -160,6 +160,13 @@ impl Shared {
         self.core.refuse(&self.clock)
     }
 
+    /// A blocking call's outright refusal ([`Core::refuse_blocking`]: the coarse clock outside
+    /// tokio), as [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn refuse_blocking(&self) -> Option<BreakerError> {
+        self.core.refuse_blocking(&self.clock)
+    }
+
     /// A fast-path success counted on the admitting stripe: whether a failure streak runs
     /// (then [`ended_streak`](Self::ended_streak)); as [`enter_closed`](Self::enter_closed).
     #[cfg_attr(not(debug_assertions), inline(always))]

@@ -3,17 +3,24 @@
 //! takes the difference, so set-up, warm-up and exit cancel out.
 //!
 //! impl: `base`, `breaker`, `attr`, `failsafe`, `recloser`, `tower`, `resilience`
-//! (tower-resilience-circuitbreaker); with feature `fleet`, `fleet` (a `breaker` that is a
+//! (tower-resilience-circuitbreaker), `seatbelt`; with feature `fleet`, `fleet` (a `breaker` that is a
 //! member of a fleet on a `redis-server` it starts; `closed_sync` and `open_sync` only).
 //! workload (`base`): `bare`, `atomic_add`, `clock_read`, `mutex_lock`, `bare_async`;
 //! (others): `closed_sync`, `open_sync`, `closed_async`, `open_async`; `breaker` also has
 //! `forced_sync` and `owned_async`, `attr` `open_sync_typed` and `open_async_typed` (a
 //! refusal into the function's own error type, which does not allocate).
+//!
+//! Part four's features: `retried` (`first_attempt`, `unconfigured`, `attr_first_attempt`:
+//! async calls through the retry wrapper that succeed at once), `reconfigured`
+//! (`closed_sync` on a breaker reconfigured before every 8th call: count inside
+//! `Reconfigured::closed_sync` with `--toggle-collect`), and with feature `grpc`, `layer`
+//! (`bare`, `grpc`, `http`, `resilience`: one request through each tower layer).
 
 use std::{hint::black_box, process::ExitCode};
 
 use breaker_bench::{
-    current_thread, Attr, Baselines, Failsafe, Recloser, Runtime, Tower, TowerResilience,
+    current_thread, Attr, Baselines, Failsafe, Recloser, Reconfigured, Retried, Runtime, Seatbelt,
+    Tower, TowerResilience,
 };
 
 const WARM_UP: u64 = 1000;
@@ -67,6 +74,9 @@ fn main() -> ExitCode {
                 "bare" => sync_loop(n, |x| b.bare(x)),
                 "atomic_add" => sync_loop(n, |_| b.atomic_add()),
                 "clock_read" => sync_loop(n, |_| b.clock_read()),
+                "clock_std" => sync_loop(n, |_| b.clock_std()),
+                "clock_coarse" => sync_loop(n, |_| b.clock_coarse()),
+                "clock_quanta" => sync_loop(n, |_| b.clock_quanta()),
                 "mutex_lock" => sync_loop(n, |_| b.mutex_lock()),
                 "bare_async" => async_loop!(n, |x| b.bare_async(x)),
                 _ => return unknown(imp, workload),
@@ -115,6 +125,57 @@ fn main() -> ExitCode {
         "resilience" => {
             let mut b = TowerResilience::new();
             workloads!(b, n, imp, workload)
+        }
+        "seatbelt" => {
+            let b = Seatbelt::new();
+            workloads!(b, n, imp, workload)
+        }
+        "retried" => {
+            let b = Retried::new();
+            match workload.as_str() {
+                "first_attempt" => async_loop!(n, |x| b.first_attempt(x)),
+                "unconfigured" => async_loop!(n, |x| b.unconfigured(x)),
+                "attr_first_attempt" => async_loop!(n, |x| b.attr_first_attempt(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "reconfigured" => {
+            // Reconfigured before every 8th call, outside the counted function (count inside
+            // `Reconfigured::closed_sync` with `--toggle-collect`).
+            let b = Reconfigured::here();
+            match workload.as_str() {
+                "closed_sync" => sync_loop(n, |x| {
+                    if x % 8 == 0 {
+                        b.reconfigure(x / 8);
+                    }
+                    b.closed_sync(x)
+                }),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        #[cfg(feature = "grpc")]
+        "layer" => {
+            let mut b = breaker_bench::layers::Layers::new();
+            let rt = current_thread();
+            macro_rules! requests {
+                ($svc:expr) => {
+                    rt.block_on(async {
+                        for _ in 0..WARM_UP + n {
+                            black_box(breaker_bench::layers::request(&mut $svc).await);
+                        }
+                    })
+                };
+            }
+            match workload.as_str() {
+                "bare" => requests!(b.bare),
+                "grpc" => requests!(b.grpc),
+                "http" => requests!(b.http),
+                "resilience" => requests!(b.resilience),
+                _ => return unknown(imp, workload),
+            }
+            true
         }
         #[cfg(feature = "fleet")]
         "fleet" => {

@@ -14,15 +14,22 @@ use std::{
     path::{Path, PathBuf},
 };
 
-const IMPLS: [(&str, &str); 6] = [
+const IMPLS: [(&str, &str); 7] = [
     ("breaker", "breaker"),
     ("breaker_attr", "breaker (attribute)"),
     ("failsafe", "failsafe 1.3"),
     ("recloser", "recloser 1.4"),
     ("tower", "tower-circuitbreaker 0.2"),
     ("tower_resilience", "tower-resilience 0.14"),
+    ("seatbelt", "seatbelt 0.11"),
 ];
-const PEERS: [&str; 4] = ["failsafe", "recloser", "tower", "tower_resilience"];
+const PEERS: [&str; 5] = [
+    "failsafe",
+    "recloser",
+    "tower",
+    "tower_resilience",
+    "seatbelt",
+];
 
 /// The median point estimate (ns) in one criterion `estimates.json`.
 fn median(path: &Path) -> Option<f64> {
@@ -239,8 +246,141 @@ fn main() {
         );
     }
 
+    readme(&m);
+    part_four(&m);
     keyed(&m);
     tower_layer(&m);
+}
+
+/// The README's *Performance* table: these medians with, in brackets, the instructions over
+/// the bare call that `scripts/callgrind.sh` wrote to `target/callgrind-over-bare.tsv` (its
+/// last run; the brackets are left out if there is none).
+fn readme(m: &Medians) {
+    let tsv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/callgrind-over-bare.tsv");
+    let ir: BTreeMap<(String, String), String> = fs::read_to_string(&tsv)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split('\t');
+            let (i, w, v) = (f.next()?, f.next()?, f.next()?);
+            Some(((i.to_owned(), w.to_owned()), v.to_owned()))
+        })
+        .collect();
+    // The criterion ids against callgrind.sh's implementation names.
+    let impls = [
+        ("breaker", "breaker"),
+        ("failsafe", "failsafe"),
+        ("recloser", "recloser"),
+        ("tower", "tower"),
+        ("tower_resilience", "resilience"),
+        ("seatbelt", "seatbelt"),
+    ];
+    let bare_async = m.get("baselines", "bare_async");
+    let note = if ir.is_empty() {
+        ", not found: run scripts/callgrind.sh"
+    } else {
+        ""
+    };
+    println!(
+        "\nThe README's table (wall time; in brackets, Ir over the bare call or the bare async fn, \
+         from `target/callgrind-over-bare.tsv`{note}):\n"
+    );
+    print!("| workload |");
+    for (id, _) in impls {
+        let name = IMPLS.iter().find(|(i, _)| *i == id).map_or(id, |(_, n)| n);
+        print!(" {name} |");
+    }
+    println!();
+    println!("| --- |{}", " ---: |".repeat(impls.len()));
+    for (group, label, over_bare) in [
+        ("closed_sync", "closed, success, sync", false),
+        ("open_sync", "open, rejection, sync", false),
+        (
+            "closed_async",
+            "closed, success, async, over the bare async fn",
+            true,
+        ),
+        ("open_async", "open, rejection, async", false),
+    ] {
+        let best = impls
+            .iter()
+            .filter_map(|(id, _)| m.get(group, id))
+            .min_by(f64::total_cmp);
+        print!("| {label} |");
+        for (id, cg) in impls {
+            let v = m.get(group, id).map(|v| {
+                let shown = if over_bare {
+                    bare_async.map_or(ns(Some(v)), |b| format!("+{}", ns(Some(v - b))))
+                } else {
+                    ns(Some(v))
+                };
+                if Some(v) == best {
+                    format!("**{shown}**")
+                } else {
+                    shown
+                }
+            });
+            let bracket = ir
+                .get(&(cg.to_owned(), group.to_owned()))
+                .map_or(String::new(), |v| format!(" [{v}]"));
+            print!(" {}{bracket} |", v.unwrap_or_else(|| "–".to_owned()));
+        }
+        println!();
+    }
+    print!("| 2 threads refused by one open breaker, per-thread cost ÷ 1 thread |");
+    for (id, _) in impls {
+        let r = (|| Some(m.get("scaling_open_2t", id)? / m.get("scaling_open_1t", id)?))();
+        print!(" {} |", r.map_or(String::new(), |r| format!("{r:.2}×")));
+    }
+    println!();
+}
+
+/// The `part_four` group: each feature's row beside the plain call it adds to.
+fn part_four(m: &Medians) {
+    let g = "part_four";
+    if m.get(g, "closed_async").is_none() {
+        return;
+    }
+    let p = |b: &str| m.get(g, b);
+    println!("\nPart four's features (`part_four` group; wall time per call):\n");
+    println!("| row | median | over |");
+    println!("|---|---:|---|");
+    for (id, label, base, base_label) in [
+        (
+            "retry_first_attempt",
+            "`call_retried`, `retry(3)`, first attempt succeeds",
+            "closed_async",
+            "`call`",
+        ),
+        (
+            "retry_unconfigured",
+            "`call_retried` without `retry`",
+            "closed_async",
+            "`call`",
+        ),
+        (
+            "attr_retry_first_attempt",
+            "attribute `retry = 3`, first attempt succeeds",
+            "attr_closed_async",
+            "the attribute without `retry`",
+        ),
+        (
+            "closed_sync_reconfigured",
+            "closed sync, another thread reconfiguring in a loop",
+            "closed_sync",
+            "closed sync left alone",
+        ),
+    ] {
+        println!(
+            "| {label} | {} | {} ({base_label}: {}) |",
+            ns(p(id)),
+            match (p(id), p(base)) {
+                (Some(v), Some(b)) => format!("{:+.2} ns", v - b),
+                _ => "–".to_owned(),
+            },
+            ns(p(base)),
+        );
+    }
 }
 
 /// `--bench keyed`, if the runs hold it: each row, then the 2-thread rows over the 1-thread
@@ -310,6 +450,26 @@ fn tower_layer(m: &Medians) {
             "| {id} | {} | {} |",
             ns(v),
             v.map_or("–".to_owned(), |v| format!("+{:.2} ns", v - bare))
+        );
+    }
+    // Feature `grpc`: a gRPC request, over the same service alone.
+    let Some(grpc_bare) = m.get(g, "grpc_bare") else {
+        return;
+    };
+    println!("\ngRPC (`--features grpc`; a request answered `grpc-status: 0` in its headers):\n");
+    println!("| row | median | over the bare service |");
+    println!("|---|---:|---:|");
+    for id in [
+        "grpc_bare",
+        "grpc_breaker",
+        "grpc_over_http_layer",
+        "grpc_tower_resilience",
+    ] {
+        let v = m.get(g, id);
+        println!(
+            "| {id} | {} | {} |",
+            ns(v),
+            v.map_or("–".to_owned(), |v| format!("+{:.2} ns", v - grpc_bare))
         );
     }
 }

@@ -1,6 +1,7 @@
 //! The closed path: the fast admission a simple policy takes (one load of the word, one
 //! count on the caller's own stripe), the refusal of an open breaker (one load, one clock
-//! read), successes, the failure streak and the window, and tripping.
+//! read: a blocking call outside tokio reads the coarse clock), successes, the failure streak
+//! and the window, and tripping.
 
 use std::time::Duration;
 
@@ -28,8 +29,26 @@ impl Core {
     /// breaker is not refusing outright; try [`enter_claiming`](Self::enter_claiming).
     #[inline(always)]
     pub(crate) fn refuse(&self, clock: &impl Clock) -> Option<BreakerError> {
+        self.refuse_reading(clock, false)
+    }
+
+    /// [`refuse`](Self::refuse) for a blocking call: the clock's coarse reading first, where
+    /// it has one ([`Clock::coarse_before`]: on a thread outside tokio, where its time cannot
+    /// be paused), and the precise one only near the cool-off's end. Not for the call future:
+    /// it is polled inside a runtime, where asking whether the thread is in one costs more
+    /// (a handle's `Arc` clone outside a task) than the precise reading saves.
+    #[inline(always)]
+    pub(crate) fn refuse_blocking(&self, clock: &impl Clock) -> Option<BreakerError> {
+        self.refuse_reading(clock, true)
+    }
+
+    #[inline(always)]
+    fn refuse_reading(&self, clock: &impl Clock, coarse: bool) -> Option<BreakerError> {
         let w = self.word();
         if w.is(State::Open) {
+            if coarse {
+                return self.refuse_open_blocking(clock);
+            }
             let now = clock.now();
             let until = self.open_until.load(Acquire);
             if now < until && !self.dry_runs() {
@@ -37,6 +56,23 @@ impl Core {
             }
         } else if w.is(State::ForcedOpen) && !self.dry_runs() {
             return Some(self.reject(None));
+        }
+        None
+    }
+
+    /// An open breaker's refusal of a blocking call. Out of line: inlined into the call
+    /// wrapper, the coarse reading's thread-local reads made the closed path's frame save
+    /// more registers (the attribute's closed_sync +2 Ir); the call costs the refusal about a
+    /// nanosecond, the coarse reading saves it 15 to 20.
+    #[inline(never)]
+    fn refuse_open_blocking(&self, clock: &impl Clock) -> Option<BreakerError> {
+        let until = self.open_until.load(Acquire);
+        let now = match clock.coarse_before(until) {
+            Some(now) => now,
+            None => clock.now(),
+        };
+        if now < until && !self.dry_runs() {
+            return Some(self.reject(Some(until - now)));
         }
         None
     }
