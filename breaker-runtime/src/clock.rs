@@ -83,8 +83,9 @@ impl Clock for TokioClock {
 /// drives every transition as it did. Asking costs two thread-local reads (no `Arc` clone
 /// outside a runtime's context), where the answer is no.
 ///
-/// Error: the coarse clock lags by at most one tick; [`TokioClock::coarse_before`] uses it
-/// only while the cool-off has more than twice the clock's resolution left, so the decision
+/// Error: the coarse clock lags by one tick, a few on a virtual machine whose tick comes late;
+/// [`TokioClock::coarse_before`] uses it only while the cool-off has more than twice the
+/// clock's resolution left, and at least 20 ms, so the decision
 /// to refuse is the precise clock's, and `retry_in` may read up to that lag long (never
 /// short: a caller that waits it out finds the breaker admitting).
 ///
@@ -103,6 +104,8 @@ mod coarse {
     /// not; 0 before the first asking.
     static MARGIN: AtomicU64 = AtomicU64::new(0);
     const UNUSABLE: u64 = u64::MAX;
+    /// The least margin, whatever the clock's resolution says.
+    const MARGIN_FLOOR: u64 = 20_000_000;
 
     /// The coarse reading and its margin, on a thread where tokio's time cannot be paused;
     /// `None` elsewhere.
@@ -149,7 +152,9 @@ mod coarse {
                     .ok()
                     .and_then(|s| Some(s * 1_000_000_000 + u64::try_from(res.tv_nsec).ok()?));
                 match res {
-                    Some(r) if r > 0 && r < 500_000_000 => 2 * r,
+                    // At least 20 ms: a virtual machine's tick can come late by several
+                    // periods, and only the last 20 ms of a cool-off then read precisely.
+                    Some(r) if r > 0 && r < 500_000_000 => (2 * r).max(MARGIN_FLOOR),
                     _ => UNUSABLE,
                 }
             }

@@ -304,3 +304,57 @@ async fn a_handle_from_the_registry_reconfigures_and_the_fast_path_follows() {
     assert_eq!(b.state(), State::Open);
     assert_eq!(b.stats().timeouts, 1);
 }
+
+/// DESIGN, *Hung probes*: "the old probe's late result changes nothing", even when
+/// `reconfigure` lengthened the lease after the probe lost its slot (a probe's lease end must
+/// not be recomputed with the new length at its outcome).
+#[tokio::test(start_paused = true)]
+async fn a_hung_probe_stays_late_after_reconfigure_lengthens_the_lease() {
+    let config = Config::default().threshold(1).cool_off(SEC);
+    let b = std::sync::Arc::new(breaker_runtime::Breaker::new(
+        "reconfigure::hung_probe",
+        config,
+    ));
+    fail(&b);
+    advance(SEC).await;
+    // Probe A: admitted, then hangs.
+    let (release_a, a_waits) = oneshot::channel::<()>();
+    let a = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.call(async {
+                a_waits.await.map_err(|_| "dropped")?;
+                Ok::<_, &str>(())
+            })
+            .await
+        })
+    };
+    tokio::task::yield_now().await;
+    assert_eq!(b.state(), State::HalfOpen);
+    // A's lease (the cool-off, 1 s) ends; probe B takes the slot over and hangs too.
+    advance(SEC + SEC / 2).await;
+    let (_release_b, b_waits) = oneshot::channel::<()>();
+    let probe_b = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            b.call(async {
+                b_waits.await.map_err(|_| "dropped")?;
+                Ok::<_, &str>(())
+            })
+            .await
+        })
+    };
+    tokio::task::yield_now().await;
+    b.reconfigure(Config::default().threshold(1).cool_off(60 * SEC))
+        .unwrap();
+    advance(SEC / 2).await;
+    // A comes back with a success: it lost its slot, so it changes nothing.
+    release_a.send(()).unwrap();
+    a.await.unwrap().unwrap();
+    assert_eq!(
+        b.state(),
+        State::HalfOpen,
+        "a probe that lost its slot must not close the breaker while the real probe is out"
+    );
+    probe_b.abort();
+}

@@ -22,7 +22,7 @@ impl Core {
         drop(inner);
         // Whatever happens below (a subscriber that panics while logging the panic of a
         // hook), the next transition finds a dispatcher again.
-        let _guard = Dispatching(self);
+        let _guard = Dispatching::new(self);
         loop {
             let Some(t) = lock(&self.inner).events.pop_front() else {
                 return;
@@ -60,17 +60,32 @@ impl Core {
 }
 
 /// Clears `dispatching` when the dispatcher stops, by return or by unwinding.
-pub(super) struct Dispatching<'a>(pub(super) &'a Core);
+pub(super) struct Dispatching<'a> {
+    core: &'a Core,
+    /// Whether the thread was already unwinding when this dispatcher began: a call that
+    /// panicked reports its failure (and may trip the breaker) while it unwinds.
+    began_unwinding: bool,
+}
+
+impl<'a> Dispatching<'a> {
+    pub(super) fn new(core: &'a Core) -> Self {
+        Dispatching {
+            core,
+            began_unwinding: std::thread::panicking(),
+        }
+    }
+}
 
 impl Drop for Dispatching<'_> {
     fn drop(&mut self) {
-        let mut inner = lock(&self.0.inner);
+        let mut inner = lock(&self.core.inner);
         inner.dispatching = false;
         let more = !inner.events.is_empty();
         drop(inner);
-        if more && !std::thread::panicking() {
-            // Queued between our last pop and the flag's reset: deliver them now.
-            self.0.dispatch();
+        // Queued between our last pop and the flag's reset: deliver them now, unless this
+        // dispatcher itself is unwinding (a panic inside it, not the one it began under).
+        if more && std::thread::panicking() == self.began_unwinding {
+            self.core.dispatch();
         }
     }
 }

@@ -12,14 +12,14 @@ use crate::{
     BreakerError, State,
 };
 
-/// A held half-open slot: the (low 32 bits of the) id of the lease that proves it is still
-/// ours, which finds its slot, and when that lease ends. An admission keeps the lease's start
-/// and recomputes its end with the lease's length in force at the outcome (the same unless
-/// `reconfigure` changed `timeout` or `cool_off` meanwhile).
+/// A held half-open slot, as the admission keeps it: the low 32 bits of the lease's id and
+/// when it was claimed, which together find its slot (the id alone could, after 2^32 claims,
+/// name another probe's). A probe whose slot is gone lost it (a transition emptied the table,
+/// or its lease ended and another call took the slot over): its late result changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Probe {
     pub(super) lease: u32,
-    pub(super) until: Nanos,
+    pub(super) since: Nanos,
 }
 
 /// A probe's hold on a half-open slot: which probe holds it, and until when (named apart
@@ -27,6 +27,7 @@ pub(super) struct Probe {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Hold {
     pub(super) id: u64,
+    pub(super) since: Nanos,
     pub(super) until: Nanos,
 }
 
@@ -232,10 +233,14 @@ impl Core {
         let lease = inner.next_lease;
         inner.next_lease += 1;
         let until = now.saturating_add(settings.policy.lease());
-        inner.leases[slot] = Some(Hold { id: lease, until });
+        inner.leases[slot] = Some(Hold {
+            id: lease,
+            since: now,
+            until,
+        });
         Ok(Probe {
             lease: lease as u32, // an admission keeps the low bits (see `Probe`)
-            until,
+            since: now,
         })
     }
 
@@ -280,10 +285,7 @@ impl Core {
             o.finish(&admission, outcome, clock);
         }
         if admission.has(PROBE) {
-            // Only now the lease's length (the settings' lock; a probe's outcome takes the
-            // engine's lock right after).
-            let probe = admission.probe(&self.live.settings().policy);
-            self.finish_probe(admission.generation, probe, outcome, clock);
+            self.finish_probe(admission.generation, admission.probe(), outcome, clock);
         } else {
             self.finish_closed(admission.generation, outcome, clock);
         }
@@ -303,19 +305,18 @@ impl Core {
         let ours = inner
             .leases
             .iter_mut()
-            .find(|l| l.is_some_and(|l| l.id as u32 == probe.lease));
+            .find(|l| l.is_some_and(|l| l.id as u32 == probe.lease && l.since == probe.since));
         if let Some(lease) = ours {
             *lease = None;
-        } else if outcome != Outcome::Timeout
-            && (outcome == Outcome::Cancelled || clock.now() > probe.until)
-        {
-            // Its lease ended and another call took the slot: a late result changes nothing.
+        } else if outcome != Outcome::Timeout {
+            // Its lease ended and another call took the slot (or a transition emptied the
+            // table): a late result changes nothing. Judged by the slot alone, not by the
+            // lease's end recomputed now: `reconfigure` may have lengthened the lease since.
             return;
         }
-        // Else the slot was taken over at the very instant the lease ended, or the result is
-        // a timeout. A probe whose timeout is its lease reports when tokio's timer fires,
-        // which is at the next millisecond or later; a call arriving in between takes the
-        // slot over. Dropping the timeout then would leave a hanging dependency half-open
+        // Else the result is a timeout. A probe whose timeout is its lease reports when
+        // tokio's timer fires, which is at the next millisecond or later; a call arriving in
+        // between takes the slot over. Dropping the timeout then would leave a hanging dependency half-open
         // forever under steady traffic, with the backoff never growing (review M3), so a
         // timed-out probe always reopens the breaker of its generation.
         let w = self.word();

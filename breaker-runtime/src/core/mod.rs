@@ -393,12 +393,12 @@ impl Admission {
         self.flags & flag != 0
     }
 
-    /// The probe slot's lease it holds (with [`PROBE`]): its id's low bits and when it ends (its start plus
-    /// the lease's length in force; see [`Probe`]).
-    fn probe(&self, policy: &Policy) -> Probe {
+    /// The probe slot's lease it holds (with [`PROBE`]): its id's low bits and its start
+    /// (see [`Probe`]).
+    fn probe(&self) -> Probe {
         Probe {
             lease: self.lease,
-            until: self.at.saturating_add(policy.lease()),
+            since: self.at,
         }
     }
 

@@ -42,6 +42,38 @@ fn a_timed_out_probe_reopens_even_when_its_slot_was_taken_over() {
     assert_eq!(c.peek(), State::Open);
 }
 
+/// An admission keeps only the low 32 bits of its probe lease's id. A hung probe whose slot
+/// was taken over by a lease whose id has the same low bits (2^32 claims later) must not free
+/// that slot: the claim's instant tells the two apart, so the probes in flight stay bounded.
+#[test]
+fn a_late_probe_does_not_free_a_slot_whose_lease_shares_its_ids_low_bits() {
+    let c = core(
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(10)),
+    );
+    let clock = FakeClock::default();
+    Permit::acquire(&c, &clock)
+        .unwrap()
+        .finish(Outcome::Failure);
+    clock.0.set(10 * MS);
+    let hung = Permit::acquire(&c, &clock).expect("the probe");
+    let first = lock(&c.inner).next_lease - 1;
+    // 2^32 claims later (as if), the next lease's id has the hung one's low bits.
+    lock(&c.inner).next_lease = first + (1 << 32);
+    clock.0.set(21 * MS); // the hung probe's lease ended
+    let next = Permit::acquire(&c, &clock).expect("takes the expired slot over");
+    hung.finish(Outcome::Neutral); // late: changes nothing, frees nothing
+    assert_eq!(c.probes_held(), 1, "the new probe keeps its slot");
+    clock.0.set(22 * MS);
+    assert!(
+        Permit::acquire(&c, &clock).is_err(),
+        "one probe slot, held by the new probe: a second call is refused"
+    );
+    next.finish(Outcome::Success);
+    assert_eq!(c.peek(), State::Closed);
+}
+
 /// A cancelled probe whose slot was taken over is late, and changes nothing.
 #[test]
 fn a_late_cancellation_changes_nothing() {
@@ -101,12 +133,52 @@ fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
     let clock = FakeClock::default();
     // Simulate a dispatcher that unwound: the guard must clear the flag.
     {
-        let _guard = Dispatching(&c);
+        let _guard = Dispatching::new(&c);
         lock(&c.inner).dispatching = true;
     }
     assert!(!lock(&c.inner).dispatching);
     c.set(State::ForcedOpen, &clock);
     assert_eq!(calls.load(SeqCst), 1, "hooks still run");
+}
+
+/// A call that panics reports its failure while it unwinds, and that failure may trip the
+/// breaker and dispatch. A transition another thread queues just before that dispatcher stops
+/// must still be delivered: "unwinding" is the state it began in, not a panic of its own.
+#[test]
+fn a_dispatcher_that_began_while_unwinding_delivers_what_was_queued_at_its_end() {
+    use std::{
+        panic::AssertUnwindSafe,
+        sync::{
+            atomic::{AtomicUsize, Ordering::SeqCst},
+            Arc,
+        },
+    };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let config = Config::default().on_state_change(move |_| {
+        seen.fetch_add(1, SeqCst);
+    });
+    let c = core(config);
+    let clock = FakeClock::default();
+    struct ReportsWhileUnwinding<'a>(&'a Core, &'a FakeClock);
+    impl Drop for ReportsWhileUnwinding<'_> {
+        fn drop(&mut self) {
+            let _dispatcher = Dispatching::new(self.0);
+            lock(&self.0.inner).dispatching = true;
+            // Another transition, queued while this dispatcher runs: it only queues.
+            self.0.set(State::ForcedOpen, self.1);
+        }
+    }
+    let unwound = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        let _call = ReportsWhileUnwinding(&c, &clock);
+        panic!("the user's call panicked");
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(
+        calls.load(SeqCst),
+        1,
+        "the queued transition reached its hook"
+    );
 }
 
 /// Every refusal clones the name into its error. Clones of one `Arc` count on one cache

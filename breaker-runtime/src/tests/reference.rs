@@ -278,10 +278,10 @@ impl Model {
             self.in_flight -= 1;
         }
         let failed = matches!(outcome, Outcome::Failure | Outcome::Slow);
-        if let Some((slot, ticket, until)) = call.probe {
+        if let Some((slot, ticket, _until)) = call.probe {
             if self.leases[slot].map(|l| l.0) == Some(ticket) {
                 self.leases[slot] = None;
-            } else if outcome == Outcome::Cancelled || now > until {
+            } else if outcome != Outcome::Timeout {
                 return; // late, after its slot was taken over
             }
             if self.state != State::HalfOpen || self.generation != call.generation {
