@@ -1,7 +1,8 @@
-//! One call of an annotated function's body through its breaker: the four entry points
-//! (`run` and `call`, without and with a fallback, and their `_sync` forms for a plain `fn`),
-//! each taking any [`Judge`] (`is_failure`, `classify`, or [`every_error`]), and the
-//! return-type traits they need ([`Fallible`], [`FromBreakerError`]).
+//! One call of an annotated function's body through its breaker: the entry points (`run` and
+//! `call`, without and with a fallback, their `_sync` forms for a plain `fn` and `_keyed`
+//! forms whose future owns the key's breaker), each taking any [`Judge`] (`is_failure`,
+//! `classify`, or [`every_error`]), and the return-type traits they need ([`Fallible`],
+//! [`FromBreakerError`]).
 
 use core::{
     future::Future,
@@ -111,6 +112,25 @@ where
     }
 }
 
+/// [`run`] for a keyed function: the future owns the key's breaker (a handle found for this
+/// call), so the function's future keeps nothing of the lookup beside it.
+pub fn run_keyed<R, T, E, F, P>(
+    breaker: Breaker,
+    judge: P,
+    body_: F,
+) -> impl Future<Output = R> + use<R, T, E, F, P>
+where
+    R: Fallible<Ok = T, Err = E>,
+    E: FromBreakerError,
+    F: Future<Output = R>,
+    P: Judge<T, E>,
+{
+    Map {
+        fut: breaker.call_owned_judged(judge, body(body_)),
+        map: finish::<R>,
+    }
+}
+
 /// [`run`] for a plain `fn`.
 pub fn run_sync<R, T, E, F, P>(breaker: &Breaker, judge: P, body: F) -> R
 where
@@ -136,6 +156,23 @@ where
 {
     Map {
         fut: breaker.call_judged(judge, body(body_)),
+        map: ok_into::<R>,
+    }
+}
+
+/// [`call`] for a keyed function (see [`run_keyed`]).
+pub fn call_keyed<R, F, P>(
+    breaker: Breaker,
+    judge: P,
+    body_: F,
+) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<R, F, P>
+where
+    R: Fallible,
+    F: Future<Output = R>,
+    P: Judge<R::Ok, R::Err>,
+{
+    Map {
+        fut: breaker.call_owned_judged(judge, body(body_)),
         map: ok_into::<R>,
     }
 }

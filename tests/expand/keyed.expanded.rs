@@ -1,13 +1,13 @@
 impl TenantDb {
     async fn query(&self, sql: &str) -> Result<Rows, DbError> {
-        ::breaker::__private::run::<
+        ::breaker::__private::run_keyed::<
             Result<Rows, DbError>,
             _,
             _,
             _,
             _,
         >(
-                &{
+                ::breaker::__private::breaker_of_key(|| {
                     static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
                         (
                             ::breaker::__private::module_path!(),
@@ -20,7 +20,7 @@ impl TenantDb {
                         .method("query");
                     ::breaker::__private::KeyProbe::new(&(self.tenant_id))
                         .__breaker_lookup(__BREAKER.of::<Self>())
-                },
+                }),
                 ::breaker::__private::every_error,
                 async move {
                     if false {
@@ -34,12 +34,12 @@ impl TenantDb {
 }
 async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
     ::breaker::__private::recover(
-            ::breaker::__private::call::<
+            ::breaker::__private::call_keyed::<
                 Result<(), HookError>,
                 _,
                 _,
             >(
-                    &{
+                    ::breaker::__private::breaker_of_key(|| {
                         static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
                             (
                                 ::breaker::__private::concat!(
@@ -53,7 +53,7 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                                 &(url.host_str().unwrap_or("")),
                             )
                             .__breaker_lookup(&__BREAKER)
-                    },
+                    }),
                     ::breaker::__private::every_error,
                     async {
                         if false {

@@ -3,7 +3,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
-use syn::{Ident, ItemFn};
+use syn::{visit_mut::VisitMut, Ident, ItemFn};
 
 use super::{config::config, krate_at, shadow};
 use crate::args::Args;
@@ -29,10 +29,23 @@ struct Site<'a> {
     static_name: Ident,
 }
 
-/// The `&Breaker` of this call: the function's static breaker or, with `key`, the breaker
-/// of this call's key (a temporary), taken from the function's static keyed map. An
-/// expression, not a binding, which a user's `const` could capture.
-pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> TokenStream {
+/// The breaker of a call, as the entry points take it. Expressions, not bindings, which a
+/// user's `const` could capture.
+pub(super) struct Seat {
+    /// The `&Breaker` of this call: the function's static breaker or, with `key`, the
+    /// breaker of this call's key (a temporary).
+    pub(super) borrowed: TokenStream,
+    /// With `key`, an owned `Breaker` found by a lookup run in a closure
+    /// (`__private::breaker_of_key`), for an `async fn`'s future to own: a temporary
+    /// would live across the call's `.await` (with the probe and the key's borrow), in
+    /// the function's future beside the call's. `None` without a key, and when the key
+    /// expression awaits (a closure cannot).
+    pub(super) owned: Option<TokenStream>,
+}
+
+/// The breaker of this call: the function's static breaker or, with `key`, the breaker of
+/// this call's key, taken from the function's static keyed map.
+pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> Seat {
     let fn_name = func.sig.ident.to_string();
     // A method with a `self` receiver is named `{module}::{Self}::{method}` by default. The
     // attribute cannot see the `impl`, so the body, which can name `Self`, gives the static
@@ -60,9 +73,29 @@ pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> To
         static_name: Ident::new("__BREAKER", Span::mixed_site()),
     };
     match &args.key {
-        None => one_breaker(&site),
+        None => Seat {
+            borrowed: one_breaker(&site),
+            owned: None,
+        },
         Some(key) => keyed_breaker(&site, &key.value, key.span),
     }
+}
+
+/// Whether `expr` has an `.await` outside any `async` block or closure of its own.
+fn awaits(expr: &syn::Expr) -> bool {
+    struct Awaits(bool);
+    impl VisitMut for Awaits {
+        fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
+            match e {
+                syn::Expr::Await(_) => self.0 = true,
+                syn::Expr::Async(_) | syn::Expr::Closure(_) => {}
+                _ => syn::visit_mut::visit_expr_mut(self, e),
+            }
+        }
+    }
+    let mut found = Awaits(false);
+    found.visit_expr_mut(&mut expr.clone());
+    found.0
 }
 
 /// The function's one breaker, in a `Lazy` static (an `InImpl` one in an `impl`), joined to
@@ -117,7 +150,7 @@ fn one_breaker(site: &Site) -> TokenStream {
 /// borrowed, never moved, and only for the lookup, so the body may then move what it was
 /// computed from. With `fleet = true` every key's breaker joins the installed fleet as it is
 /// made.
-fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
+fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> Seat {
     let Site {
         args,
         krate,
@@ -150,9 +183,13 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
     let lookup = quote_spanned! {span=>
         #k::__private::KeyProbe::new(&(#expr)).__breaker_lookup(#keyed_static)
     };
-    quote! {&{
+    let found = quote! {{
         static #static_name: #krate::__private::KeyedStatic =
             #make(|| (#name, #config))#naming;
         #lookup
-    }}
+    }};
+    Seat {
+        borrowed: quote!(&#found),
+        owned: (!awaits(expr)).then(|| quote!(#krate::__private::breaker_of_key(|| #found))),
+    }
 }
