@@ -10,6 +10,7 @@ impl Breaker {
     /// [`call_with`](Self::call_with) or [`call_classified`](Self::call_classified), by the
     /// judge's type.
     #[doc(hidden)]
+    #[inline(always)]
     pub fn call_judged<F, T, E, J>(&self, judge: J, call: F) -> CallFuture<'_, F, J>
     where
         F: Future<Output = Result<T, E>>,
@@ -22,6 +23,7 @@ impl Breaker {
     /// [`call_owned`](Self::call_owned)): a keyed function's call, which keeps the key's
     /// breaker it found in its own future rather than beside it.
     #[doc(hidden)]
+    #[inline(always)]
     pub fn call_owned_judged<F, T, E, J>(
         self,
         judge: J,

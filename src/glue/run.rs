@@ -81,6 +81,7 @@ pub fn returns<R>() -> R {
 }
 
 /// The body of an `async fn`, as the plain `Result` the runtime takes.
+#[inline(always)]
 pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
     body: F,
 ) -> Map<F, impl Fn(R) -> Result<R::Ok, R::Err>> {
@@ -95,6 +96,7 @@ pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
 /// return type, named by the macro so `?` and `return` in the body know their type; `judge`
 /// is any [`Judge`] (see [`is_failure`], [`classify`]), `P` as it was when only a predicate
 /// judged (rustc quotes this line in its notes).
+#[inline(always)]
 pub fn run<'a, R, T, E, F, P>(
     breaker: &'a Breaker,
     judge: P,
@@ -114,6 +116,7 @@ where
 
 /// [`run`] for a keyed function: the future owns the key's breaker (a handle found for this
 /// call), so the function's future keeps nothing of the lookup beside it.
+#[inline(always)]
 pub fn run_keyed<R, T, E, F, P>(
     breaker: Breaker,
     judge: P,
@@ -144,6 +147,7 @@ where
 
 /// One call of an `async fn` body through its breaker, with a fallback: a success in the
 /// function's own return type, or the `CallError` the fallback receives.
+#[inline(always)]
 pub fn call<'a, R, F, P>(
     breaker: &'a Breaker,
     judge: P,
@@ -161,6 +165,7 @@ where
 }
 
 /// [`call`] for a keyed function (see [`run_keyed`]).
+#[inline(always)]
 pub fn call_keyed<R, F, P>(
     breaker: Breaker,
     judge: P,

@@ -8,7 +8,7 @@ impl TenantDb {
             _,
         >(
                 ::breaker::__private::breaker_of_key(|| {
-                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                    fn __breaker_init() -> (&'static str, ::breaker::Config) {
                         (
                             ::breaker::__private::module_path!(),
                             <::breaker::Config as ::breaker::__private::Default>::default()
@@ -16,7 +16,11 @@ impl TenantDb {
                                 .window_calls(20)
                                 .max_keys(1000)
                                 .idle(::breaker::__private::Duration::from_secs(300)),
-                        ))
+                        )
+                    }
+                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                            __breaker_init,
+                        )
                         .method("query");
                     ::breaker::__private::KeyProbe::new(&(self.tenant_id))
                         .__breaker_lookup(__BREAKER.of::<Self>())
@@ -40,14 +44,18 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                 _,
             >(
                     ::breaker::__private::breaker_of_key(|| {
-                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                        fn __breaker_init() -> (&'static str, ::breaker::Config) {
                             (
                                 ::breaker::__private::concat!(
                                     ::breaker::__private::module_path!(), "::",
                                     "deliver_webhook"
                                 ),
                                 <::breaker::Config as ::breaker::__private::Default>::default(),
-                            ))
+                            )
+                        }
+                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                                __breaker_init,
+                            )
                             .default_name();
                         ::breaker::__private::KeyProbe::new(
                                 &(url.host_str().unwrap_or("")),

@@ -98,6 +98,14 @@ fn awaits(expr: &syn::Expr) -> bool {
     found.0
 }
 
+/// The function that makes the static's breaker (or keyed map), on the first call: a `fn`
+/// item, not a closure, whose coercion to the `fn` pointer the static holds would compile a
+/// shim (`FnOnce::call_once`, ~30 lines of IR) for every annotated function. Its own block
+/// keeps its name, like the static's, out of the body's scope.
+fn init_fn() -> Ident {
+    Ident::new("__breaker_init", Span::mixed_site())
+}
+
 /// The function's one breaker, in a `Lazy` static (an `InImpl` one in an `impl`), joined to
 /// the fleet with `fleet = true`.
 fn one_breaker(site: &Site) -> TokenStream {
@@ -112,6 +120,7 @@ fn one_breaker(site: &Site) -> TokenStream {
         config,
         static_name,
     } = site;
+    let init_fn = init_fn();
     let join = |init: TokenStream| match args.fleet.as_ref().filter(|f| f.value) {
         Some(f) => {
             let k = krate_at(args, f.span);
@@ -125,8 +134,11 @@ fn one_breaker(site: &Site) -> TokenStream {
         let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
         return quote! {{
             #shadowed
+            fn #init_fn(#given: #krate::Name) -> #krate::Breaker {
+                #init
+            }
             static #static_name: #krate::__private::InImpl<#krate::Breaker> =
-                #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
+                #krate::__private::InImpl::new(#module, #fn_name, #init_fn);
             #static_name.of::<Self>()
         }};
     }
@@ -139,8 +151,11 @@ fn one_breaker(site: &Site) -> TokenStream {
     });
     quote! {{
         static #name_static: &str = #name;
+        fn #init_fn() -> #krate::Breaker {
+            #init
+        }
         static #static_name: #krate::__private::Lazy<#krate::Breaker> =
-            #krate::__private::Lazy::new(|| #init);
+            #krate::__private::Lazy::new(#init_fn);
         &#static_name
     }}
 }
@@ -183,9 +198,12 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> Seat {
     let lookup = quote_spanned! {span=>
         #k::__private::KeyProbe::new(&(#expr)).__breaker_lookup(#keyed_static)
     };
+    let init_fn = init_fn();
     let found = quote! {{
-        static #static_name: #krate::__private::KeyedStatic =
-            #make(|| (#name, #config))#naming;
+        fn #init_fn() -> (&'static str, #krate::Config) {
+            (#name, #config)
+        }
+        static #static_name: #krate::__private::KeyedStatic = #make(#init_fn)#naming;
         #lookup
     }};
     Seat {
