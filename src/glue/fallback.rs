@@ -218,14 +218,17 @@ fits! {
 /// here kept the result, the closure and the fallback's future side by side, 128 bytes over
 /// the call's in the tests' shape).
 #[inline]
-pub fn recover<T, E, F, Fut>(result: Result<T, CallError<E>>, fallback: F) -> Recover<T, Fut>
+pub fn recover<T, E, F, Fut>(
+    result: Result<T, CallError<E>>,
+    fallback: F,
+) -> Recover<Result<T, E>, Fut>
 where
     F: FnOnce(CallError<E>) -> Fut,
-    Fut: Future<Output = T>,
+    Fut: Future<Output = Result<T, E>>,
 {
     match result {
         Ok(ok) => Recover::Ready {
-            ok: core::future::ready(ok),
+            ok: core::future::ready(Ok(ok)),
         },
         Err(e) => Recover::Fallback { fut: fallback(e) },
     }

@@ -4,6 +4,8 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
                 Result<Score, FraudError>,
                 _,
                 _,
+                _,
+                _,
             >(
                     {
                         static __NAME: &str = "fraud::score";

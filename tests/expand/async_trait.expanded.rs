@@ -20,6 +20,8 @@ impl Store for Remote {
                         Result<usize, StoreError>,
                         _,
                         _,
+                        _,
+                        _,
                     >(
                             {
                                 #[allow(dead_code)]

@@ -8,6 +8,8 @@ async fn lookup(
                 Result<Row, DbError>,
                 _,
                 _,
+                _,
+                _,
             >(
                     {
                         static __NAME: &str = ::breaker::__private::concat!(

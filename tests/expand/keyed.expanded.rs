@@ -42,6 +42,8 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                 Result<(), HookError>,
                 _,
                 _,
+                _,
+                _,
             >(
                     ::breaker::__private::breaker_of_key(|| {
                         fn __breaker_init() -> (&'static str, ::breaker::Config) {

@@ -5,6 +5,8 @@ impl Gateway {
                     Result<Receipt, GatewayError>,
                     _,
                     _,
+                    _,
+                    _,
                 >(
                         {
                             #[allow(dead_code)]

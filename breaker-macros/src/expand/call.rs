@@ -156,11 +156,11 @@ fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenS
     } = parts;
     if let (true, Some(owned)) = (is_async, owned) {
         quote_spanned! {span=>
-            #k::__private::call_keyed::<#ret, _, _>(#owned, #judge, async #body).await
+            #k::__private::call_keyed::<#ret, _, _, _, _>(#owned, #judge, async #body).await
         }
     } else if is_async {
         quote_spanned! {span=>
-            #k::__private::call::<#ret, _, _>(#breaker, #judge, async #body).await
+            #k::__private::call::<#ret, _, _, _, _>(#breaker, #judge, async #body).await
         }
     } else {
         quote_spanned! {span=>
