@@ -88,6 +88,26 @@ async fn keyed(x: u64, host: &str) -> Result<u64, Error> {
     Ok(dependency(x).await + host.len() as u64)
 }
 
+async fn region_of(x: u64) -> String {
+    format!("region-{x}")
+}
+
+#[circuit_breaker(name = "real_code::awaited_key", key = region_of(x).await)]
+async fn awaited_key(x: u64) -> Result<u64, Error> {
+    if x == 0 {
+        return Err(Error::Down);
+    }
+    Ok(x)
+}
+
+/// A key's lookup runs in a closure so that the call's future owns the breaker it found; a
+/// key that awaits cannot be in a closure, and is looked up in place as before.
+#[tokio::test]
+async fn a_key_computed_with_await_is_looked_up_in_place() {
+    assert_eq!(awaited_key(3).await, Ok(3));
+    assert_eq!(awaited_key(0).await, Err(Error::Down));
+}
+
 /// DESIGN: an annotated `async fn`'s future is at most 64 bytes larger than the plain
 /// function's; `timeout` may add its timer. Measured against the plain function directly:
 /// the runtime's call future adds 48 bytes around the body (the breaker, the admission, the

@@ -142,9 +142,7 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
-    R::from_result(finish(
-        breaker.call_sync_with(judge, move || body().into_result()),
-    ))
+    finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
 }
 
 /// One call of an `async fn` body through its breaker, with a fallback: the runtime's call
@@ -244,4 +242,17 @@ pub fn finish<T, E: FromBreakerError>(r: Result<T, CallError<E>>) -> Result<T, E
         CallError::Breaker(b) => E::from_breaker_error(b),
         CallError::Inner(e) => e,
     })
+}
+
+/// [`finish`] for a plain `fn`, back in its return type (written as it was before the async
+/// calls had their own, which keeps the closed call's instruction count).
+fn finish_sync<R>(r: Result<R::Ok, CallError<R::Err>>) -> R
+where
+    R: Fallible,
+    R::Err: FromBreakerError,
+{
+    R::from_result(r.map_err(|e| match e {
+        CallError::Breaker(b) => R::Err::from_breaker_error(b),
+        CallError::Inner(e) => e,
+    }))
 }
