@@ -100,12 +100,24 @@ async fn awaited_key(x: u64) -> Result<u64, Error> {
     Ok(x)
 }
 
+fn host_of(url: &str) -> Option<&str> {
+    url.split('/').nth(2)
+}
+
+#[circuit_breaker(name = "real_code::tried_key", key = host_of(url).ok_or(Error::Down)?)]
+async fn tried_key(url: &str) -> Result<usize, Error> {
+    Ok(url.len())
+}
+
 /// A key's lookup runs in a closure so that the call's future owns the breaker it found; a
-/// key that awaits cannot be in a closure, and is looked up in place as before.
+/// key that awaits or has a `?` (the function's, not a closure's) is looked up in place.
 #[tokio::test]
-async fn a_key_computed_with_await_is_looked_up_in_place() {
+async fn a_key_computed_with_await_or_a_question_mark_is_looked_up_in_place() {
     assert_eq!(awaited_key(3).await, Ok(3));
     assert_eq!(awaited_key(0).await, Err(Error::Down));
+    assert_eq!(tried_key("https://example.com/a").await, Ok(21));
+    // The key's `?` returns from the function, before any call.
+    assert_eq!(tried_key("nohost").await, Err(Error::Down));
 }
 
 /// DESIGN: an annotated `async fn`'s future is at most 64 bytes larger than the plain

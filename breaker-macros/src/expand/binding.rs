@@ -39,7 +39,7 @@ pub(super) struct Seat {
     /// (`__private::breaker_of_key`), for an `async fn`'s future to own: a temporary
     /// would live across the call's `.await` (with the probe and the key's borrow), in
     /// the function's future beside the call's. `None` without a key, and when the key
-    /// expression awaits (a closure cannot).
+    /// expression awaits, has a `?` or returns (which a closure would make its own).
     pub(super) owned: Option<TokenStream>,
 }
 
@@ -81,19 +81,21 @@ pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> Se
     }
 }
 
-/// Whether `expr` has an `.await` outside any `async` block or closure of its own.
-fn awaits(expr: &syn::Expr) -> bool {
-    struct Awaits(bool);
-    impl VisitMut for Awaits {
+/// Whether `expr` must be evaluated in the function itself, not in a closure: an `.await`,
+/// a `?` or a `return` (outside any `async` block or closure of its own) means the
+/// function's, and a closure would make them its own.
+fn needs_the_function(expr: &syn::Expr) -> bool {
+    struct Escapes(bool);
+    impl VisitMut for Escapes {
         fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
             match e {
-                syn::Expr::Await(_) => self.0 = true,
+                syn::Expr::Await(_) | syn::Expr::Try(_) | syn::Expr::Return(_) => self.0 = true,
                 syn::Expr::Async(_) | syn::Expr::Closure(_) => {}
                 _ => syn::visit_mut::visit_expr_mut(self, e),
             }
         }
     }
-    let mut found = Awaits(false);
+    let mut found = Escapes(false);
     found.visit_expr_mut(&mut expr.clone());
     found.0
 }
@@ -208,6 +210,7 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> Seat {
     }};
     Seat {
         borrowed: quote!(&#found),
-        owned: (!awaits(expr)).then(|| quote!(#krate::__private::breaker_of_key(|| #found))),
+        owned: (!needs_the_function(expr))
+            .then(|| quote!(#krate::__private::breaker_of_key(|| #found))),
     }
 }
