@@ -148,6 +148,7 @@ impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
 }
 
 impl<F, P, H: Host> CallFuture<'_, F, P, H> {
+    #[inline(always)]
     pub(crate) fn new(host: H, judge: P, inner: F) -> Self {
         CallFuture {
             inner,

@@ -10,12 +10,30 @@ impl Breaker {
     /// [`call_with`](Self::call_with) or [`call_classified`](Self::call_classified), by the
     /// judge's type.
     #[doc(hidden)]
+    #[inline(always)]
     pub fn call_judged<F, T, E, J>(&self, judge: J, call: F) -> CallFuture<'_, F, J>
     where
         F: Future<Output = Result<T, E>>,
         J: Judge<T, E>,
     {
         CallFuture::new(&*self.shared, judge, call)
+    }
+
+    /// [`call_judged`](Self::call_judged) whose future owns the breaker (see
+    /// [`call_owned`](Self::call_owned)): a keyed function's call, which keeps the key's
+    /// breaker it found in its own future rather than beside it.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_owned_judged<F, T, E, J>(
+        self,
+        judge: J,
+        call: F,
+    ) -> CallFuture<'static, F, J, Breaker>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+    {
+        CallFuture::new(self, judge, call)
     }
 
     /// [`call_retried_with`](Self::call_retried_with) or

@@ -99,6 +99,15 @@ impl<Q: ?Sized> NotAKey<'_, Q> {
     }
 }
 
+/// The breaker of this call's key, for a keyed `async fn`: `find` is the lookup
+/// (`KeyProbe::new(&key).__breaker_lookup(…)`) in a closure, so the probe and the borrows it
+/// makes end inside it, and the function's future, which then owns the breaker it found,
+/// keeps none of them across its `.await` (a temporary lives to the end of its statement).
+#[inline(always)]
+pub fn breaker_of_key(find: impl FnOnce() -> Breaker) -> Breaker {
+    find()
+}
+
 /// What `key = …` may give; implemented by nothing, so that a value that is not a key
 /// is reported with this message (see [`KeyProbe`]).
 #[diagnostic::on_unimplemented(

@@ -42,22 +42,21 @@ where
     P: Judge<T, E> + Clone,
 {
     let attempts = breaker.call_retried_judged(judge, move || body(make()));
-    async move { finish::<R>(attempts.await) }
+    async move { R::from_result(finish(attempts.await)) }
 }
 
-/// An `async fn` with `retry` and a fallback: a success in the function's own return type,
-/// or the `CallError` of the last attempt, for the fallback.
+/// An `async fn` with `retry` and a fallback: the last attempt's success, or its
+/// `CallError`, for the fallback (see `recover`).
 pub fn retried<'a, R, M, F, P>(
     breaker: &'a Breaker,
     judge: P,
     mut make: M,
-) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, M, F, P>
+) -> impl Future<Output = Result<R::Ok, CallError<R::Err>>> + use<'a, R, M, F, P>
 where
     R: Fallible,
     M: FnMut() -> F,
     F: Future<Output = R>,
     P: Judge<R::Ok, R::Err> + Clone,
 {
-    let attempts = breaker.call_retried_judged(judge, move || body(make()));
-    async move { attempts.await.map(|ok| R::from_result(Ok(ok))) }
+    breaker.call_retried_judged(judge, move || body(make()))
 }

@@ -1,7 +1,8 @@
-//! One call of an annotated function's body through its breaker: the four entry points
-//! (`run` and `call`, without and with a fallback, and their `_sync` forms for a plain `fn`),
-//! each taking any [`Judge`] (`is_failure`, `classify`, or [`every_error`]), and the
-//! return-type traits they need ([`Fallible`], [`FromBreakerError`]).
+//! One call of an annotated function's body through its breaker: the entry points (`run` and
+//! `call`, without and with a fallback, their `_sync` forms for a plain `fn` and `_keyed`
+//! forms whose future owns the key's breaker), each taking any [`Judge`] (`is_failure`,
+//! `classify`, or [`every_error`]), and the return-type traits they need ([`Fallible`],
+//! [`FromBreakerError`]).
 
 use core::{
     future::Future,
@@ -9,7 +10,7 @@ use core::{
     task::{Context, Poll},
 };
 
-use breaker_runtime::{Classify, Judge};
+use breaker_runtime::{CallFuture, Classify, Judge};
 
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
@@ -79,7 +80,7 @@ pub fn returns<R>() -> R {
     unreachable!("`if false` never runs")
 }
 
-/// The body of an `async fn`, as the plain `Result` the runtime takes.
+/// The body of an `async fn` with `retry`, as the plain `Result` the runtime takes.
 pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
     body: F,
 ) -> Map<F, impl Fn(R) -> Result<R::Ok, R::Err>> {
@@ -90,24 +91,46 @@ pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
 }
 
 /// One call of an `async fn` body through its breaker, without a fallback: the
-/// dependency's error as it was, the breaker's converted into `E`. `R` is the function's
-/// return type, named by the macro so `?` and `return` in the body know their type; `judge`
-/// is any [`Judge`] (see [`is_failure`], [`classify`]), `P` as it was when only a predicate
-/// judged (rustc quotes this line in its notes).
+/// dependency's error as it was, the breaker's converted into `E`. The body is the
+/// runtime's call as it is (its block is a future of `Result<T, E>`, see [`returns`]), and
+/// only the breaker's error is converted, once, here. `R`, the function's return type, is
+/// named by the macro (rustc quotes this line in its notes); `judge` is any [`Judge`] (see
+/// [`is_failure`], [`classify`]).
+#[inline(always)]
 pub fn run<'a, R, T, E, F, P>(
     breaker: &'a Breaker,
     judge: P,
-    body_: F,
-) -> impl Future<Output = R> + use<'a, R, T, E, F, P>
+    body: F,
+) -> impl Future<Output = R::Plain> + use<'a, R, T, E, F, P>
 where
-    R: Fallible<Ok = T, Err = E>,
+    R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
     E: FromBreakerError,
-    F: Future<Output = R>,
+    F: Future<Output = R::Plain>,
     P: Judge<T, E>,
 {
     Map {
-        fut: breaker.call_judged(judge, body(body_)),
-        map: finish::<R>,
+        fut: breaker.call_judged(judge, body),
+        map: finish::<T, E>,
+    }
+}
+
+/// [`run`] for a keyed function: the future owns the key's breaker (a handle found for this
+/// call), so the function's future keeps nothing of the lookup beside it.
+#[inline(always)]
+pub fn run_keyed<R, T, E, F, P>(
+    breaker: Breaker,
+    judge: P,
+    body: F,
+) -> impl Future<Output = R::Plain> + use<R, T, E, F, P>
+where
+    R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
+    E: FromBreakerError,
+    F: Future<Output = R::Plain>,
+    P: Judge<T, E>,
+{
+    Map {
+        fut: breaker.call_owned_judged(judge, body),
+        map: finish::<T, E>,
     }
 }
 
@@ -119,31 +142,35 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
-    finish(breaker.call_sync_with(judge, move || body().into_result()))
+    finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
 }
 
-/// One call of an `async fn` body through its breaker, with a fallback: a success in the
-/// function's own return type, or the `CallError` the fallback receives.
-pub fn call<'a, R, F, P>(
-    breaker: &'a Breaker,
-    judge: P,
-    body_: F,
-) -> impl Future<Output = Result<R, CallError<R::Err>>> + use<'a, R, F, P>
+/// One call of an `async fn` body through its breaker, with a fallback: the runtime's call
+/// itself, a success or the `CallError` the fallback receives (see `recover`). `R` as in
+/// [`run`].
+#[inline(always)]
+pub fn call<'a, R, T, E, F, P>(breaker: &'a Breaker, judge: P, body: F) -> CallFuture<'a, F, P>
 where
-    R: Fallible,
-    F: Future<Output = R>,
-    P: Judge<R::Ok, R::Err>,
+    R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
+    F: Future<Output = R::Plain>,
+    P: Judge<T, E>,
 {
-    Map {
-        fut: breaker.call_judged(judge, body(body_)),
-        map: ok_into::<R>,
-    }
+    breaker.call_judged(judge, body)
 }
 
-/// A success back in the function's return type (public so rustc names it by its
-/// `__private` path in messages, as it always did).
-pub fn ok_into<R: Fallible>(r: Result<R::Ok, CallError<R::Err>>) -> Result<R, CallError<R::Err>> {
-    r.map(|ok| R::from_result(Ok(ok)))
+/// [`call`] for a keyed function (see [`run_keyed`]).
+#[inline(always)]
+pub fn call_keyed<R, T, E, F, P>(
+    breaker: Breaker,
+    judge: P,
+    body: F,
+) -> CallFuture<'static, F, P, Breaker>
+where
+    R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
+    F: Future<Output = R::Plain>,
+    P: Judge<T, E>,
+{
+    breaker.call_owned_judged(judge, body)
 }
 
 /// [`call`] for a plain `fn`.
@@ -169,6 +196,10 @@ pub trait Fallible {
     type Ok;
     /// `E`.
     type Err;
+    /// `Result<T, E>`: the function's return type as the plain `Result` it is, which the
+    /// entry points state the body's output as (a projection, so a return type that is not
+    /// a `Result` is one error, that this trait is not implemented).
+    type Plain;
     /// As a plain `Result`.
     fn into_result(self) -> Result<Self::Ok, Self::Err>;
     /// Back into the function's own return type.
@@ -178,6 +209,7 @@ pub trait Fallible {
 impl<T, E> Fallible for Result<T, E> {
     type Ok = T;
     type Err = E;
+    type Plain = Result<T, E>;
     fn into_result(self) -> Result<T, E> {
         self
     }
@@ -205,7 +237,16 @@ impl<E: From<BreakerError>> FromBreakerError for E {
 
 /// The function's result without a fallback: the dependency's error as it was, the
 /// breaker's converted into `E`.
-pub fn finish<R>(r: Result<R::Ok, CallError<R::Err>>) -> R
+pub fn finish<T, E: FromBreakerError>(r: Result<T, CallError<E>>) -> Result<T, E> {
+    r.map_err(|e| match e {
+        CallError::Breaker(b) => E::from_breaker_error(b),
+        CallError::Inner(e) => e,
+    })
+}
+
+/// [`finish`] for a plain `fn`, back in its return type (written as it was before the async
+/// calls had their own, which keeps the closed call's instruction count).
+fn finish_sync<R>(r: Result<R::Ok, CallError<R::Err>>) -> R
 where
     R: Fallible,
     R::Err: FromBreakerError,

@@ -4,31 +4,36 @@ async fn score(order: &Order) -> Result<Score, FraudError> {
                 Result<Score, FraudError>,
                 _,
                 _,
+                _,
+                _,
             >(
                     {
                         static __NAME: &str = "fraud::score";
+                        fn __breaker_init() -> ::breaker::Breaker {
+                            ::breaker::__private::breaker(
+                                ::breaker::Name::from_static(&__NAME),
+                                true,
+                                <::breaker::Config as ::breaker::__private::Default>::default()
+                                    .threshold(3)
+                                    .failure_rate(50)
+                                    .window_calls(20)
+                                    .min_calls(10)
+                                    .slow_call(::breaker::__private::Duration::from_secs(2))
+                                    .cool_off(::breaker::__private::Duration::from_secs(30))
+                                    .max_cool_off(
+                                        ::breaker::__private::Duration::from_secs(300),
+                                    )
+                                    .jitter(::breaker::__private::Duration::from_millis(250))
+                                    .probes(3)
+                                    .success_threshold(2)
+                                    .timeout(::breaker::__private::Duration::from_secs(90))
+                                    .max_concurrent(16)
+                                    .on_state_change(page_on_call),
+                            )
+                        }
                         static __BREAKER: ::breaker::__private::Lazy<
                             ::breaker::Breaker,
-                        > = ::breaker::__private::Lazy::new(|| ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(&__NAME),
-                            true,
-                            <::breaker::Config as ::breaker::__private::Default>::default()
-                                .threshold(3)
-                                .failure_rate(50)
-                                .window_calls(20)
-                                .min_calls(10)
-                                .slow_call(::breaker::__private::Duration::from_secs(2))
-                                .cool_off(::breaker::__private::Duration::from_secs(30))
-                                .max_cool_off(
-                                    ::breaker::__private::Duration::from_secs(300),
-                                )
-                                .jitter(::breaker::__private::Duration::from_millis(250))
-                                .probes(3)
-                                .success_threshold(2)
-                                .timeout(::breaker::__private::Duration::from_secs(90))
-                                .max_concurrent(16)
-                                .on_state_change(page_on_call),
-                        ));
+                        > = ::breaker::__private::Lazy::new(__breaker_init);
                         &__BREAKER
                     },
                     ::breaker::__private::AsFn::<

@@ -20,21 +20,28 @@ impl Store for Remote {
                         Result<usize, StoreError>,
                         _,
                         _,
+                        _,
+                        _,
                     >(
                             {
                                 #[allow(dead_code)]
                                 fn __name() {}
+                                fn __breaker_init(
+                                    __name: ::breaker::Name,
+                                ) -> ::breaker::Breaker {
+                                    ::breaker::__private::breaker(
+                                        __name,
+                                        false,
+                                        <::breaker::Config as ::breaker::__private::Default>::default()
+                                            .threshold(2),
+                                    )
+                                }
                                 static __BREAKER: ::breaker::__private::InImpl<
                                     ::breaker::Breaker,
                                 > = ::breaker::__private::InImpl::new(
                                     ::breaker::__private::module_path!(),
                                     "put",
-                                    |__name| ::breaker::__private::breaker(
-                                        __name,
-                                        false,
-                                        <::breaker::Config as ::breaker::__private::Default>::default()
-                                            .threshold(2),
-                                    ),
+                                    __breaker_init,
                                 );
                                 __BREAKER.of::<Self>()
                             },

@@ -10,15 +10,19 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
                 static __NAME: &str = ::breaker::__private::concat!(
                     ::breaker::__private::module_path!(), "::", "get"
                 );
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-                ::breaker::__private::join_fleet(
-                    ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(&__NAME),
-                        false,
-                        <::breaker::Config as ::breaker::__private::Default>::default()
-                            .threshold(3),
-                    ),
-                ));
+                fn __breaker_init() -> ::breaker::Breaker {
+                    ::breaker::__private::join_fleet(
+                        ::breaker::__private::breaker(
+                            ::breaker::Name::from_static(&__NAME),
+                            false,
+                            <::breaker::Config as ::breaker::__private::Default>::default()
+                                .threshold(3),
+                        ),
+                    )
+                }
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                    __breaker_init,
+                );
                 &__BREAKER
             },
             ::breaker::__private::classify::<
@@ -55,12 +59,16 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
             static __NAME: &str = ::breaker::__private::concat!(
                 ::breaker::__private::module_path!(), "::", "read"
             );
-            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-            ::breaker::__private::breaker(
-                ::breaker::Name::from_static(&__NAME),
-                false,
-                <::breaker::Config as ::breaker::__private::Default>::default(),
-            ));
+            fn __breaker_init() -> ::breaker::Breaker {
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&__NAME),
+                    false,
+                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                )
+            }
+            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                __breaker_init,
+            );
             &__BREAKER
         },
         ::breaker::__private::classify::<

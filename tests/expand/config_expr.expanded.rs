@@ -8,13 +8,17 @@ async fn get_tax(cart: &Cart) -> Result<Tax, TaxError> {
     >(
             {
                 static __NAME: &str = "shop::tax";
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
-                    true,
-                    ::breaker::__private::config(config_from_env("TAX"))
-                        .on_state_change(log_transition),
-                ));
+                fn __breaker_init() -> ::breaker::Breaker {
+                    ::breaker::__private::breaker(
+                        ::breaker::Name::from_static(&__NAME),
+                        true,
+                        ::breaker::__private::config(config_from_env("TAX"))
+                            .on_state_change(log_transition),
+                    )
+                }
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                    __breaker_init,
+                );
                 &__BREAKER
             },
             ::breaker::__private::every_error,

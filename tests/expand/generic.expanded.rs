@@ -12,13 +12,17 @@ where
                 static __NAME: &str = ::breaker::__private::concat!(
                     ::breaker::__private::module_path!(), "::", "count"
                 );
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
-                    false,
-                    <::breaker::Config as ::breaker::__private::Default>::default()
-                        .threshold(2),
-                ));
+                fn __breaker_init() -> ::breaker::Breaker {
+                    ::breaker::__private::breaker(
+                        ::breaker::Name::from_static(&__NAME),
+                        false,
+                        <::breaker::Config as ::breaker::__private::Default>::default()
+                            .threshold(2),
+                    )
+                }
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                    __breaker_init,
+                );
                 &__BREAKER
             },
             ::breaker::__private::every_error,

@@ -1,14 +1,14 @@
 impl TenantDb {
     async fn query(&self, sql: &str) -> Result<Rows, DbError> {
-        ::breaker::__private::run::<
+        ::breaker::__private::run_keyed::<
             Result<Rows, DbError>,
             _,
             _,
             _,
             _,
         >(
-                &{
-                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                ::breaker::__private::breaker_of_key(|| {
+                    fn __breaker_init() -> (&'static str, ::breaker::Config) {
                         (
                             ::breaker::__private::module_path!(),
                             <::breaker::Config as ::breaker::__private::Default>::default()
@@ -16,11 +16,15 @@ impl TenantDb {
                                 .window_calls(20)
                                 .max_keys(1000)
                                 .idle(::breaker::__private::Duration::from_secs(300)),
-                        ))
+                        )
+                    }
+                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                            __breaker_init,
+                        )
                         .method("query");
                     ::breaker::__private::KeyProbe::new(&(self.tenant_id))
                         .__breaker_lookup(__BREAKER.of::<Self>())
-                },
+                }),
                 ::breaker::__private::every_error,
                 async move {
                     if false {
@@ -34,26 +38,32 @@ impl TenantDb {
 }
 async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
     ::breaker::__private::recover(
-            ::breaker::__private::call::<
+            ::breaker::__private::call_keyed::<
                 Result<(), HookError>,
                 _,
                 _,
+                _,
+                _,
             >(
-                    &{
-                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(||
+                    ::breaker::__private::breaker_of_key(|| {
+                        fn __breaker_init() -> (&'static str, ::breaker::Config) {
                             (
                                 ::breaker::__private::concat!(
                                     ::breaker::__private::module_path!(), "::",
                                     "deliver_webhook"
                                 ),
                                 <::breaker::Config as ::breaker::__private::Default>::default(),
-                            ))
+                            )
+                        }
+                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                                __breaker_init,
+                            )
                             .default_name();
                         ::breaker::__private::KeyProbe::new(
                                 &(url.host_str().unwrap_or("")),
                             )
                             .__breaker_lookup(&__BREAKER)
-                    },
+                    }),
                     ::breaker::__private::every_error,
                     async {
                         if false {

@@ -5,22 +5,29 @@ impl Gateway {
                     Result<Receipt, GatewayError>,
                     _,
                     _,
+                    _,
+                    _,
                 >(
                         {
                             #[allow(dead_code)]
                             fn __name() {}
-                            static __BREAKER: ::breaker::__private::InImpl<
-                                ::breaker::Breaker,
-                            > = ::breaker::__private::InImpl::new(
-                                ::breaker::__private::module_path!(),
-                                "charge",
-                                |__name| ::breaker::__private::breaker(
+                            fn __breaker_init(
+                                __name: ::breaker::Name,
+                            ) -> ::breaker::Breaker {
+                                ::breaker::__private::breaker(
                                     __name,
                                     false,
                                     <::breaker::Config as ::breaker::__private::Default>::default()
                                         .threshold(2)
                                         .cool_off(::breaker::__private::Duration::from_secs(5)),
-                                ),
+                                )
+                            }
+                            static __BREAKER: ::breaker::__private::InImpl<
+                                ::breaker::Breaker,
+                            > = ::breaker::__private::InImpl::new(
+                                ::breaker::__private::module_path!(),
+                                "charge",
+                                __breaker_init,
                             );
                             __BREAKER.of::<Self>()
                         },

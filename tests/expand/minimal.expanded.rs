@@ -10,12 +10,16 @@ async fn get_rate(region: &str) -> Result<f64, TaxError> {
                 static __NAME: &str = ::breaker::__private::concat!(
                     ::breaker::__private::module_path!(), "::", "get_rate"
                 );
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
-                    false,
-                    <::breaker::Config as ::breaker::__private::Default>::default(),
-                ));
+                fn __breaker_init() -> ::breaker::Breaker {
+                    ::breaker::__private::breaker(
+                        ::breaker::Name::from_static(&__NAME),
+                        false,
+                        <::breaker::Config as ::breaker::__private::Default>::default(),
+                    )
+                }
+                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                    __breaker_init,
+                );
                 &__BREAKER
             },
             ::breaker::__private::every_error,

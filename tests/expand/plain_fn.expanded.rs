@@ -10,14 +10,18 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
             static __NAME: &str = ::breaker::__private::concat!(
                 ::breaker::__private::module_path!(), "::", "load_profile"
             );
-            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(||
-            ::breaker::__private::breaker(
-                ::breaker::Name::from_static(&__NAME),
-                false,
-                <::breaker::Config as ::breaker::__private::Default>::default()
-                    .threshold(5)
-                    .slow_call(::breaker::__private::Duration::from_millis(500)),
-            ));
+            fn __breaker_init() -> ::breaker::Breaker {
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&__NAME),
+                    false,
+                    <::breaker::Config as ::breaker::__private::Default>::default()
+                        .threshold(5)
+                        .slow_call(::breaker::__private::Duration::from_millis(500)),
+                )
+            }
+            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                __breaker_init,
+            );
             &__BREAKER
         },
         ::breaker::__private::is_failure::<

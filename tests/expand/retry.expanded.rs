@@ -10,15 +10,18 @@ async fn quote(symbol: String, at: u64) -> Result<u64, QuoteError> {
                         static __NAME: &str = ::breaker::__private::concat!(
                             ::breaker::__private::module_path!(), "::", "quote"
                         );
+                        fn __breaker_init() -> ::breaker::Breaker {
+                            ::breaker::__private::breaker(
+                                ::breaker::Name::from_static(&__NAME),
+                                false,
+                                <::breaker::Config as ::breaker::__private::Default>::default()
+                                    .retry(3)
+                                    .backoff(::breaker::__private::Duration::from_millis(50)),
+                            )
+                        }
                         static __BREAKER: ::breaker::__private::Lazy<
                             ::breaker::Breaker,
-                        > = ::breaker::__private::Lazy::new(|| ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(&__NAME),
-                            false,
-                            <::breaker::Config as ::breaker::__private::Default>::default()
-                                .retry(3)
-                                .backoff(::breaker::__private::Duration::from_millis(50)),
-                        ));
+                        > = ::breaker::__private::Lazy::new(__breaker_init);
                         &__BREAKER
                     },
                     ::breaker::__private::every_error,

@@ -3,7 +3,7 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
-use syn::{Ident, ItemFn};
+use syn::{visit_mut::VisitMut, Ident, ItemFn};
 
 use super::{config::config, krate_at, shadow};
 use crate::args::Args;
@@ -29,10 +29,23 @@ struct Site<'a> {
     static_name: Ident,
 }
 
-/// The `&Breaker` of this call: the function's static breaker or, with `key`, the breaker
-/// of this call's key (a temporary), taken from the function's static keyed map. An
-/// expression, not a binding, which a user's `const` could capture.
-pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> TokenStream {
+/// The breaker of a call, as the entry points take it. Expressions, not bindings, which a
+/// user's `const` could capture.
+pub(super) struct Seat {
+    /// The `&Breaker` of this call: the function's static breaker or, with `key`, the
+    /// breaker of this call's key (a temporary).
+    pub(super) borrowed: TokenStream,
+    /// With `key`, an owned `Breaker` found by a lookup run in a closure
+    /// (`__private::breaker_of_key`), for an `async fn`'s future to own: a temporary
+    /// would live across the call's `.await` (with the probe and the key's borrow), in
+    /// the function's future beside the call's. `None` without a key, and when the key
+    /// expression awaits, has a `?` or returns (which a closure would make its own).
+    pub(super) owned: Option<TokenStream>,
+}
+
+/// The breaker of this call: the function's static breaker or, with `key`, the breaker of
+/// this call's key, taken from the function's static keyed map.
+pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> Seat {
     let fn_name = func.sig.ident.to_string();
     // A method with a `self` receiver is named `{module}::{Self}::{method}` by default. The
     // attribute cannot see the `impl`, so the body, which can name `Self`, gives the static
@@ -60,9 +73,39 @@ pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> To
         static_name: Ident::new("__BREAKER", Span::mixed_site()),
     };
     match &args.key {
-        None => one_breaker(&site),
+        None => Seat {
+            borrowed: one_breaker(&site),
+            owned: None,
+        },
         Some(key) => keyed_breaker(&site, &key.value, key.span),
     }
+}
+
+/// Whether `expr` must be evaluated in the function itself, not in a closure: an `.await`,
+/// a `?` or a `return` (outside any `async` block or closure of its own) means the
+/// function's, and a closure would make them its own.
+fn needs_the_function(expr: &syn::Expr) -> bool {
+    struct Escapes(bool);
+    impl VisitMut for Escapes {
+        fn visit_expr_mut(&mut self, e: &mut syn::Expr) {
+            match e {
+                syn::Expr::Await(_) | syn::Expr::Try(_) | syn::Expr::Return(_) => self.0 = true,
+                syn::Expr::Async(_) | syn::Expr::Closure(_) => {}
+                _ => syn::visit_mut::visit_expr_mut(self, e),
+            }
+        }
+    }
+    let mut found = Escapes(false);
+    found.visit_expr_mut(&mut expr.clone());
+    found.0
+}
+
+/// The function that makes the static's breaker (or keyed map), on the first call: a `fn`
+/// item, not a closure, whose coercion to the `fn` pointer the static holds would compile a
+/// shim (`FnOnce::call_once`, ~30 lines of IR) for every annotated function. Its own block
+/// keeps its name, like the static's, out of the body's scope.
+fn init_fn() -> Ident {
+    Ident::new("__breaker_init", Span::mixed_site())
 }
 
 /// The function's one breaker, in a `Lazy` static (an `InImpl` one in an `impl`), joined to
@@ -79,6 +122,7 @@ fn one_breaker(site: &Site) -> TokenStream {
         config,
         static_name,
     } = site;
+    let init_fn = init_fn();
     let join = |init: TokenStream| match args.fleet.as_ref().filter(|f| f.value) {
         Some(f) => {
             let k = krate_at(args, f.span);
@@ -92,8 +136,11 @@ fn one_breaker(site: &Site) -> TokenStream {
         let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
         return quote! {{
             #shadowed
+            fn #init_fn(#given: #krate::Name) -> #krate::Breaker {
+                #init
+            }
             static #static_name: #krate::__private::InImpl<#krate::Breaker> =
-                #krate::__private::InImpl::new(#module, #fn_name, |#given| #init);
+                #krate::__private::InImpl::new(#module, #fn_name, #init_fn);
             #static_name.of::<Self>()
         }};
     }
@@ -106,8 +153,11 @@ fn one_breaker(site: &Site) -> TokenStream {
     });
     quote! {{
         static #name_static: &str = #name;
+        fn #init_fn() -> #krate::Breaker {
+            #init
+        }
         static #static_name: #krate::__private::Lazy<#krate::Breaker> =
-            #krate::__private::Lazy::new(|| #init);
+            #krate::__private::Lazy::new(#init_fn);
         &#static_name
     }}
 }
@@ -117,7 +167,7 @@ fn one_breaker(site: &Site) -> TokenStream {
 /// borrowed, never moved, and only for the lookup, so the body may then move what it was
 /// computed from. With `fleet = true` every key's breaker joins the installed fleet as it is
 /// made.
-fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
+fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> Seat {
     let Site {
         args,
         krate,
@@ -150,9 +200,17 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> TokenStream {
     let lookup = quote_spanned! {span=>
         #k::__private::KeyProbe::new(&(#expr)).__breaker_lookup(#keyed_static)
     };
-    quote! {&{
-        static #static_name: #krate::__private::KeyedStatic =
-            #make(|| (#name, #config))#naming;
+    let init_fn = init_fn();
+    let found = quote! {{
+        fn #init_fn() -> (&'static str, #krate::Config) {
+            (#name, #config)
+        }
+        static #static_name: #krate::__private::KeyedStatic = #make(#init_fn)#naming;
         #lookup
-    }}
+    }};
+    Seat {
+        borrowed: quote!(&#found),
+        owned: (!needs_the_function(expr))
+            .then(|| quote!(#krate::__private::breaker_of_key(|| #found))),
+    }
 }

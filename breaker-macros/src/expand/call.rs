@@ -7,6 +7,7 @@ use quote::{quote, quote_spanned, ToTokens};
 use syn::{spanned::Spanned, visit_mut::VisitMut, Expr, FnArg, Ident, Pat, Type};
 
 use super::{
+    binding::Seat,
     fallback::{fallback_call, Apply},
     krate_at, shadow,
 };
@@ -36,7 +37,10 @@ struct Parts<'a> {
     ret: TokenStream,
     /// The judge of the call's result (see [`judge`]).
     judge: TokenStream,
+    /// The `&Breaker`.
     breaker: &'a TokenStream,
+    /// With `key`, the owned `Breaker` an `async fn`'s call takes (see `binding::Seat`).
+    owned: Option<&'a TokenStream>,
 }
 
 /// The call of `body` (the function's block) through `__breaker`, as the function's result.
@@ -46,7 +50,7 @@ pub(super) fn call_expr(
     ret: &Type,
     body: &syn::Block,
     is_async: bool,
-    breaker: &TokenStream,
+    seat: &Seat,
 ) -> TokenStream {
     let ret_span = ret.span();
     let mut ret = ret.clone();
@@ -63,7 +67,8 @@ pub(super) fn call_expr(
         k,
         ret,
         judge,
-        breaker,
+        breaker: &seat.borrowed,
+        owned: seat.owned.as_ref(),
     };
     if let (Some(retry), true) = (&args.retry, is_async) {
         return retried_call(args, sig, &parts, &body, retry.span);
@@ -122,9 +127,13 @@ fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenSt
         ret,
         judge,
         breaker,
-        ..
+        owned,
     } = parts;
-    if is_async {
+    if let (true, Some(owned)) = (is_async, owned) {
+        quote_spanned! {span=>
+            #k::__private::run_keyed::<#ret, _, _, _, _>(#owned, #judge, async move #body).await
+        }
+    } else if is_async {
         quote_spanned! {span=>
             #k::__private::run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
         }
@@ -143,11 +152,15 @@ fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenS
         ret,
         judge,
         breaker,
-        ..
+        owned,
     } = parts;
-    if is_async {
+    if let (true, Some(owned)) = (is_async, owned) {
         quote_spanned! {span=>
-            #k::__private::call::<#ret, _, _>(#breaker, #judge, async #body).await
+            #k::__private::call_keyed::<#ret, _, _, _, _>(#owned, #judge, async #body).await
+        }
+    } else if is_async {
+        quote_spanned! {span=>
+            #k::__private::call::<#ret, _, _, _, _>(#breaker, #judge, async #body).await
         }
     } else {
         quote_spanned! {span=>
