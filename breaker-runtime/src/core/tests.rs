@@ -42,11 +42,9 @@ fn a_timed_out_probe_reopens_even_when_its_slot_was_taken_over() {
     assert_eq!(c.peek(), State::Open);
 }
 
-/// An admission keeps only the low 32 bits of its probe lease's id. A hung probe whose slot
-/// was taken over by a lease whose id has the same low bits (2^32 claims later) must not free
-/// that slot: the claim's instant tells the two apart, so the probes in flight stay bounded.
-#[test]
-fn a_late_probe_does_not_free_a_slot_whose_lease_shares_its_ids_low_bits() {
+/// A breaker opened by one failure (threshold 1, cool-off 10 ms), at the end of its cool-off:
+/// the next call is its probe.
+fn open_and_cooled_off() -> (Core, FakeClock) {
     let c = core(
         Config::default()
             .threshold(1)
@@ -57,6 +55,15 @@ fn a_late_probe_does_not_free_a_slot_whose_lease_shares_its_ids_low_bits() {
         .unwrap()
         .finish(Outcome::Failure);
     clock.0.set(10 * MS);
+    (c, clock)
+}
+
+/// An admission keeps only the low 32 bits of its probe lease's id. A hung probe whose slot
+/// was taken over by a lease whose id has the same low bits (2^32 claims later) must not free
+/// that slot: the claim's instant tells the two apart, so the probes in flight stay bounded.
+#[test]
+fn a_late_probe_does_not_free_a_slot_whose_lease_shares_its_ids_low_bits() {
+    let (c, clock) = open_and_cooled_off();
     let hung = Permit::acquire(&c, &clock).expect("the probe");
     let first = lock(&c.inner).next_lease - 1;
     // 2^32 claims later (as if), the next lease's id has the hung one's low bits.
@@ -77,16 +84,7 @@ fn a_late_probe_does_not_free_a_slot_whose_lease_shares_its_ids_low_bits() {
 /// A cancelled probe whose slot was taken over is late, and changes nothing.
 #[test]
 fn a_late_cancellation_changes_nothing() {
-    let c = core(
-        Config::default()
-            .threshold(1)
-            .cool_off(Duration::from_millis(10)),
-    );
-    let clock = FakeClock::default();
-    Permit::acquire(&c, &clock)
-        .unwrap()
-        .finish(Outcome::Failure);
-    clock.0.set(10 * MS);
+    let (c, clock) = open_and_cooled_off();
     let hung = Permit::acquire(&c, &clock).unwrap();
     clock.0.set(21 * MS); // lease = cool-off when there is no timeout
     let next = Permit::acquire(&c, &clock).unwrap();

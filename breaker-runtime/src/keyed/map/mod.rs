@@ -293,12 +293,7 @@ impl<K: BreakerKey> Map<K> {
         Q: ToOwned<Owned = K> + ?Sized,
     {
         let key = key.to_owned();
-        let breaker = Breaker::keyed(
-            KeyName(&self.name, &key).to_name(),
-            &self.live,
-            &self.family,
-            self.budget.as_ref(),
-        );
+        let breaker = self.breaker_for(&key);
         breaker.shared.core.detach();
         if self.warn_due(now) {
             tracing::warn!(
@@ -313,6 +308,16 @@ impl<K: BreakerKey> Map<K> {
             );
         }
         breaker
+    }
+
+    /// A new breaker for `key`, named `{name}[key]`, on the map's shared configuration.
+    fn breaker_for(&self, key: &K) -> Breaker {
+        Breaker::keyed(
+            KeyName(&self.name, key).to_name(),
+            &self.live,
+            &self.family,
+            self.budget.as_ref(),
+        )
     }
 
     /// Takes one place below `max_keys`, if there is one.
@@ -336,12 +341,7 @@ impl<K: BreakerKey> Map<K> {
         Q: ToOwned<Owned = K> + ?Sized,
     {
         let key = key.to_owned();
-        let breaker = Breaker::keyed(
-            KeyName(&self.name, &key).to_name(),
-            &self.live,
-            &self.family,
-            self.budget.as_ref(),
-        );
+        let breaker = self.breaker_for(&key);
         records.push(ByBreaker {
             hash,
             id: id(&breaker),
