@@ -12,7 +12,10 @@ use crate::{
     sync::{AtomicU64, Ordering::Relaxed},
 };
 
-use super::{Admission, Outcome, REQUESTED, SEAT};
+use super::{
+    admission::{REQUESTED, SEAT},
+    Admission, Outcome,
+};
 
 /// A breaker's overload mechanisms and their counts.
 #[derive(Debug)]
