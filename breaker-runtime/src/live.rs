@@ -21,7 +21,7 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    config::{Policy, Resolved},
+    config::{Policy, Resolved, RetryPolicy},
     sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::Relaxed},
     Config, ConfigError, Window,
 };
@@ -40,12 +40,23 @@ pub(crate) struct Live {
     /// 0: no bulkhead.
     max_concurrent: AtomicU32,
     dry_run: AtomicBool,
+    /// `retry`, read once per retried call: see [`RETRY_ATTEMPTS`]; 0: no retry.
+    retry: AtomicU64,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
     settings: Mutex<Arc<Resolved>>,
 }
 
 const TIMED: u64 = 1 << 63;
+/// The retry word: attempts in its low 16 bits (saturating: 65 535 attempts are as many as
+/// any budget lets through), `retry_budget`'s percent in the next 7, and the first backoff in
+/// nanoseconds in the 41 high bits (about 36 minutes at most, where it saturates). One word,
+/// so a retried call reads one policy whole, without the settings' lock (a mutex every
+/// retried call of every thread would take).
+const RETRY_ATTEMPTS: u64 = 0xffff;
+const RETRY_PERCENT_SHIFT: u32 = 16;
+const RETRY_BACKOFF_SHIFT: u32 = 23;
+const RETRY_BACKOFF_MAX: u64 = (1 << (64 - RETRY_BACKOFF_SHIFT)) - 1;
 /// `min_calls` is kept in 25 bits: a window that must hold more than 33 million calls
 /// before it is judged is judged at 33 million (validation bounds a count window at
 /// 100 000; only a time window of enormous traffic could tell the difference).
@@ -72,6 +83,7 @@ impl Live {
             timeout: AtomicU64::new(0),
             max_concurrent: AtomicU32::new(0),
             dry_run: AtomicBool::new(false),
+            retry: AtomicU64::new(0),
             settings: Mutex::new(Arc::new(settings)),
         };
         live.store(&live.settings().policy);
@@ -96,6 +108,8 @@ impl Live {
         self.max_concurrent
             .store(policy.max_concurrent.unwrap_or(0), Relaxed);
         self.dry_run.store(policy.overload.dry_run, Relaxed);
+        self.retry
+            .store(policy.retry.as_ref().map_or(0, retry_word), Relaxed);
     }
 
     /// The configuration in force (for transitions, probes, hooks: off the call path).
@@ -145,6 +159,17 @@ impl Live {
         self.dry_run.load(Relaxed)
     }
 
+    /// The retry policy in force: one load.
+    #[inline(always)]
+    pub(crate) fn retry(&self) -> Option<RetryPolicy> {
+        let w = self.retry.load(Relaxed);
+        (w != 0).then(|| RetryPolicy {
+            attempts: (w & RETRY_ATTEMPTS) as u32,
+            percent: ((w >> RETRY_PERCENT_SHIFT) & 0x7f) as u32,
+            backoff: Duration::from_nanos(w >> RETRY_BACKOFF_SHIFT),
+        })
+    }
+
     /// Validates `config`, checks it changes nothing that cannot change while the breaker
     /// runs, and puts it in force. A config without an `on_state_change` hook keeps the
     /// hook in force (a file or a control plane cannot carry one). Returns what is now in
@@ -179,6 +204,14 @@ impl std::fmt::Debug for Live {
     }
 }
 
+/// A validated retry policy as one word (see [`RETRY_ATTEMPTS`]); never 0 (at least 2
+/// attempts).
+fn retry_word(p: &RetryPolicy) -> u64 {
+    u64::from(p.attempts).min(RETRY_ATTEMPTS)
+        | u64::from(p.percent & 0x7f) << RETRY_PERCENT_SHIFT
+        | crate::clock::to_nanos(p.backoff).min(RETRY_BACKOFF_MAX) << RETRY_BACKOFF_SHIFT
+}
+
 /// What a running breaker keeps from its first configuration: its overload mechanisms'
 /// learned state (a throttle's window, an adaptive limit with slots held by calls in
 /// flight) belongs to their parameters, and a keyed breaker's `max_open_percent` budget is
@@ -200,4 +233,44 @@ fn fixed(now: &Policy, next: &Policy) -> Result<(), ConfigError> {
         return Err(ConfigError::new("max_open_percent", why));
     }
     Ok(())
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+
+    fn live(config: Config) -> Arc<Live> {
+        config.resolve().unwrap().into()
+    }
+
+    /// The retry word gives back the validated policy (what the settings hold), follows
+    /// `reconfigure`, and saturates only where no budget or caller could tell.
+    #[test]
+    fn the_retry_word_is_the_policy_in_force() {
+        let l = live(Config::default());
+        assert_eq!(l.retry(), None);
+        let config = Config::default()
+            .retry(3)
+            .retry_budget(35)
+            .backoff(Duration::from_micros(1500));
+        l.replace(config).unwrap();
+        assert_eq!(l.retry(), l.settings().policy.retry);
+        let p = l.retry().unwrap();
+        assert_eq!(
+            (p.attempts, p.percent, p.backoff),
+            (3, 35, Duration::from_micros(1500))
+        );
+        l.replace(
+            Config::default()
+                .retry(100_000)
+                .backoff(Duration::from_secs(7200)),
+        )
+        .unwrap();
+        let p = l.retry().unwrap();
+        assert_eq!(p.attempts, 65_535);
+        assert_eq!(p.backoff, Duration::from_nanos(RETRY_BACKOFF_MAX));
+        assert!(p.backoff > Duration::from_secs(36 * 60));
+        l.replace(Config::default()).unwrap();
+        assert_eq!(l.retry(), None, "retry taken off by reconfigure");
+    }
 }

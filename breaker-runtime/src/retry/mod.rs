@@ -143,8 +143,8 @@ where
     Fut: Future<Output = Result<T, E>>,
 {
     let shared = host.shared();
-    // Read once per retried call (the settings in force: `reconfigure` may change them).
-    let Some(policy) = shared.core.live.settings().policy.retry else {
+    // Read once per retried call (the policy in force: `reconfigure` may change it).
+    let Some(policy) = shared.core.live.retry() else {
         return CallFuture::new(host.clone(), judge, make()).await;
     };
     let slot = VerdictSlot::default();
@@ -196,13 +196,7 @@ impl crate::Breaker {
     /// The attempts [`call_retried`](Self::call_retried) makes at most
     /// ([`Config::retry`](crate::Config::retry)), or `None` without `retry`: one attempt.
     pub fn retry_attempts(&self) -> Option<u32> {
-        self.shared
-            .core
-            .live
-            .settings()
-            .policy
-            .retry
-            .map(|p| p.attempts)
+        self.shared.core.live.retry().map(|p| p.attempts)
     }
 
     /// Runs an async call through the breaker, retried per [`Config::retry`](crate::Config::retry) (see
