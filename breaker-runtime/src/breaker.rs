@@ -333,9 +333,9 @@ impl Breaker {
         }
         let differs = if !existed {
             None
-        } else if !shared.core.live.settings().config.same_policy(&config) {
+        } else if !shared.core.live.resolved().config.same_policy(&config) {
             Some("configuration")
-        } else if !shared.core.live.settings().config.same_hooks(&config) {
+        } else if !shared.core.live.resolved().config.same_hooks(&config) {
             Some("`on_state_change` hook")
         } else {
             None

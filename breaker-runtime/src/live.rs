@@ -44,7 +44,7 @@ pub(crate) struct Live {
     retry: AtomicU64,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
-    settings: Mutex<Arc<Resolved>>,
+    resolved: Mutex<Arc<Resolved>>,
 }
 
 const TIMED: u64 = 1 << 63;
@@ -75,7 +75,7 @@ fn nonzero(n: u64) -> Option<u64> {
 }
 
 impl Live {
-    fn new(settings: Resolved) -> Live {
+    fn new(resolved: Resolved) -> Live {
         let live = Live {
             rules: AtomicU64::new(0),
             window: AtomicU64::new(0),
@@ -84,9 +84,9 @@ impl Live {
             max_concurrent: AtomicU32::new(0),
             dry_run: AtomicBool::new(false),
             retry: AtomicU64::new(0),
-            settings: Mutex::new(Arc::new(settings)),
+            resolved: Mutex::new(Arc::new(resolved)),
         };
-        live.store(&live.settings().policy);
+        live.store(&live.resolved().policy);
         live
     }
 
@@ -113,8 +113,8 @@ impl Live {
     }
 
     /// The configuration in force (for transitions, probes, hooks: off the call path).
-    pub(crate) fn settings(&self) -> Arc<Resolved> {
-        lock(&self.settings).clone()
+    pub(crate) fn resolved(&self) -> Arc<Resolved> {
+        lock(&self.resolved).clone()
     }
 
     #[inline(always)]
@@ -176,7 +176,7 @@ impl Live {
     /// force, for each breaker to adopt.
     pub(crate) fn replace(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {
         let policy = config.validate()?;
-        let mut current = lock(&self.settings);
+        let mut current = lock(&self.resolved);
         fixed(&current.policy, &policy)?;
         let mut config = config;
         if config.on_state_change.is_none() {
@@ -193,14 +193,14 @@ impl Live {
 }
 
 impl From<Resolved> for Arc<Live> {
-    fn from(settings: Resolved) -> Arc<Live> {
-        Arc::new(Live::new(settings))
+    fn from(resolved: Resolved) -> Arc<Live> {
+        Arc::new(Live::new(resolved))
     }
 }
 
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Live").field(&self.settings()).finish()
+        f.debug_tuple("Live").field(&self.resolved()).finish()
     }
 }
 
@@ -254,7 +254,7 @@ mod tests {
             .retry_budget(35)
             .backoff(Duration::from_micros(1500));
         l.replace(config).unwrap();
-        assert_eq!(l.retry(), l.settings().policy.retry);
+        assert_eq!(l.retry(), l.resolved().policy.retry);
         let p = l.retry().unwrap();
         assert_eq!(
             (p.attempts, p.percent, p.backoff),

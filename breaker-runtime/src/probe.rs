@@ -58,7 +58,7 @@ pub(crate) fn spawn(weak: Weak<Shared>, opened: u64) {
     let Some(shared) = weak.upgrade() else {
         return;
     };
-    if shared.core.live.settings().config.probe.is_none() {
+    if shared.core.live.resolved().config.probe.is_none() {
         return; // taken away by `reconfigure`
     }
     match tokio::runtime::Handle::try_current() {
@@ -96,7 +96,7 @@ async fn run(weak: Weak<Shared>, opened: u64) {
                 // Dropped unreported (the task cancelled, the probe panicked), the permit
                 // gives the slot back.
                 let permit = Permit::admitted_in(&*shared, admission);
-                let Some(probe) = shared.core.live.settings().config.probe.clone() else {
+                let Some(probe) = shared.core.live.resolved().config.probe.clone() else {
                     return;
                 };
                 let outcome = match shared.core.live.timeout() {

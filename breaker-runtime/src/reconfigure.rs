@@ -71,6 +71,6 @@ impl Handle {
 
     /// The configuration in force (its `on_state_change` hook included).
     pub fn config(&self) -> Config {
-        self.shared.core.live.settings().config.clone()
+        self.shared.core.live.resolved().config.clone()
     }
 }

@@ -34,7 +34,7 @@ impl Core {
     pub(super) fn announce(&self, t: &Transition) {
         let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| {
             events::log(t);
-            if let Some(hook) = &self.live.settings().config.on_state_change {
+            if let Some(hook) = &self.live.resolved().config.on_state_change {
                 hook(t);
             }
         }));

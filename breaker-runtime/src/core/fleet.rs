@@ -66,7 +66,7 @@ impl Core {
     /// cool-off, with jitter) or what caps an `OpenFor` of its own (`max_cool_off`, else
     /// the engine's default cap), whichever is longer.
     pub(crate) fn fleet_cap(&self) -> Nanos {
-        let settings = self.live.settings();
+        let settings = self.live.resolved();
         let policy = &settings.policy;
         let own = policy
             .cool_off_after(u32::MAX)

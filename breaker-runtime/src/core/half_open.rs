@@ -166,7 +166,7 @@ impl Core {
         // got here first.
         let o = self
             .overload
-            .get_or_init(|| Overload::build(&self.live.settings().policy.overload));
+            .get_or_init(|| Overload::build(&self.live.resolved().policy.overload));
         o.count_shadow();
         Some(Admission {
             flags: SHADOW,
@@ -218,7 +218,7 @@ impl Core {
     /// slot, and its late outcome will change nothing). Refused: the time until the
     /// earliest lease ends.
     pub(super) fn claim_slot(&self, inner: &mut Inner, now: Nanos) -> Result<Probe, Option<Nanos>> {
-        let settings = self.live.settings();
+        let settings = self.live.resolved();
         if inner.leases.is_empty() {
             inner.leases.resize(settings.policy.probes as usize, None);
         }
@@ -327,7 +327,7 @@ impl Core {
             Outcome::Success => {
                 inner.probe_successes += 1;
                 let successes = inner.probe_successes;
-                if successes >= self.live.settings().policy.success_threshold {
+                if successes >= self.live.resolved().policy.success_threshold {
                     let cause = Cause::ProbesSucceeded { successes };
                     // The time only to start a recovery ramp.
                     let ramps = self.overload().is_some_and(Overload::ramps);

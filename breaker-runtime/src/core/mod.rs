@@ -295,7 +295,7 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     pub(crate) fn new(name: Name, live: std::sync::Arc<Live>) -> Core {
-        let settings = live.settings();
+        let settings = live.resolved();
         let policy = &settings.policy;
         let ring = OnceBox::new();
         if let Some(w) = policy.window {

@@ -51,7 +51,7 @@ impl Core {
                 let total = match open_for {
                     Some(asked) if asked > 0 => self.cap_open_for(asked),
                     _ => {
-                        let settings = self.live.settings();
+                        let settings = self.live.resolved();
                         let base = settings.policy.cool_off_after(inner.reopenings);
                         let jitter = match settings.policy.jitter {
                             0 => 0,
@@ -193,7 +193,7 @@ impl Core {
     pub(super) fn cap_open_for(&self, asked: Nanos) -> Nanos {
         asked.min(
             self.live
-                .settings()
+                .resolved()
                 .policy
                 .max_cool_off
                 .unwrap_or(UNSET_OPEN_FOR_CAP),
