@@ -74,9 +74,9 @@ pub(super) fn call_expr(
         return retried_call(args, sig, &parts, &body, retry.span);
     }
     match &args.fallback {
-        None => run(&parts, &body, is_async, ret_span),
+        None => entry(&parts, &body, is_async, false, ret_span),
         Some(fallback) => {
-            let call = call(&parts, &body, is_async, ret_span);
+            let call = entry(&parts, &body, is_async, true, ret_span);
             let krate = krate_at(args, Span::call_site());
             let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
             if is_async {
@@ -120,8 +120,17 @@ fn judge(args: &Args, ret: &TokenStream) -> TokenStream {
     }
 }
 
-/// Without a fallback: `run` (or `run_sync`), where the body may consume the arguments.
-fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
+/// The body's call through the breaker: without a fallback `run` (or `run_keyed`,
+/// `run_sync`), where the body may consume the arguments (`move`); with one `call` (or
+/// `call_keyed`, `call_sync`), where the body borrows them, since the fallback receives them
+/// after the body ran.
+fn entry(
+    parts: &Parts,
+    body: &TokenStream,
+    is_async: bool,
+    fallback: bool,
+    span: Span,
+) -> TokenStream {
     let Parts {
         k,
         ret,
@@ -129,42 +138,30 @@ fn run(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenSt
         breaker,
         owned,
     } = parts;
-    if let (true, Some(owned)) = (is_async, owned) {
+    let (verb, capture) = if fallback {
+        ("call", None)
+    } else {
+        ("run", Some(quote_spanned!(span=> move)))
+    };
+    let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
+    if is_async {
+        let (f, host) = match owned {
+            Some(owned) => (named("_keyed"), *owned),
+            None => (named(""), *breaker),
+        };
         quote_spanned! {span=>
-            #k::__private::run_keyed::<#ret, _, _, _, _>(#owned, #judge, async move #body).await
-        }
-    } else if is_async {
-        quote_spanned! {span=>
-            #k::__private::run::<#ret, _, _, _, _>(#breaker, #judge, async move #body).await
+            #k::__private::#f::<#ret, _, _, _, _>(#host, #judge, async #capture #body).await
         }
     } else {
+        // `run_sync` names the result's parts too (`R`, `T`, `E`); `call_sync` only `R`.
+        let f = named("_sync");
+        let holes = if fallback {
+            quote_spanned!(span=> _, _)
+        } else {
+            quote_spanned!(span=> _, _, _, _)
+        };
         quote_spanned! {span=>
-            #k::__private::run_sync::<#ret, _, _, _, _>(#breaker, #judge, move || #body)
-        }
-    }
-}
-
-/// With a fallback: `call` (or `call_sync`), where the body borrows the arguments, since the
-/// fallback receives them after the body ran.
-fn call(parts: &Parts, body: &TokenStream, is_async: bool, span: Span) -> TokenStream {
-    let Parts {
-        k,
-        ret,
-        judge,
-        breaker,
-        owned,
-    } = parts;
-    if let (true, Some(owned)) = (is_async, owned) {
-        quote_spanned! {span=>
-            #k::__private::call_keyed::<#ret, _, _, _, _>(#owned, #judge, async #body).await
-        }
-    } else if is_async {
-        quote_spanned! {span=>
-            #k::__private::call::<#ret, _, _, _, _>(#breaker, #judge, async #body).await
-        }
-    } else {
-        quote_spanned! {span=>
-            #k::__private::call_sync::<#ret, _, _>(#breaker, #judge, || #body)
+            #k::__private::#f::<#ret, #holes>(#breaker, #judge, #capture || #body)
         }
     }
 }
