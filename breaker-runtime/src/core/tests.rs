@@ -114,20 +114,21 @@ fn the_failure_streak_saturates() {
     assert_eq!(c.peek(), State::Disabled);
 }
 
+/// A breaker whose `on_state_change` hook counts its calls, and that count.
+fn with_counted_hook() -> (Core, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = calls.clone();
+    let config = Config::default().on_state_change(move |_| {
+        seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    (core(config), calls)
+}
+
 /// Review: a subscriber that panics while the dispatcher logs a hook's panic left
 /// `dispatching` set, so hooks fell silent for good. The flag is reset on unwind.
 #[test]
 fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
-    use std::sync::{
-        atomic::{AtomicUsize, Ordering::SeqCst},
-        Arc,
-    };
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = calls.clone();
-    let config = Config::default().on_state_change(move |_| {
-        seen.fetch_add(1, SeqCst);
-    });
-    let c = core(config);
+    let (c, calls) = with_counted_hook();
     let clock = FakeClock::default();
     // Simulate a dispatcher that unwound: the guard must clear the flag.
     {
@@ -144,19 +145,8 @@ fn the_dispatcher_recovers_from_a_panic_outside_catch_unwind() {
 /// must still be delivered: "unwinding" is the state it began in, not a panic of its own.
 #[test]
 fn a_dispatcher_that_began_while_unwinding_delivers_what_was_queued_at_its_end() {
-    use std::{
-        panic::AssertUnwindSafe,
-        sync::{
-            atomic::{AtomicUsize, Ordering::SeqCst},
-            Arc,
-        },
-    };
-    let calls = Arc::new(AtomicUsize::new(0));
-    let seen = calls.clone();
-    let config = Config::default().on_state_change(move |_| {
-        seen.fetch_add(1, SeqCst);
-    });
-    let c = core(config);
+    use std::panic::AssertUnwindSafe;
+    let (c, calls) = with_counted_hook();
     let clock = FakeClock::default();
     struct ReportsWhileUnwinding<'a>(&'a Core, &'a FakeClock);
     impl Drop for ReportsWhileUnwinding<'_> {
