@@ -75,6 +75,8 @@ impl Config {
     /// through the breaker, paid from a retry budget, after a backoff. Used by
     /// [`Breaker::call_retried`](crate::Breaker::call_retried) and its siblings, and by the
     /// attribute's `retry = N`; see [`breaker::retry`](crate::retry) for what is retried.
+    /// More than 65 535 attempts count as 65 535 (a retried call reads its policy from one
+    /// word, without a lock).
     pub fn retry(mut self, attempts: u32) -> Self {
         self.retry.attempts = Some(attempts);
         self
@@ -87,7 +89,8 @@ impl Config {
         self
     }
     /// The wait before the first retry (default 100 ms), doubled at each next one up to
-    /// 5 s, with ±20 % jitter. Needs [`retry`](Self::retry).
+    /// 5 s, with ±20 % jitter. Needs [`retry`](Self::retry). A value over about 36 minutes
+    /// counts as that (it is kept in 41 bits of nanoseconds).
     pub fn backoff(mut self, initial: Duration) -> Self {
         self.retry.backoff = Some(initial);
         self
