@@ -81,6 +81,7 @@ pub mod tower;
 #[doc(hidden)]
 pub mod __private {
     pub use core::default::Default;
+    pub use core::future::Future;
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;
     pub use core::{concat, module_path};

@@ -76,18 +76,18 @@ pub(crate) fn shape(func: &ItemFn) -> syn::Result<Shape> {
             shown(output.to_token_stream())
         )
     };
-    if let Type::ImplTrait(it) = ungroup(ty) {
-        if let Some(output) = future_output(&it.bounds) {
-            return Err(syn::Error::new_spanned(
-                ty,
-                format!(
-                    "`#[circuit_breaker]` wraps an `async fn`, not a function returning `impl \
+    if let Type::ImplTrait(it) = ungroup(ty)
+        && let Some(output) = future_output(&it.bounds)
+    {
+        return Err(syn::Error::new_spanned(
+            ty,
+            format!(
+                "`#[circuit_breaker]` wraps an `async fn`, not a function returning `impl \
                      Future`: {} (in a trait impl, an `async fn` fulfils a trait's `fn … -> \
                      impl Future<Output = …> + Send`)",
-                    write_async(output)
-                ),
-            ));
-        }
+                write_async(output)
+            ),
+        ));
     }
     if let Some(output) = boxed_future_output(ty) {
         if boxed_async_block(&func.block).is_some() {
@@ -326,17 +326,17 @@ fn check_async_keys(args: &Args, shape: &Shape, errors: &mut Errors) {
 /// With a `fallback`, the parameters are passed on to it: they must be plain names (and, with
 /// `#[async_trait]`, `self` must be borrowed).
 fn check_fallback_params(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Errors) {
-    if let (Some(fallback), Shape::Boxed(_)) = (&args.fallback, shape) {
-        if let Some(r) = sig.receiver().filter(|r| r.reference.is_none()) {
-            errors.push(syn::Error::new(
-                r.self_token.span,
-                format!(
-                    "with `#[async_trait]` and a `fallback`, take `&self` or `&mut self`: \
+    if let (Some(fallback), Shape::Boxed(_)) = (&args.fallback, shape)
+        && let Some(r) = sig.receiver().filter(|r| r.reference.is_none())
+    {
+        errors.push(syn::Error::new(
+            r.self_token.span,
+            format!(
+                "with `#[async_trait]` and a `fallback`, take `&self` or `&mut self`: \
                      async-trait moves `self` into the body, so `{}` could not receive it",
-                    shown(fallback.value.to_token_stream())
-                ),
-            ));
-        }
+                shown(fallback.value.to_token_stream())
+            ),
+        ));
     }
     if args.fallback.is_some() {
         for input in &sig.inputs {

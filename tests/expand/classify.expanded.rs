@@ -1,4 +1,6 @@
-async fn get(uri: &str) -> Result<Response, HttpError> {
+fn get(
+    uri: &str,
+) -> impl ::breaker::__private::Future<Output = Result<Response, HttpError>> {
     ::breaker::__private::run::<
         Result<Response, HttpError>,
         _,
@@ -6,46 +8,44 @@ async fn get(uri: &str) -> Result<Response, HttpError> {
         _,
         _,
     >(
-            {
-                static __NAME: &str = ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "get"
-                );
-                fn __breaker_init() -> ::breaker::Breaker {
-                    ::breaker::__private::join_fleet(
-                        ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(&__NAME),
-                            false,
-                            <::breaker::Config as ::breaker::__private::Default>::default()
-                                .threshold(3),
-                        ),
-                    )
-                }
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
-                    __breaker_init,
-                );
-                &__BREAKER
-            },
-            ::breaker::__private::classify::<
-                Result<Response, HttpError>,
-                _,
-            >(
-                ::breaker::__private::AsFn::<
-                    ::breaker::__private::Classifier<Result<Response, HttpError>>,
-                > {
-                    f: breaker::http::classify,
-                }
-                    .f,
-            ),
-            async move {
-                if false {
-                    return ::breaker::__private::returns::<
-                        Result<Response, HttpError>,
-                    >();
-                }
-                client.get(uri).await
-            },
-        )
-        .await
+        {
+            static __NAME: &str = ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "get"
+            );
+            fn __breaker_init() -> ::breaker::Breaker {
+                ::breaker::__private::join_fleet(
+                    ::breaker::__private::breaker(
+                        ::breaker::Name::from_static(&__NAME),
+                        false,
+                        <::breaker::Config as ::breaker::__private::Default>::default()
+                            .threshold(3),
+                    ),
+                )
+            }
+            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                __breaker_init,
+            );
+            &__BREAKER
+        },
+        ::breaker::__private::classify::<
+            Result<Response, HttpError>,
+            _,
+        >(
+            ::breaker::__private::AsFn::<
+                ::breaker::__private::Classifier<Result<Response, HttpError>>,
+            > {
+                f: breaker::http::classify,
+            }
+                .f,
+        ),
+        async move {
+            let _ = &uri;
+            if false {
+                return ::breaker::__private::returns::<Result<Response, HttpError>>();
+            }
+            client.get(uri).await
+        },
+    )
 }
 fn read(path: &Path) -> io::Result<Vec<u8>> {
     ::breaker::__private::run_sync::<

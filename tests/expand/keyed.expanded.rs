@@ -1,45 +1,13 @@
 impl TenantDb {
-    async fn query(&self, sql: &str) -> Result<Rows, DbError> {
-        ::breaker::__private::run_keyed::<
-            Result<Rows, DbError>,
-            _,
-            _,
-            _,
-            _,
-        >(
-                ::breaker::__private::breaker_of_key(|| {
-                    fn __breaker_init() -> (&'static str, ::breaker::Config) {
-                        (
-                            ::breaker::__private::module_path!(),
-                            <::breaker::Config as ::breaker::__private::Default>::default()
-                                .failure_rate(50)
-                                .window_calls(20)
-                                .max_keys(1000)
-                                .idle(::breaker::__private::Duration::from_secs(300)),
-                        )
-                    }
-                    static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
-                            __breaker_init,
-                        )
-                        .method("query");
-                    ::breaker::__private::KeyProbe::new(&(self.tenant_id))
-                        .__breaker_lookup(__BREAKER.of::<Self>())
-                }),
-                ::breaker::__private::every_error,
-                async move {
-                    if false {
-                        return ::breaker::__private::returns::<Result<Rows, DbError>>();
-                    }
-                    self.pool.query(sql).await
-                },
-            )
-            .await
-    }
-}
-async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
-    ::breaker::__private::recover(
-            ::breaker::__private::call_keyed::<
-                Result<(), HookError>,
+    fn query(
+        &self,
+        sql: &str,
+    ) -> impl ::breaker::__private::Future<Output = Result<Rows, DbError>> {
+        async move {
+            let _ = &self;
+            let _ = &sql;
+            ::breaker::__private::run_keyed::<
+                Result<Rows, DbError>,
                 _,
                 _,
                 _,
@@ -48,47 +16,95 @@ async fn deliver_webhook(url: &Url, body: &[u8]) -> Result<(), HookError> {
                     ::breaker::__private::breaker_of_key(|| {
                         fn __breaker_init() -> (&'static str, ::breaker::Config) {
                             (
-                                ::breaker::__private::concat!(
-                                    ::breaker::__private::module_path!(), "::",
-                                    "deliver_webhook"
-                                ),
-                                <::breaker::Config as ::breaker::__private::Default>::default(),
+                                ::breaker::__private::module_path!(),
+                                <::breaker::Config as ::breaker::__private::Default>::default()
+                                    .failure_rate(50)
+                                    .window_calls(20)
+                                    .max_keys(1000)
+                                    .idle(::breaker::__private::Duration::from_secs(300)),
                             )
                         }
                         static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
                                 __breaker_init,
                             )
-                            .default_name();
-                        ::breaker::__private::KeyProbe::new(
-                                &(url.host_str().unwrap_or("")),
-                            )
-                            .__breaker_lookup(&__BREAKER)
+                            .method("query");
+                        ::breaker::__private::KeyProbe::new(&(self.tenant_id))
+                            .__breaker_lookup(__BREAKER.of::<Self>())
                     }),
                     ::breaker::__private::every_error,
                     async {
                         if false {
                             return ::breaker::__private::returns::<
-                                Result<(), HookError>,
+                                Result<Rows, DbError>,
                             >();
                         }
-                        client.post(url, body).await
+                        self.pool.query(sql).await
                     },
                 )
-                .await,
-            {
-                #[allow(dead_code)]
-                fn __breaker_err() {}
-                move |__breaker_err| {
-                    #[allow(unused_imports)]
-                    use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
-                    ::breaker::__private::FallbackProbe::<
-                        _,
-                        _,
-                        Result<(), HookError>,
-                    >::new(queue_hook, (url, body, __breaker_err))
-                        .__fallback()
-                }
-            },
-        )
-        .await
+                .await
+        }
+    }
+}
+fn deliver_webhook(
+    url: &Url,
+    body: &[u8],
+) -> impl ::breaker::__private::Future<Output = Result<(), HookError>> {
+    async move {
+        let _ = &url;
+        let _ = &body;
+        ::breaker::__private::recover(
+                ::breaker::__private::call_keyed::<
+                    Result<(), HookError>,
+                    _,
+                    _,
+                    _,
+                    _,
+                >(
+                        ::breaker::__private::breaker_of_key(|| {
+                            fn __breaker_init() -> (&'static str, ::breaker::Config) {
+                                (
+                                    ::breaker::__private::concat!(
+                                        ::breaker::__private::module_path!(), "::",
+                                        "deliver_webhook"
+                                    ),
+                                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                                )
+                            }
+                            static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                                    __breaker_init,
+                                )
+                                .default_name();
+                            ::breaker::__private::KeyProbe::new(
+                                    &(url.host_str().unwrap_or("")),
+                                )
+                                .__breaker_lookup(&__BREAKER)
+                        }),
+                        ::breaker::__private::every_error,
+                        async {
+                            if false {
+                                return ::breaker::__private::returns::<
+                                    Result<(), HookError>,
+                                >();
+                            }
+                            client.post(url, body).await
+                        },
+                    )
+                    .await,
+                {
+                    #[allow(dead_code)]
+                    fn __breaker_err() {}
+                    move |__breaker_err| {
+                        #[allow(unused_imports)]
+                        use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
+                        ::breaker::__private::FallbackProbe::<
+                            _,
+                            _,
+                            Result<(), HookError>,
+                        >::new(queue_hook, (url, body, __breaker_err))
+                            .__fallback()
+                    }
+                },
+            )
+            .await
+    }
 }

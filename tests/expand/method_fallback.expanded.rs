@@ -1,62 +1,76 @@
 impl Gateway {
-    async fn charge(&self, card: &Card, cents: u64) -> Result<Receipt, GatewayError> {
-        ::breaker::__private::recover(
-                ::breaker::__private::call::<
-                    Result<Receipt, GatewayError>,
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                        {
-                            #[allow(dead_code)]
-                            fn __name() {}
-                            fn __breaker_init(
-                                __name: ::breaker::Name,
-                            ) -> ::breaker::Breaker {
-                                ::breaker::__private::breaker(
-                                    __name,
-                                    false,
-                                    <::breaker::Config as ::breaker::__private::Default>::default()
-                                        .threshold(2)
-                                        .cool_off(::breaker::__private::Duration::from_secs(5)),
+    fn charge(
+        &self,
+        card: &Card,
+        cents: u64,
+    ) -> impl ::breaker::__private::Future<Output = Result<Receipt, GatewayError>> {
+        async move {
+            let _ = &self;
+            let _ = &card;
+            let _ = &cents;
+            ::breaker::__private::recover(
+                    ::breaker::__private::call::<
+                        Result<Receipt, GatewayError>,
+                        _,
+                        _,
+                        _,
+                        _,
+                    >(
+                            {
+                                #[allow(dead_code)]
+                                fn __name() {}
+                                fn __breaker_init(
+                                    __name: ::breaker::Name,
+                                ) -> ::breaker::Breaker {
+                                    ::breaker::__private::breaker(
+                                        __name,
+                                        false,
+                                        <::breaker::Config as ::breaker::__private::Default>::default()
+                                            .threshold(2)
+                                            .cool_off(::breaker::__private::Duration::from_secs(5)),
+                                    )
+                                }
+                                static __BREAKER: ::breaker::__private::InImpl<
+                                    ::breaker::Breaker,
+                                > = ::breaker::__private::InImpl::new(
+                                    ::breaker::__private::module_path!(),
+                                    "charge",
+                                    __breaker_init,
+                                );
+                                __BREAKER.of::<Self>()
+                            },
+                            ::breaker::__private::every_error,
+                            async {
+                                if false {
+                                    return ::breaker::__private::returns::<
+                                        Result<Receipt, GatewayError>,
+                                    >();
+                                }
+                                self.client.charge(card, cents).await
+                            },
+                        )
+                        .await,
+                    {
+                        #[allow(dead_code)]
+                        fn __breaker_err() {}
+                        move |__breaker_err| {
+                            #[allow(unused_imports)]
+                            use ::breaker::__private::{
+                                AsyncFits4 as _, AsyncMisfits as _,
+                            };
+                            ::breaker::__private::FallbackProbe::<
+                                _,
+                                _,
+                                Result<Receipt, GatewayError>,
+                            >::new(
+                                    Self::queue_payment,
+                                    (self, card, cents, __breaker_err),
                                 )
-                            }
-                            static __BREAKER: ::breaker::__private::InImpl<
-                                ::breaker::Breaker,
-                            > = ::breaker::__private::InImpl::new(
-                                ::breaker::__private::module_path!(),
-                                "charge",
-                                __breaker_init,
-                            );
-                            __BREAKER.of::<Self>()
-                        },
-                        ::breaker::__private::every_error,
-                        async {
-                            if false {
-                                return ::breaker::__private::returns::<
-                                    Result<Receipt, GatewayError>,
-                                >();
-                            }
-                            self.client.charge(card, cents).await
-                        },
-                    )
-                    .await,
-                {
-                    #[allow(dead_code)]
-                    fn __breaker_err() {}
-                    move |__breaker_err| {
-                        #[allow(unused_imports)]
-                        use ::breaker::__private::{AsyncFits4 as _, AsyncMisfits as _};
-                        ::breaker::__private::FallbackProbe::<
-                            _,
-                            _,
-                            Result<Receipt, GatewayError>,
-                        >::new(Self::queue_payment, (self, card, cents, __breaker_err))
-                            .__fallback()
-                    }
-                },
-            )
-            .await
+                                .__fallback()
+                        }
+                    },
+                )
+                .await
+        }
     }
 }

@@ -1,4 +1,6 @@
-async fn get_rate(region: &str) -> Result<f64, TaxError> {
+fn get_rate(
+    region: &str,
+) -> impl ::breaker::__private::Future<Output = Result<f64, TaxError>> {
     ::breaker::__private::run::<
         Result<f64, TaxError>,
         _,
@@ -6,29 +8,29 @@ async fn get_rate(region: &str) -> Result<f64, TaxError> {
         _,
         _,
     >(
-            {
-                static __NAME: &str = ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "get_rate"
-                );
-                fn __breaker_init() -> ::breaker::Breaker {
-                    ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(&__NAME),
-                        false,
-                        <::breaker::Config as ::breaker::__private::Default>::default(),
-                    )
-                }
-                static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
-                    __breaker_init,
-                );
-                &__BREAKER
-            },
-            ::breaker::__private::every_error,
-            async move {
-                if false {
-                    return ::breaker::__private::returns::<Result<f64, TaxError>>();
-                }
-                tax_api.rate(region).await
-            },
-        )
-        .await
+        {
+            static __NAME: &str = ::breaker::__private::concat!(
+                ::breaker::__private::module_path!(), "::", "get_rate"
+            );
+            fn __breaker_init() -> ::breaker::Breaker {
+                ::breaker::__private::breaker(
+                    ::breaker::Name::from_static(&__NAME),
+                    false,
+                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                )
+            }
+            static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(
+                __breaker_init,
+            );
+            &__BREAKER
+        },
+        ::breaker::__private::every_error,
+        async move {
+            let _ = &region;
+            if false {
+                return ::breaker::__private::returns::<Result<f64, TaxError>>();
+            }
+            tax_api.rate(region).await
+        },
+    )
 }

@@ -81,19 +81,19 @@ impl Parse for RawArgs {
 fn positional(input: ParseStream) -> syn::Error {
     // A bare key (`#[circuit_breaker(threshold)]`): say which value it needs.
     let fork = input.fork();
-    if let Ok(key) = fork.call(Ident::parse_any) {
-        if fork.is_empty() || fork.peek(Token![,]) {
-            let known = KEYS.contains(&key.to_string().as_str());
-            let msg = if known {
-                format!("`{key}` needs a value: {}", example(&key))
-            } else {
-                format!(
-                    "expected `key = value`, found `{key}`; the keys are: {}",
-                    KEYS.join(", ")
-                )
-            };
-            return syn::Error::new(key.span(), msg);
-        }
+    if let Ok(key) = fork.call(Ident::parse_any)
+        && (fork.is_empty() || fork.peek(Token![,]))
+    {
+        let known = KEYS.contains(&key.to_string().as_str());
+        let msg = if known {
+            format!("`{key}` needs a value: {}", example(&key))
+        } else {
+            format!(
+                "expected `key = value`, found `{key}`; the keys are: {}",
+                KEYS.join(", ")
+            )
+        };
+        return syn::Error::new(key.span(), msg);
     }
     match input.parse::<Expr>() {
         Ok(value) => {

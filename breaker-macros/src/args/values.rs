@@ -146,13 +146,13 @@ pub(super) fn integer(key: &Ident, value: &Expr) -> syn::Result<u32> {
 
 /// `threshold = -1`, `threshold = LIMIT`: say why only literals work, and what does.
 pub(super) fn not_literal(key: &Ident, value: &Expr, what: &str) -> syn::Error {
-    if let Expr::Unary(u) = value {
-        if matches!(u.op, syn::UnOp::Neg(_)) {
-            return syn::Error::new(
-                value.span(),
-                format!("`{key}` cannot be negative: {}", example(key)),
-            );
-        }
+    if let Expr::Unary(u) = value
+        && matches!(u.op, syn::UnOp::Neg(_))
+    {
+        return syn::Error::new(
+            value.span(),
+            format!("`{key}` cannot be negative: {}", example(key)),
+        );
     }
     syn::Error::new(
         value.span(),

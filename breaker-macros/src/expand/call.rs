@@ -9,6 +9,7 @@ use syn::{spanned::Spanned, visit_mut::VisitMut, Expr, FnArg, Ident, Pat, Type};
 use super::{
     binding::Seat,
     fallback::{fallback_call, Apply},
+    future::{self, Frame},
     krate_at, shadow,
 };
 use crate::args::Args;
@@ -49,17 +50,25 @@ pub(super) fn call_expr(
     sig: &syn::Signature,
     ret: &Type,
     body: &syn::Block,
-    is_async: bool,
+    frame: &Frame,
     seat: &Seat,
 ) -> TokenStream {
-    let ret_span = ret.span();
+    let is_async = frame.is_async();
+    let ret_span = match frame {
+        Frame::Returned(_) => future::at_return_type(ret),
+        _ => ret.span(),
+    };
     let mut ret = ret.clone();
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
     let judge = judge(args, &ret);
     let k = krate_at(args, ret_span);
     let body = if is_async {
-        typed_async_body(&k, &ret, body, ret_span)
+        let prelude = match frame {
+            Frame::Returned(prelude) => prelude.clone(),
+            _ => TokenStream::new(),
+        };
+        typed_async_body(&k, &ret, &prelude, body, ret_span)
     } else {
         body.to_token_stream()
     };
@@ -74,9 +83,9 @@ pub(super) fn call_expr(
         return retried_call(args, sig, &parts, &body, retry.span);
     }
     match &args.fallback {
-        None => entry(&parts, &body, is_async, false, ret_span),
+        None => entry(&parts, &body, frame, false, ret_span),
         Some(fallback) => {
-            let call = entry(&parts, &body, is_async, true, ret_span);
+            let call = entry(&parts, &body, frame, true, ret_span);
             let krate = krate_at(args, Span::call_site());
             let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
             if is_async {
@@ -123,11 +132,14 @@ fn judge(args: &Args, ret: &TokenStream) -> TokenStream {
 /// The body's call through the breaker: without a fallback `run` (or `run_keyed`,
 /// `run_sync`), where the body may consume the arguments (`move`); with one `call` (or
 /// `call_keyed`, `call_sync`), where the body borrows them, since the fallback receives them
-/// after the body ran.
+/// after the body ran. In the function's own block ([`Frame::InBlock`]), which owns the
+/// arguments, the body borrows what it only reads (and takes what it consumes): a `move`
+/// would keep a second copy of each. The call is the function's future itself when it is
+/// returned ([`Frame::Returned`]), awaited otherwise.
 fn entry(
     parts: &Parts,
     body: &TokenStream,
-    is_async: bool,
+    frame: &Frame,
     fallback: bool,
     span: Span,
 ) -> TokenStream {
@@ -138,19 +150,24 @@ fn entry(
         breaker,
         owned,
     } = parts;
-    let (verb, capture) = if fallback {
-        ("call", None)
-    } else {
-        ("run", Some(quote_spanned!(span=> move)))
+    let verb = if fallback { "call" } else { "run" };
+    let capture = match frame {
+        _ if fallback => None,
+        Frame::InBlock => None,
+        _ => Some(quote_spanned!(span=> move)),
     };
     let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
-    if is_async {
+    if frame.is_async() {
         let (f, host) = match owned {
             Some(owned) => (named("_keyed"), *owned),
             None => (named(""), *breaker),
         };
-        quote_spanned! {span=>
-            #k::__private::#f::<#ret, _, _, _, _>(#host, #judge, async #capture #body).await
+        let call = quote_spanned! {span=>
+            #k::__private::#f::<#ret, _, _, _, _>(#host, #judge, async #capture #body)
+        };
+        match frame {
+            Frame::Returned(_) => call,
+            _ => quote_spanned!(span=> #call.await),
         }
     } else {
         // `run_sync` names the result's parts too (`R`, `T`, `E`); `call_sync` only `R`.
@@ -262,12 +279,12 @@ fn retried_call(
 /// unused.
 pub(super) fn unmut_params(sig: &mut syn::Signature) {
     for input in &mut sig.inputs {
-        if let FnArg::Typed(t) = input {
-            if let Pat::Ident(p) = &mut *t.pat {
-                if p.by_ref.is_none() && p.subpat.is_none() {
-                    p.mutability = None;
-                }
-            }
+        if let FnArg::Typed(t) = input
+            && let Pat::Ident(p) = &mut *t.pat
+            && p.by_ref.is_none()
+            && p.subpat.is_none()
+        {
+            p.mutability = None;
         }
     }
 }
@@ -282,6 +299,7 @@ pub(super) fn unmut_params(sig: &mut syn::Signature) {
 fn typed_async_body(
     krate: &TokenStream,
     ret: &TokenStream,
+    prelude: &TokenStream,
     body: &syn::Block,
     span: Span,
 ) -> TokenStream {
@@ -289,6 +307,7 @@ fn typed_async_body(
     // The block is spanned with the return type, which rustc then names in a note about it
     // (a body that is not `Send`).
     quote_spanned! {span=> {
+        #prelude
         if false {
             return #krate::__private::returns::<#ret>();
         }

@@ -25,19 +25,19 @@ pub(super) fn fallback_call(
         args.push((r.self_token.to_token_stream(), Vec::new()));
     }
     for input in &sig.inputs {
-        if let FnArg::Typed(arg) = input {
-            if let Pat::Ident(p) = &*arg.pat {
-                let cfgs = arg
-                    .attrs
-                    .iter()
-                    .filter(|a| a.path().is_ident("cfg"))
-                    .filter_map(|a| match &a.meta {
-                        syn::Meta::List(l) => Some(l.tokens.clone()),
-                        _ => None,
-                    })
-                    .collect();
-                args.push((p.ident.to_token_stream(), cfgs));
-            }
+        if let FnArg::Typed(arg) = input
+            && let Pat::Ident(p) = &*arg.pat
+        {
+            let cfgs = arg
+                .attrs
+                .iter()
+                .filter(|a| a.path().is_ident("cfg"))
+                .filter_map(|a| match &a.meta {
+                    syn::Meta::List(l) => Some(l.tokens.clone()),
+                    _ => None,
+                })
+                .collect();
+            args.push((p.ident.to_token_stream(), cfgs));
         }
     }
     args.push((err.to_token_stream(), Vec::new()));
@@ -184,12 +184,11 @@ pub(super) fn unmove_async_trait_args(sig: &mut syn::Signature, body: &mut syn::
         false
     });
     for input in &mut sig.inputs {
-        if let FnArg::Typed(t) = input {
-            if let Pat::Ident(p) = &mut *t.pat {
-                if made_mut.contains(&p.ident) {
-                    p.mutability = Some(syn::Token![mut](p.ident.span()));
-                }
-            }
+        if let FnArg::Typed(t) = input
+            && let Pat::Ident(p) = &mut *t.pat
+            && made_mut.contains(&p.ident)
+        {
+            p.mutability = Some(syn::Token![mut](p.ident.span()));
         }
     }
 }
@@ -220,10 +219,10 @@ pub(super) fn unmove_tracing_future(body: &mut syn::Block) {
                 syn::Stmt::Expr(Expr::Match(m), _) => Some(&mut *m.expr),
                 _ => None,
             };
-            if let Some(Expr::Await(a)) = awaited {
-                if let Expr::Async(block) = &mut *a.base {
-                    block.capture = None;
-                }
+            if let Some(Expr::Await(a)) = awaited
+                && let Expr::Async(block) = &mut *a.base
+            {
+                block.capture = None;
             }
         }
     }

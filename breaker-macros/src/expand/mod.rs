@@ -18,6 +18,9 @@ mod binding;
 mod call;
 mod config;
 mod fallback;
+mod future;
+
+use future::Frame;
 
 /// The attribute: the rewritten function, or on any error the errors followed by the
 /// function as written (so one mistake gives one error, not a cascade at the call sites).
@@ -42,17 +45,17 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         .and_then(|f| item::shape(f).map_err(|e| errors.push(e)).ok());
     if let (Some(args), Some(func), Some(shape)) = (&args, &func, &shape) {
         item::check_fn(args, func, shape, &mut errors);
-        if args.krate.is_none() {
-            if let Some(name) = crate::renamed::renamed_facade() {
-                errors.push(syn::Error::new(
-                    Span::call_site(),
-                    format!(
-                        "this crate depends on `breaker` under the name `{name}`: add `crate = \
+        if args.krate.is_none()
+            && let Some(name) = crate::renamed::renamed_facade()
+        {
+            errors.push(syn::Error::new(
+                Span::call_site(),
+                format!(
+                    "this crate depends on `breaker` under the name `{name}`: add `crate = \
                          \"::{name}\"` to the attribute (`#[circuit_breaker(crate = \
                          \"::{name}\", …)]`), so that the generated code finds it"
-                    ),
-                ));
-            }
+                ),
+            ));
         }
     }
     errors.finish(())?;
@@ -85,7 +88,7 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         if args.fallback.is_some() {
             fallback::unmove_async_trait_args(sig, &mut inner.block);
         }
-        let result = call::call_expr(args, sig, &ret, &inner.block, true, &breaker);
+        let result = call::call_expr(args, sig, &ret, &inner.block, &Frame::AsyncFn, &breaker);
         if args.retry.is_some() {
             call::unmut_params(sig);
         }
@@ -101,11 +104,29 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
     if is_async && args.fallback.is_some() {
         fallback::unmove_tracing_future(&mut func.block);
     }
-    let result = call::call_expr(args, &func.sig, &ret, &func.block, is_async, &breaker);
+    let mut frame = match shape {
+        Shape::Async => future::frame(args, &func),
+        _ => Frame::Sync,
+    };
+    // The call reads the signature as written (the fallback's arguments); the prelude
+    // binds the parameters `desugar` renames.
+    let original = func.sig.clone();
+    let prelude = match &mut frame {
+        Frame::Returned(prelude) => {
+            *prelude = future::desugar(&mut func, &krate);
+            TokenStream::new()
+        }
+        Frame::InBlock => future::desugar(&mut func, &krate),
+        _ => TokenStream::new(),
+    };
+    let result = call::call_expr(args, &original, &ret, &func.block, &frame, &breaker);
     if args.retry.is_some() && is_async {
         call::unmut_params(&mut func.sig);
     }
-    let body = quote!({ #result });
+    let body = match frame {
+        Frame::InBlock => quote!({ async move { #prelude #result } }),
+        _ => quote!({ #result }),
+    };
     // Re-parsed so `ItemFn`'s printing keeps inner attributes (`#![allow(..)]`) in the body.
     match syn::parse2::<syn::Block>(body) {
         Ok(new_block) => {
