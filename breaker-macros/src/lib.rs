@@ -49,50 +49,67 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// expands to (what `cargo expand` shows; `tests/expand/` holds checked snapshots):
+/// expands to (what `cargo expand` shows, comments added; `tests/expand/` holds checked
+/// snapshots):
 ///
 /// ```ignore
-/// async fn charge(card: &Card, cents: u64) -> Result<Receipt, GatewayError> {
-///     // One breaker per function, created on the first call. Its own block keeps the
-///     // static out of the body's scope.
-///     let __breaker: &'static ::breaker::Breaker = {
-///         static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> =
-///             ::breaker::__private::Lazy::new(|| {
-///                 ::breaker::__private::breaker(
-///                     // Static text: a refusal copies it without a reference count.
-///                     ::breaker::Name::from_static(
-///                         &::breaker::__private::concat!(::breaker::__private::module_path!(), "::", "charge"),
-///                     ),
-///                     false, // a default name is never shared; `name = "…"` gives `true`
-///                     ::breaker::Config::default()
-///                         .threshold(2)
-///                         .cool_off(::breaker::__private::Duration::from_secs(5))
-///                         .timeout(::breaker::__private::Duration::from_millis(600)),
-///                 )
-///             });
-///         &__BREAKER
-///     };
+/// // The same signature to callers: an `async fn`'s future would keep each argument twice
+/// // (rust-lang/rust#62958); the returned future keeps it once.
+/// fn charge(
+///     card: &Card,
+///     cents: u64,
+/// ) -> impl ::breaker::__private::Future<Output = Result<Receipt, GatewayError>> {
 ///     // The return type is named so `?` and `return` in the body know their target; the
 ///     // bounds on it give the "must return a `Result`" and "`E` cannot hold a
 ///     // `BreakerError`" errors, on the return type.
 ///     ::breaker::__private::run::<Result<Receipt, GatewayError>, _, _, _, _>(
-///         __breaker,
-///         ::breaker::__private::every_error, // or the `is_failure` path, cast to `fn(&E) -> bool`
-///         async move { gateway.charge(card, cents).await }, // the body, unchanged
+///         {
+///             // One breaker per function, made on the first call; static text, so a
+///             // refusal copies its name without a reference count. The block keeps the
+///             // items out of the body's scope.
+///             static __NAME: &str = ::breaker::__private::concat!(
+///                 ::breaker::__private::module_path!(), "::", "charge"
+///             );
+///             fn __breaker_init() -> ::breaker::Breaker {
+///                 ::breaker::__private::breaker(
+///                     ::breaker::Name::from_static(&__NAME),
+///                     false, // a default name is never shared; `name = "…"` gives `true`
+///                     <::breaker::Config as ::breaker::__private::Default>::default()
+///                         .threshold(2)
+///                         .cool_off(::breaker::__private::Duration::from_secs(5))
+///                         .timeout(::breaker::__private::Duration::from_millis(600)),
+///                 )
+///             }
+///             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> =
+///                 ::breaker::__private::Lazy::new(__breaker_init);
+///             &__BREAKER
+///         },
+///         ::breaker::__private::every_error, // or the `is_failure` / `classify` judge
+///         async move {
+///             // Every argument lives until the call ends, used or not.
+///             let _ = &card;
+///             let _ = &cents;
+///             // Never runs: gives the block the function's return type.
+///             if false {
+///                 return ::breaker::__private::returns::<Result<Receipt, GatewayError>>();
+///             }
+///             gateway.charge(card, cents).await // the body, unchanged
+///         },
 ///     )
-///     .await
 /// }
 /// ```
 ///
-/// A plain `fn` gets `run_sync` and a `move ||` closure instead.
-/// With `fallback = cached_receipt` the last expression becomes a `match` over
-/// `__private::call(..)`: `Ok` is returned, and `Err(call_error)` calls
+/// A plain `fn` gets `run_sync` and a `move ||` closure instead. With a `fallback`, a `key`
+/// or `retry`, the function returns an `async move` block of its own, which owns the
+/// arguments, around the call; with `fallback = cached_receipt` the result goes to
+/// `__private::recover(call(..).await, move |__breaker_err| …)`, which calls
 /// `FallbackProbe::<_, _, Result<Receipt, GatewayError>>::new(cached_receipt, (card, cents,
-/// call_error)).__fallback().await`. The probe calls a fallback of the right shape; any other
-/// is one error on the fallback's name showing the signature it must have ("this fallback
-/// must be an `async fn(&Card, u64, CallError<GatewayError>) -> Result<Receipt,
-/// GatewayError>`"). The body then borrows the arguments instead of moving them (`async {
-/// .. }`, not `async move`), since the fallback receives them after it ran.
+/// __breaker_err)).__fallback()` on an error. The probe calls a fallback of the right shape;
+/// any other is one error on the fallback's name showing the signature it must have ("this
+/// fallback must be an `async fn(&Card, u64, CallError<GatewayError>) -> Result<Receipt,
+/// GatewayError>`"). The body then borrows the arguments (`async { .. }`, not `async move`),
+/// since the fallback receives them after it ran. An attribute below this one that it does
+/// not know (`#[tokio::test]`, a framework's) keeps the `async fn` as written.
 ///
 /// A method with a `self` receiver and no `name` gets an `InImpl` static instead of `Lazy`,
 /// reached with `__BREAKER.of::<Self>()`: see [Default names](#default-names).

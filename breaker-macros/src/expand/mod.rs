@@ -1,8 +1,10 @@
-//! Code generation: the user's function, signature untouched, with its body wrapped in one
-//! call into the runtime through a lazily created static breaker. `expand` runs the phases
-//! (arguments, item, checks) and reports every error at once; generation then reads only
-//! the checked `Args` and item: `config` (the `Config` built), `binding` (the static
-//! breaker), `call` (the body's call through it), `fallback` (its recovery).
+//! Code generation: the user's function with its body wrapped in one call into the runtime
+//! through a lazily created static breaker (an `async fn` made `fn … -> impl Future`, the same
+//! signature to callers: see `future`). `expand` runs the phases (arguments, item, checks)
+//! and reports every error at once; generation then reads only the checked `Args` and item:
+//! `config` (the `Config` built), `binding` (the static breaker), `future` (the frame an
+//! `async fn`'s call is written in), `call` (the body's call through the breaker),
+//! `fallback` (its recovery).
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
