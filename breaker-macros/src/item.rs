@@ -4,14 +4,27 @@
 
 use proc_macro2::TokenStream;
 use quote::ToTokens;
-use syn::{spanned::Spanned, Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Type};
+use syn::{
+    parse::{ParseStream, Parser},
+    spanned::Spanned,
+    Attribute, Block, Expr, FnArg, Ident, ItemFn, Pat, ReturnType, Signature, Stmt, Type,
+    Visibility,
+};
 
 use crate::{args::Args, errors::Errors};
 
-/// The annotated item as a function, or an error naming what it is instead.
+/// The annotated item as a function, or an error naming what it is instead. The body is kept
+/// as its tokens (see [`unparsed_fn`]), but under `#[async_trait]`'s boxed future, whose
+/// `async move` block the attribute opens.
 pub(crate) fn parse_fn(item: TokenStream) -> syn::Result<ItemFn> {
-    let fn_error = match syn::parse2::<ItemFn>(item.clone()) {
-        Ok(f) => return Ok(f),
+    let fn_error = match unparsed_fn.parse2(item.clone()) {
+        Ok(mut f) => {
+            let boxed = matches!(&f.sig.output, ReturnType::Type(_, ty) if boxed_future_output(ty).is_some());
+            if boxed {
+                parse_body(&mut f.block)?;
+            }
+            return Ok(f);
+        }
         Err(e) => e,
     };
     if let Ok(decl) = syn::parse2::<syn::TraitItemFn>(item.clone()) {
@@ -57,6 +70,44 @@ pub(crate) enum Shape {
     /// `async fn` of an `impl` that `#[async_trait]` (which expands first) rewrote. The inner
     /// `async move` block is wrapped, as `tracing::instrument` does; `R` is kept.
     Boxed(Box<Type>),
+}
+
+/// A function whose body is one verbatim statement, after its inner attributes (which
+/// `ItemFn` keeps with the outer ones and prints back inside the block): the attribute wraps
+/// the body and never reads it, and parsing it into `syn`'s tree to print it back was most of
+/// the attribute's own time in a debug build, growing with the body. A syntax error in the
+/// body is then rustc's to report, with its own parser's message.
+fn unparsed_fn(input: ParseStream) -> syn::Result<ItemFn> {
+    let mut attrs = input.call(Attribute::parse_outer)?;
+    let vis: Visibility = input.parse()?;
+    let sig: Signature = input.parse()?;
+    let content;
+    let brace_token = syn::braced!(content in input);
+    attrs.extend(content.call(Attribute::parse_inner)?);
+    let stmts: TokenStream = content.parse()?;
+    Ok(ItemFn {
+        attrs,
+        vis,
+        sig,
+        block: Box::new(Block {
+            brace_token,
+            stmts: verbatim(stmts),
+        }),
+    })
+}
+
+/// Tokens as a block's statements, printed as they are.
+pub(crate) fn verbatim(tokens: TokenStream) -> Vec<Stmt> {
+    vec![Stmt::Expr(Expr::Verbatim(tokens), None)]
+}
+
+/// Parses a body [`unparsed_fn`] kept as tokens into statements, for the rewrites that read
+/// it (`#[async_trait]`'s and `#[tracing::instrument]`'s blocks).
+pub(crate) fn parse_body(block: &mut Block) -> syn::Result<()> {
+    if let [Stmt::Expr(Expr::Verbatim(tokens), None)] = block.stmts.as_slice() {
+        block.stmts = Block::parse_within.parse2(tokens.clone())?;
+    }
+    Ok(())
 }
 
 /// The function's shape, or an error saying what to write when it returns a future the

@@ -193,6 +193,20 @@ pub(super) fn unmove_async_trait_args(sig: &mut syn::Signature, body: &mut syn::
     }
 }
 
+/// Whether `#[tracing::instrument]` above the attribute wrote this body: its `let
+/// __tracing_instrument_future = …;` at the top level (the body is parsed only then).
+pub(super) fn instrumented_above(body: &syn::Block) -> bool {
+    body.stmts.iter().any(|stmt| match stmt {
+        syn::Stmt::Expr(Expr::Verbatim(tokens), None) => tokens.clone().into_iter().any(
+            |t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "__tracing_instrument_future"),
+        ),
+        syn::Stmt::Local(l) => {
+            matches!(&l.pat, Pat::Ident(p) if p.ident == "__tracing_instrument_future")
+        }
+        _ => false,
+    })
+}
+
 /// With a fallback, `#[tracing::instrument]` above the attribute (which expands first) has
 /// moved the arguments into its own `async move` block (`let __tracing_instrument_future =
 /// async move { … };`), leaving nothing for the fallback: its blocks borrow them instead, as
