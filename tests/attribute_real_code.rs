@@ -3,6 +3,8 @@
 //! attribute leaves the owned arguments to the fallback, and the future an annotated `async
 //! fn` returns is the runtime's call future around the body plus a few words, not more.
 //! (That these shapes compile is the trybuild package's, tests/ui/pass/.)
+// The prelude's `let _ = &_guard;` must not read as a use of an underscored binding.
+#![warn(clippy::used_underscore_binding)]
 
 use std::fmt::Display;
 use std::mem::size_of_val;
@@ -179,6 +181,78 @@ async fn an_argument_the_body_never_names_lives_until_the_call_ends() {
     assert_eq!(drops.load(Ordering::SeqCst), 4);
     drop(unpolled);
     assert_eq!(drops.load(Ordering::SeqCst), 5);
+}
+
+/// Logs its name when dropped.
+struct Loud<'a>(&'static str, &'a std::sync::Mutex<Vec<&'static str>>);
+
+impl Drop for Loud<'_> {
+    fn drop(&mut self) {
+        self.1.lock().unwrap().push(self.0);
+    }
+}
+
+async fn plain_order(a: Loud<'_>, b: Loud<'_>, c: Loud<'_>) -> Result<(), Error> {
+    let _ = (&a.0, &c.0);
+    tokio::task::yield_now().await;
+    drop(b);
+    Ok(())
+}
+
+#[circuit_breaker(name = "real_code::annotated_order")]
+async fn annotated_order(a: Loud<'_>, b: Loud<'_>, c: Loud<'_>) -> Result<(), Error> {
+    let _ = (&a.0, &c.0);
+    tokio::task::yield_now().await;
+    drop(b);
+    Ok(())
+}
+
+#[circuit_breaker(name = "real_code::keyed_order", key = a.0)]
+async fn keyed_order(a: Loud<'_>, b: Loud<'_>, c: Loud<'_>) -> Result<(), Error> {
+    let _ = (&a.0, &c.0);
+    tokio::task::yield_now().await;
+    drop(b);
+    Ok(())
+}
+
+/// The arguments are dropped in the order the plain `async fn` drops them (the body's own
+/// moves first, then the rest in reverse), with a key as without one.
+#[tokio::test]
+async fn arguments_are_dropped_in_the_plain_functions_order() {
+    let log = std::sync::Mutex::new(Vec::new());
+    let order =
+        |log: &std::sync::Mutex<Vec<&'static str>>| std::mem::take(&mut *log.lock().unwrap());
+    plain_order(Loud("a", &log), Loud("b", &log), Loud("c", &log))
+        .await
+        .unwrap();
+    let plain = order(&log);
+    annotated_order(Loud("a", &log), Loud("b", &log), Loud("c", &log))
+        .await
+        .unwrap();
+    assert_eq!(order(&log), plain);
+    keyed_order(Loud("a", &log), Loud("b", &log), Loud("c", &log))
+        .await
+        .unwrap();
+    assert_eq!(order(&log), plain);
+    assert_eq!(plain, ["b", "c", "a"]);
+}
+
+fn panicking_config() -> breaker::Config {
+    panic!("the configuration could not be read")
+}
+
+#[circuit_breaker(config = panicking_config())]
+async fn misconfigured() -> Result<u32, Error> {
+    Ok(1)
+}
+
+/// `config = …` is evaluated where the `async fn` evaluated it, when the future first runs:
+/// a panic there is the task's, not the caller's that made the future.
+#[tokio::test]
+async fn a_config_expression_runs_when_the_future_first_runs() {
+    let future = misconfigured();
+    let joined = tokio::spawn(future).await;
+    assert!(joined.unwrap_err().is_panic());
 }
 
 /// DESIGN: an annotated `async fn`'s future is at most 64 bytes larger than the plain

@@ -4,9 +4,9 @@ fn lookup(
     trace: &Trace,
 ) -> impl ::breaker::__private::Future<Output = Result<Row, DbError>> {
     async move {
-        let _ = &id;
         #[cfg(feature = "trace")]
         let _ = &trace;
+        let _ = &id;
         ::breaker::__private::recover(
                 ::breaker::__private::call::<
                     Result<Row, DbError>,

@@ -3,46 +3,41 @@ impl TenantDb {
         &self,
         sql: &str,
     ) -> impl ::breaker::__private::Future<Output = Result<Rows, DbError>> {
-        async move {
-            let _ = &self;
-            let _ = &sql;
-            ::breaker::__private::run_keyed::<
-                Result<Rows, DbError>,
-                _,
-                _,
-                _,
-                _,
-            >(
-                    ::breaker::__private::breaker_of_key(|| {
-                        fn __breaker_init() -> (&'static str, ::breaker::Config) {
-                            (
-                                ::breaker::__private::module_path!(),
-                                <::breaker::Config as ::breaker::__private::Default>::default()
-                                    .failure_rate(50)
-                                    .window_calls(20)
-                                    .max_keys(1000)
-                                    .idle(::breaker::__private::Duration::from_secs(300)),
-                            )
-                        }
-                        static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
-                                __breaker_init,
-                            )
-                            .method("query");
-                        ::breaker::__private::KeyProbe::new(&(self.tenant_id))
-                            .__breaker_lookup(__BREAKER.of::<Self>())
-                    }),
-                    ::breaker::__private::every_error,
-                    async {
-                        if false {
-                            return ::breaker::__private::returns::<
-                                Result<Rows, DbError>,
-                            >();
-                        }
-                        self.pool.query(sql).await
-                    },
-                )
-                .await
-        }
+        ::breaker::__private::run_keyed::<
+            Result<Rows, DbError>,
+            _,
+            _,
+            _,
+            _,
+        >(
+            ::breaker::__private::breaker_of_key(|| {
+                fn __breaker_init() -> (&'static str, ::breaker::Config) {
+                    (
+                        ::breaker::__private::module_path!(),
+                        <::breaker::Config as ::breaker::__private::Default>::default()
+                            .failure_rate(50)
+                            .window_calls(20)
+                            .max_keys(1000)
+                            .idle(::breaker::__private::Duration::from_secs(300)),
+                    )
+                }
+                static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                        __breaker_init,
+                    )
+                    .method("query");
+                ::breaker::__private::KeyProbe::new(&(self.tenant_id))
+                    .__breaker_lookup(__BREAKER.of::<Self>())
+            }),
+            ::breaker::__private::every_error,
+            async move {
+                let _ = &sql;
+                let _ = &self;
+                if false {
+                    return ::breaker::__private::returns::<Result<Rows, DbError>>();
+                }
+                self.pool.query(sql).await
+            },
+        )
     }
 }
 fn deliver_webhook(
@@ -50,8 +45,8 @@ fn deliver_webhook(
     body: &[u8],
 ) -> impl ::breaker::__private::Future<Output = Result<(), HookError>> {
     async move {
-        let _ = &url;
         let _ = &body;
+        let _ = &url;
         ::breaker::__private::recover(
                 ::breaker::__private::call_keyed::<
                     Result<(), HookError>,

@@ -84,7 +84,7 @@ pub(super) fn breaker_ref(args: &Args, func: &ItemFn, krate: &TokenStream) -> Se
 /// Whether `expr` must be evaluated in the function itself, not in a closure: an `.await`,
 /// a `?` or a `return` (outside any `async` block or closure of its own) means the
 /// function's, and a closure would make them its own.
-fn needs_the_function(expr: &syn::Expr) -> bool {
+pub(super) fn needs_the_function(expr: &syn::Expr) -> bool {
     struct Escapes(bool);
     impl VisitMut for Escapes {
         fn visit_expr_mut(&mut self, e: &mut syn::Expr) {

@@ -132,10 +132,9 @@ fn judge(args: &Args, ret: &TokenStream) -> TokenStream {
 /// The body's call through the breaker: without a fallback `run` (or `run_keyed`,
 /// `run_sync`), where the body may consume the arguments (`move`); with one `call` (or
 /// `call_keyed`, `call_sync`), where the body borrows them, since the fallback receives them
-/// after the body ran. In the function's own block ([`Frame::InBlock`]), which owns the
-/// arguments, the body borrows what it only reads (and takes what it consumes): a `move`
-/// would keep a second copy of each. The call is the function's future itself when it is
-/// returned ([`Frame::Returned`]), awaited otherwise.
+/// after the body ran (which makes the future `Send` only if they are `Sync`). The call is
+/// the function's future itself when it is returned ([`Frame::Returned`]), awaited
+/// otherwise.
 fn entry(
     parts: &Parts,
     body: &TokenStream,
@@ -151,11 +150,7 @@ fn entry(
         owned,
     } = parts;
     let verb = if fallback { "call" } else { "run" };
-    let capture = match frame {
-        _ if fallback => None,
-        Frame::InBlock => None,
-        _ => Some(quote_spanned!(span=> move)),
-    };
+    let capture = (!fallback).then(|| quote_spanned!(span=> move));
     let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
     if frame.is_async() {
         let (f, host) = match owned {

@@ -37,7 +37,7 @@ pub(super) fn fallback_call(
                     _ => None,
                 })
                 .collect();
-            args.push((p.ident.to_token_stream(), cfgs));
+            args.push((super::future::unlinted(&p.ident).to_token_stream(), cfgs));
         }
     }
     args.push((err.to_token_stream(), Vec::new()));

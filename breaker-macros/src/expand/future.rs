@@ -10,8 +10,9 @@
 
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
-use syn::{FnArg, ItemFn, Pat, ReturnType};
+use syn::{visit_mut::VisitMut, Expr, FnArg, ItemFn, Pat, ReturnType};
 
+use super::binding::needs_the_function;
 use crate::args::Args;
 
 /// Where the call of an annotated function's body is written.
@@ -19,15 +20,22 @@ pub(super) enum Frame {
     /// A plain `fn`: the body is a closure.
     Sync,
     /// The body of an `async fn`, kept as written: another attribute below the breaker's
-    /// (`#[tokio::test]`, a framework's) may need it to be one. Also `#[async_trait]`'s
+    /// (`#[tokio::test]`, a framework's) may need it to be one, an `impl Trait` parameter
+    /// may elide a lifetime (which only an `async fn` may), and `#[tracing::instrument]`
+    /// below names pattern parameters' bindings. Also `#[async_trait]`'s
     /// `Box::pin(async move { … })`, which owns the arguments already.
     AsyncFn,
     /// The `fn`'s whole body: the call's future is the function's, and the body's block
-    /// owns the arguments (the prelude, see [`desugar`], makes it take every one).
+    /// owns the arguments (the prelude, see [`desugar`], makes it take every one). Calling
+    /// the function finds the breaker (the static's, made on the first call; or the key's,
+    /// looked up) and nothing else: the call starts at the first poll.
     Returned(TokenStream),
-    /// Inside the `fn`'s own `async move` block, which owns the arguments: with a fallback
-    /// (which receives them after the body), a key (looked up when the future first runs),
-    /// `retry` (each attempt clones them) or a pattern parameter. The body borrows them.
+    /// Inside the `fn`'s own `async move` block, which owns the arguments and runs all of it
+    /// at the first poll: with a fallback (which receives the arguments after the body),
+    /// `retry` (each attempt clones them), `config = …` (an expression, which may panic:
+    /// inside the future, as in the `async fn`), a key that awaits or has a `?`, a judge
+    /// that is a closure (it may borrow the arguments), a pattern parameter, or
+    /// `#[tracing::instrument]` below (which instruments the block a `fn` returns last).
     InBlock,
 }
 
@@ -39,22 +47,30 @@ impl Frame {
 
 /// The frame of an `async fn`'s call.
 pub(super) fn frame(args: &Args, func: &ItemFn) -> Frame {
-    if func.attrs.iter().any(|a| !kept_by_a_plain_fn(a)) {
-        return Frame::AsyncFn;
-    }
     let patterns = func.sig.inputs.iter().any(|i| match i {
         FnArg::Typed(t) => simple(&t.pat).is_none(),
         FnArg::Receiver(_) => false,
     });
-    let instrumented = func.attrs.iter().any(|a| is_instrument(a.path()));
+    let instrumented = func.attrs.iter().any(is_instrument);
+    if func.attrs.iter().any(|a| !kept_by_a_plain_fn(a))
+        || func.sig.inputs.iter().any(may_elide_in_impl_trait)
+        || (instrumented && patterns)
+    {
+        return Frame::AsyncFn;
+    }
+    let closure = |judge: Option<&Expr>| judge.is_some_and(|j| !matches!(j, Expr::Path(_)));
     if args.fallback.is_some()
         || args.retry.is_some()
-        || args.key.is_some()
+        || args.config.is_some()
+        || args
+            .key
+            .as_ref()
+            .is_some_and(|k| needs_the_function(&k.value))
+        || closure(args.is_failure.as_ref().map(|j| &j.value))
+        || closure(args.classify.as_ref().map(|j| &j.value))
         || patterns
         || instrumented
     {
-        // tracing's `instrument` below instruments the block a `fn` returns, which must be
-        // the last expression: the call's future would be instrumented only while made.
         Frame::InBlock
     } else {
         Frame::Returned(TokenStream::new())
@@ -66,7 +82,7 @@ pub(super) fn frame(args: &Args, func: &ItemFn) -> Frame {
 /// `clippy::…`), and tracing's `instrument`, which instruments the returned block.
 fn kept_by_a_plain_fn(attr: &syn::Attribute) -> bool {
     let path = attr.path();
-    if is_instrument(path) {
+    if is_instrument(attr) {
         return true;
     }
     if let Some(first) = path.segments.first()
@@ -92,10 +108,69 @@ fn kept_by_a_plain_fn(attr: &syn::Attribute) -> bool {
         .is_some_and(|i| INERT.iter().any(|inert| i == inert))
 }
 
-fn is_instrument(path: &syn::Path) -> bool {
-    path.segments
-        .last()
-        .is_some_and(|s| s.ident == "instrument")
+/// `#[instrument]` or `#[tracing::instrument]`.
+fn is_instrument(attr: &syn::Attribute) -> bool {
+    let names: Vec<String> = attr
+        .path()
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    matches!(names.as_slice(), [i] | [_, i] if i == "instrument" && (names.len() == 1 || names[0] == "tracing"))
+}
+
+/// Whether a parameter's type has an `impl Trait` that may elide a lifetime: `&T`, `'_` or a
+/// path with arguments, which may hide one (`Cow<str>`), among its bounds' arguments. An
+/// `async fn` may elide them there, a `fn` may not (E0658). `Fn(&str) -> &str` sugar has an
+/// elision scope of its own.
+fn may_elide_in_impl_trait(input: &FnArg) -> bool {
+    struct Finder {
+        in_impl: bool,
+        found: bool,
+    }
+    impl VisitMut for Finder {
+        fn visit_type_impl_trait_mut(&mut self, it: &mut syn::TypeImplTrait) {
+            let outer = std::mem::replace(&mut self.in_impl, true);
+            syn::visit_mut::visit_type_impl_trait_mut(self, it);
+            self.in_impl = outer;
+        }
+        fn visit_parenthesized_generic_arguments_mut(
+            &mut self,
+            _: &mut syn::ParenthesizedGenericArguments,
+        ) {
+        }
+        fn visit_type_reference_mut(&mut self, r: &mut syn::TypeReference) {
+            self.found |= self.in_impl && r.lifetime.is_none();
+            syn::visit_mut::visit_type_reference_mut(self, r);
+        }
+        fn visit_lifetime_mut(&mut self, l: &mut syn::Lifetime) {
+            self.found |= self.in_impl && l.ident == "_";
+        }
+        fn visit_type_path_mut(&mut self, p: &mut syn::TypePath) {
+            // Inside an `impl`'s bound arguments, a path type other than a primitive may be
+            // a struct with a lifetime left out.
+            const OWNED: [&str; 18] = [
+                "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128",
+                "isize", "f32", "f64", "bool", "char", "str", "String",
+            ];
+            let owned = p.qself.is_none()
+                && p.path
+                    .get_ident()
+                    .is_some_and(|i| OWNED.iter().any(|o| i == o));
+            self.found |= self.in_impl && !owned;
+            syn::visit_mut::visit_type_path_mut(self, p);
+        }
+    }
+    let FnArg::Typed(t) = input else {
+        return false;
+    };
+    let mut finder = Finder {
+        in_impl: false,
+        found: false,
+    };
+    // Visited on a copy: syn's `visit-mut` is the feature this crate already has.
+    finder.visit_type_mut(&mut t.ty.clone());
+    finder.found
 }
 
 /// The parameter's name when its pattern is a plain binding (`x`, `mut x`).
@@ -129,31 +204,48 @@ pub(super) fn desugar(func: &mut ItemFn, krate: &TokenStream) -> TokenStream {
     // return type.
     let future = quote_spanned!(at=> impl #krate::__private::Future<Output = #ret>);
     sig.output = ReturnType::Type(arrow, Box::new(syn::Type::Verbatim(future)));
-    let mut prelude = TokenStream::new();
+    // Each argument named (in reverse: the block's captures are dropped in the order they
+    // are taken, and a function's parameters in reverse), then the patterns bound.
+    let mut named = Vec::new();
+    let mut bound = TokenStream::new();
     for (n, input) in sig.inputs.iter_mut().enumerate() {
         match input {
             FnArg::Receiver(r) => {
                 let s = &r.self_token;
-                prelude.extend(quote!(let _ = &#s;));
+                named.push(quote!(let _ = &#s;));
             }
             FnArg::Typed(t) => {
                 let cfgs = t.attrs.iter().filter(|a| a.path().is_ident("cfg"));
                 let cfgs = quote!(#(#cfgs)*);
                 if let Some(name) = simple(&t.pat) {
-                    prelude.extend(quote!(#cfgs let _ = &#name;));
+                    let name = unlinted(name);
+                    named.push(quote!(#cfgs let _ = &#name;));
                 } else {
                     let arg = format_ident!("__breaker_arg{}", n, span = Span::mixed_site());
                     let pat = std::mem::replace(&mut *t.pat, syn::parse_quote!(#arg));
-                    // Named first: a block captures only the parts a pattern takes.
-                    prelude.extend(quote!(#cfgs let _ = &#arg;));
+                    // Named whole: a block captures only the parts a pattern takes.
+                    named.push(quote!(#cfgs let _ = &#arg;));
                     if !matches!(pat, Pat::Wild(_)) {
-                        prelude.extend(quote!(#cfgs let #pat = #arg;));
+                        bound.extend(quote!(#cfgs let #pat = #arg;));
                     }
                 }
             }
         }
     }
-    prelude
+    named.reverse();
+    quote!(#(#named)* #bound)
+}
+
+/// A parameter's name as generated code uses it (the prelude, the fallback's arguments):
+/// `_guard` at the user's position but with the macro's own hygiene (which still finds the
+/// parameter), so that clippy's `used_underscore_binding` sees generated code, not a use of
+/// `_guard` in the user's.
+pub(super) fn unlinted(name: &syn::Ident) -> syn::Ident {
+    let mut name = name.clone();
+    if name.to_string().starts_with('_') {
+        name.set_span(Span::call_site().located_at(name.span()));
+    }
+    name
 }
 
 /// The span of the returned `impl Future` and, in [`Frame::Returned`], of the call that is

@@ -130,6 +130,9 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
     // Printed as they are, after the function's inner attributes (`#![allow(..)]`):
     // re-parsed into `syn` statements, they were half the attribute's own time.
     func.block.stmts = verbatim(body);
+    // The macro's braces: the block is generated code (to clippy too, whose
+    // `manual_async_fn` would otherwise read the `fn` returning a block as the user's).
+    func.block.brace_token = syn::token::Brace::default();
     func.into_token_stream()
 }
 

@@ -3,6 +3,8 @@
 //! edition 2021, whose own `impl Trait` would not capture the elided lifetimes.
 #![deny(warnings)]
 use breaker::{circuit_breaker, BreakerError};
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt::Display;
 use std::future::Future;
 use std::pin::Pin;
@@ -33,6 +35,56 @@ async fn tuple((a, b): (u32, &str), Point { x, y }: Point, _: String, mut n: u32
 #[circuit_breaker(key = host, retry = 2)]
 async fn tuple_keyed((host, port): (&str, u16)) -> Result<usize, E> {
     Ok(host.len() + usize::from(port))
+}
+
+// Arguments that are `Send` but not `Sync`: the body owns them, the future stays `Send`
+// (with a key, a pattern parameter, `#[tracing::instrument]` below).
+#[circuit_breaker(key = tenant.clone())]
+async fn upload(tenant: String, seen: Cell<u8>) -> Result<u8, E> {
+    seen.set(1);
+    std::future::ready(()).await;
+    Ok(seen.get())
+}
+
+#[circuit_breaker]
+async fn wildcard_cell(seen: Cell<u8>, _: u8) -> Result<u8, E> {
+    std::future::ready(()).await;
+    Ok(seen.get())
+}
+
+#[circuit_breaker]
+#[tracing::instrument(skip(seen))]
+async fn instrumented_cell(seen: Cell<u8>) -> Result<u8, E> {
+    std::future::ready(()).await;
+    Ok(seen.get())
+}
+
+// `#[tracing::instrument]` below names a pattern's bindings: the `async fn` is kept.
+#[circuit_breaker]
+#[tracing::instrument(skip(b), fields(sum = a + 1))]
+async fn instrumented_pattern((a, b): (u8, Cell<u8>)) -> Result<u8, E> {
+    Ok(a + b.get())
+}
+
+// Lifetimes elided inside an `impl Trait` parameter, which only an `async fn` may write.
+#[circuit_breaker]
+async fn elided_in_impl(words: impl Iterator<Item = &str>, text: impl Into<Cow<'_, str>>) -> Result<usize, E> {
+    Ok(words.count() + text.into().len())
+}
+
+// A judge closure reading an argument the body does not take.
+#[derive(Debug)]
+struct Code(u16);
+
+impl From<BreakerError> for Code {
+    fn from(_: BreakerError) -> Self {
+        Code(0)
+    }
+}
+
+#[circuit_breaker(is_failure = |e: &Code| e.0 != ignore)]
+async fn judged(ignore: u16, x: u16) -> Result<u16, Code> {
+    Ok(x)
 }
 
 // Elided, named and `'_` lifetimes, generics, `impl Trait` arguments, a where clause.
@@ -169,4 +221,10 @@ fn main() {
     let _ = Box::new(Client { base: text.clone() }).by_box();
     let _ = is_send(client.by_value());
     let _ = is_send(other_attribute_below("h"));
+    let _ = is_send(upload(String::new(), Cell::new(0)));
+    let _ = is_send(wildcard_cell(Cell::new(0), 1));
+    let _ = is_send(instrumented_cell(Cell::new(0)));
+    let _ = instrumented_pattern((1, Cell::new(0)));
+    let _ = is_send(elided_in_impl(["a"].into_iter(), "b"));
+    let _ = is_send(judged(404, 1));
 }
