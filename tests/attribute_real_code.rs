@@ -259,11 +259,10 @@ async fn a_config_expression_runs_when_the_future_first_runs() {
 /// function's; `timeout` may add its timer. Measured against the plain function directly.
 /// The attribute makes the function `fn … -> impl Future` (rustc keeps an `async fn`'s
 /// argument twice when it lives across an `.await`: rust-lang/rust#62958; a returned block
-/// keeps it once): without a fallback or key the function's future is the runtime's call
-/// future (48 bytes around the body's), and the body's block owns the arguments. A fallback
-/// (which receives the arguments after the body) or a key (looked up when the future first
-/// runs) needs a block of the function's own around the call: it owns the arguments, the
-/// body's block borrows them.
+/// keeps it once): without a fallback the function's future is the runtime's call future
+/// (48 bytes around the body's; with a key it owns the key's breaker), and the body's block
+/// owns the arguments. A fallback (which receives the arguments after the body) needs a
+/// block of the function's own around the call: it owns the arguments, the body borrows.
 #[test]
 fn an_annotated_future_is_at_most_64_bytes_over_the_plain_one() {
     let plain = size_of_val(&plain(1, "h"));

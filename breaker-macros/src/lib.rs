@@ -99,9 +99,11 @@ use proc_macro::TokenStream;
 /// }
 /// ```
 ///
-/// A plain `fn` gets `run_sync` and a `move ||` closure instead. With a `fallback`, a `key`
-/// or `retry`, the function returns an `async move` block of its own, which owns the
-/// arguments, around the call; with `fallback = cached_receipt` the result goes to
+/// A plain `fn` gets `run_sync` and a `move ||` closure instead. With a `key` the call is
+/// `run_keyed`, taking the key's breaker, looked up when the function is called. With a
+/// `fallback`, `retry`, `config = …`, a judge closure or a pattern parameter, the function
+/// returns an `async move` block of its own, which owns the arguments, around the call
+/// (README, *What it expands to*, has every case); with `fallback = cached_receipt` the result goes to
 /// `__private::recover(call(..).await, move |__breaker_err| …)`, which calls
 /// `FallbackProbe::<_, _, Result<Receipt, GatewayError>>::new(cached_receipt, (card, cents,
 /// __breaker_err)).__fallback()` on an error. The probe calls a fallback of the right shape;
