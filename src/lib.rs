@@ -80,7 +80,6 @@ pub mod tower;
 /// `glue`, one room per concern.
 #[doc(hidden)]
 pub mod __private {
-    pub use core::default::Default;
     pub use core::future::Future;
     pub use core::result::Result::{self, Err, Ok};
     pub use core::time::Duration;

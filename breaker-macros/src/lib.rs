@@ -74,10 +74,14 @@ use proc_macro::TokenStream;
 ///                 ::breaker::__private::breaker(
 ///                     ::breaker::Name::from_static(&__NAME),
 ///                     false, // a default name is never shared; `name = "…"` gives `true`
-///                     <::breaker::Config as ::breaker::__private::Default>::default()
-///                         .threshold(2)
-///                         .cool_off(::breaker::__private::Duration::from_secs(5))
-///                         .timeout(::breaker::__private::Duration::from_millis(600)),
+///                     {
+///                         // A constant, evaluated by the compiler.
+///                         const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+///                             .threshold(2)
+///                             .cool_off(::breaker::__private::Duration::from_secs(5))
+///                             .timeout(::breaker::__private::Duration::from_millis(600));
+///                         __CONFIG
+///                     },
 ///                 )
 ///             }
 ///             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> =

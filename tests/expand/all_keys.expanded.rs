@@ -17,22 +17,24 @@ fn score(
                                 ::breaker::__private::breaker(
                                     ::breaker::Name::from_static(&__NAME),
                                     true,
-                                    <::breaker::Config as ::breaker::__private::Default>::default()
-                                        .threshold(3)
-                                        .failure_rate(50)
-                                        .window_calls(20)
-                                        .min_calls(10)
-                                        .slow_call(::breaker::__private::Duration::from_secs(2))
-                                        .cool_off(::breaker::__private::Duration::from_secs(30))
-                                        .max_cool_off(
-                                            ::breaker::__private::Duration::from_secs(300),
-                                        )
-                                        .jitter(::breaker::__private::Duration::from_millis(250))
-                                        .probes(3)
-                                        .success_threshold(2)
-                                        .timeout(::breaker::__private::Duration::from_secs(90))
-                                        .max_concurrent(16)
-                                        .on_state_change(page_on_call),
+                                    {
+                                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                            .threshold(3)
+                                            .failure_rate(50)
+                                            .window_calls(20)
+                                            .min_calls(10)
+                                            .slow_call(::breaker::__private::Duration::from_secs(2))
+                                            .cool_off(::breaker::__private::Duration::from_secs(30))
+                                            .max_cool_off(
+                                                ::breaker::__private::Duration::from_secs(300),
+                                            )
+                                            .jitter(::breaker::__private::Duration::from_millis(250))
+                                            .probes(3)
+                                            .success_threshold(2)
+                                            .timeout(::breaker::__private::Duration::from_secs(90))
+                                            .max_concurrent(16);
+                                        __CONFIG.on_state_change(page_on_call)
+                                    },
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

@@ -32,8 +32,11 @@ impl Store for Remote {
                                     ::breaker::__private::breaker(
                                         __name,
                                         false,
-                                        <::breaker::Config as ::breaker::__private::Default>::default()
-                                            .threshold(2),
+                                        {
+                                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                                .threshold(2);
+                                            __CONFIG
+                                        },
                                     )
                                 }
                                 static __BREAKER: ::breaker::__private::InImpl<

@@ -23,7 +23,7 @@ fn lookup(
                                 ::breaker::__private::breaker(
                                     ::breaker::Name::from_static(&__NAME),
                                     false,
-                                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                                    ::breaker::Config::DEFAULT,
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

@@ -17,8 +17,11 @@ fn get(
                     ::breaker::__private::breaker(
                         ::breaker::Name::from_static(&__NAME),
                         false,
-                        <::breaker::Config as ::breaker::__private::Default>::default()
-                            .threshold(3),
+                        {
+                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                .threshold(3);
+                            __CONFIG
+                        },
                     ),
                 )
             }
@@ -63,7 +66,7 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
                 ::breaker::__private::breaker(
                     ::breaker::Name::from_static(&__NAME),
                     false,
-                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                    ::breaker::Config::DEFAULT,
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -16,8 +16,11 @@ where
                     ::breaker::__private::breaker(
                         ::breaker::Name::from_static(&__NAME),
                         false,
-                        <::breaker::Config as ::breaker::__private::Default>::default()
-                            .threshold(2),
+                        {
+                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                .threshold(2);
+                            __CONFIG
+                        },
                     )
                 }
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -14,11 +14,14 @@ impl TenantDb {
                 fn __breaker_init() -> (&'static str, ::breaker::Config) {
                     (
                         ::breaker::__private::module_path!(),
-                        <::breaker::Config as ::breaker::__private::Default>::default()
-                            .failure_rate(50)
-                            .window_calls(20)
-                            .max_keys(1000)
-                            .idle(::breaker::__private::Duration::from_secs(300)),
+                        {
+                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                .failure_rate(50)
+                                .window_calls(20)
+                                .max_keys(1000)
+                                .idle(::breaker::__private::Duration::from_secs(300));
+                            __CONFIG
+                        },
                     )
                 }
                 static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
@@ -62,7 +65,7 @@ fn deliver_webhook(
                                         ::breaker::__private::module_path!(), "::",
                                         "deliver_webhook"
                                     ),
-                                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                                    ::breaker::Config::DEFAULT,
                                 )
                             }
                             static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(

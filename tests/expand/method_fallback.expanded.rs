@@ -25,9 +25,12 @@ impl Gateway {
                                     ::breaker::__private::breaker(
                                         __name,
                                         false,
-                                        <::breaker::Config as ::breaker::__private::Default>::default()
-                                            .threshold(2)
-                                            .cool_off(::breaker::__private::Duration::from_secs(5)),
+                                        {
+                                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                                .threshold(2)
+                                                .cool_off(::breaker::__private::Duration::from_secs(5));
+                                            __CONFIG
+                                        },
                                     )
                                 }
                                 static __BREAKER: ::breaker::__private::InImpl<

@@ -16,7 +16,7 @@ fn get_rate(
                 ::breaker::__private::breaker(
                     ::breaker::Name::from_static(&__NAME),
                     false,
-                    <::breaker::Config as ::breaker::__private::Default>::default(),
+                    ::breaker::Config::DEFAULT,
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -14,9 +14,12 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
                 ::breaker::__private::breaker(
                     ::breaker::Name::from_static(&__NAME),
                     false,
-                    <::breaker::Config as ::breaker::__private::Default>::default()
-                        .threshold(5)
-                        .slow_call(::breaker::__private::Duration::from_millis(500)),
+                    {
+                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                            .threshold(5)
+                            .slow_call(::breaker::__private::Duration::from_millis(500));
+                        __CONFIG
+                    },
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

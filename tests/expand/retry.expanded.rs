@@ -20,9 +20,12 @@ fn quote(
                                 ::breaker::__private::breaker(
                                     ::breaker::Name::from_static(&__NAME),
                                     false,
-                                    <::breaker::Config as ::breaker::__private::Default>::default()
-                                        .retry(3)
-                                        .backoff(::breaker::__private::Duration::from_millis(50)),
+                                    {
+                                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
+                                            .retry(3)
+                                            .backoff(::breaker::__private::Duration::from_millis(50));
+                                        __CONFIG
+                                    },
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

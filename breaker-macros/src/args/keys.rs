@@ -86,12 +86,19 @@ macro_rules! keys {
                     .filter_map(|(row, key)| Some((row, key?)))
             }
 
-            /// `.threshold(3).cool_off(…)…`: the builder call of each key written, in the
-            /// table's order, so an expansion reads like the attribute.
-            pub(crate) fn builder_calls(&self, krate: &TokenStream) -> TokenStream {
+            /// `.threshold(3).cool_off(…)…`: the builder call of each key written whose
+            /// method `which` picks, in the table's order, so an expansion reads like the
+            /// attribute.
+            pub(crate) fn builder_calls(
+                &self,
+                krate: &TokenStream,
+                which: impl Fn(&str) -> bool,
+            ) -> TokenStream {
                 let mut calls = TokenStream::new();
                 $(if let (Some(method), Some(arg)) = ($becomes, &self.$field) {
-                    calls.extend(Value::call(&arg.value, method, krate, arg.span));
+                    if which(method) {
+                        calls.extend(Value::call(&arg.value, method, krate, arg.span));
+                    }
                 })*
                 calls
             }

@@ -101,33 +101,51 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// Five consecutive failures open the breaker for ten seconds; one probe closes it.
+    /// [`Config::DEFAULT`].
     fn default() -> Self {
-        Config {
-            threshold: None,
-            failure_rate: None,
-            window: None,
-            min_calls: None,
-            slow_call: None,
-            cool_off: Duration::from_secs(10),
-            max_cool_off: None,
-            jitter: None,
-            probes: 1,
-            success_threshold: None,
-            timeout: None,
-            max_concurrent: None,
-            on_state_change: None,
-            max_keys: Config::DEFAULT_MAX_KEYS,
-            idle: Config::DEFAULT_IDLE,
-            max_open_percent: None,
-            overload: OverloadConfig::default(),
-            retry: RetryConfig::default(),
-            probe: None,
-        }
+        Config::DEFAULT
     }
 }
 
 impl Config {
+    /// The defaults, as a constant: every builder but [`on_state_change`](Self::on_state_change)
+    /// and [`probe`](Self::probe) (which take closures) is a `const fn`, so a configuration
+    /// can be a `const` (`const POLICY: Config = Config::DEFAULT.threshold(3);`), built at
+    /// compile time. The attribute builds its breakers' configurations so.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config};
+    ///
+    /// const PAYMENTS: Config = Config::DEFAULT.threshold(3).cool_off(Duration::from_secs(30));
+    ///
+    /// let same = Config::default().threshold(3).cool_off(Duration::from_secs(30));
+    /// assert!(PAYMENTS.same_policy(&same));
+    /// let payments = Breaker::try_new("docs::payments", PAYMENTS).unwrap();
+    /// assert_eq!(payments.name(), "docs::payments");
+    /// ```
+    pub const DEFAULT: Config = Config {
+        threshold: None,
+        failure_rate: None,
+        window: None,
+        min_calls: None,
+        slow_call: None,
+        cool_off: Duration::from_secs(10),
+        max_cool_off: None,
+        jitter: None,
+        probes: 1,
+        success_threshold: None,
+        timeout: None,
+        max_concurrent: None,
+        on_state_change: None,
+        max_keys: Config::DEFAULT_MAX_KEYS,
+        idle: Config::DEFAULT_IDLE,
+        max_open_percent: None,
+        overload: OverloadConfig::DEFAULT,
+        retry: RetryConfig::DEFAULT,
+        probe: None,
+    };
+
     /// The most [`probes`](Self::probes) a breaker accepts. Each probe slot is a lease that
     /// half-open admission scans under the breaker's lock, and the table is allocated up
     /// front, so an unbounded count is an allocation of the user's choosing (`u32::MAX`
@@ -147,74 +165,74 @@ impl Config {
 
     /// Consecutive failures that open the breaker (default 5; off when only
     /// [`failure_rate`](Self::failure_rate) is set).
-    pub fn threshold(mut self, failures: u32) -> Self {
+    pub const fn threshold(mut self, failures: u32) -> Self {
         self.threshold = Some(failures);
         self
     }
     /// Open when this percentage (1..=100) of the calls in the window failed.
-    pub fn failure_rate(mut self, percent: u32) -> Self {
+    pub const fn failure_rate(mut self, percent: u32) -> Self {
         self.failure_rate = Some(percent);
         self
     }
     /// Judge the failure rate over the last `calls` calls (default 100, at most
     /// [`MAX_WINDOW_CALLS`](Self::MAX_WINDOW_CALLS)).
-    pub fn window_calls(mut self, calls: u32) -> Self {
+    pub const fn window_calls(mut self, calls: u32) -> Self {
         self.window = Some(Window::Calls(calls));
         self
     }
     /// Judge the failure rate over the calls of the last `window`.
-    pub fn window_duration(mut self, window: Duration) -> Self {
+    pub const fn window_duration(mut self, window: Duration) -> Self {
         self.window = Some(Window::Duration(window));
         self
     }
     /// Calls the window must hold before the rate is judged (default 10, at most the
     /// window's size).
-    pub fn min_calls(mut self, calls: u32) -> Self {
+    pub const fn min_calls(mut self, calls: u32) -> Self {
         self.min_calls = Some(calls);
         self
     }
     /// A call that takes at least this long counts as a failure; its result still goes to
     /// the caller.
-    pub fn slow_call(mut self, at_least: Duration) -> Self {
+    pub const fn slow_call(mut self, at_least: Duration) -> Self {
         self.slow_call = Some(at_least);
         self
     }
     /// How long the breaker stays open before it admits a probe (default 10 s).
-    pub fn cool_off(mut self, cool_off: Duration) -> Self {
+    pub const fn cool_off(mut self, cool_off: Duration) -> Self {
         self.cool_off = cool_off;
         self
     }
     /// Double the cool-off at each reopening from half-open, up to this.
-    pub fn max_cool_off(mut self, cap: Duration) -> Self {
+    pub const fn max_cool_off(mut self, cap: Duration) -> Self {
         self.max_cool_off = Some(cap);
         self
     }
     /// Add a random 0..`jitter` to each cool-off, so a fleet does not probe on one tick.
-    pub fn jitter(mut self, jitter: Duration) -> Self {
+    pub const fn jitter(mut self, jitter: Duration) -> Self {
         self.jitter = Some(jitter);
         self
     }
     /// Calls admitted at once while half-open (default 1, at most
     /// [`MAX_PROBES`](Self::MAX_PROBES)).
-    pub fn probes(mut self, probes: u32) -> Self {
+    pub const fn probes(mut self, probes: u32) -> Self {
         self.probes = probes;
         self
     }
     /// Consecutive successful probes that close the breaker (default: `probes`).
-    pub fn success_threshold(mut self, successes: u32) -> Self {
+    pub const fn success_threshold(mut self, successes: u32) -> Self {
         self.success_threshold = Some(successes);
         self
     }
     /// Deadline of one call; a timeout is a failure and yields
     /// [`BreakerError::Timeout`](crate::BreakerError::Timeout). Needs a tokio runtime with
     /// its time driver, as `tokio::time::timeout` does.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
+    pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
     /// Bulkhead: at most this many calls in flight; more fail fast with
     /// [`BreakerError::Full`](crate::BreakerError::Full).
-    pub fn max_concurrent(mut self, calls: u32) -> Self {
+    pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = Some(calls);
         self
     }
@@ -226,7 +244,7 @@ impl Config {
     }
     /// A keyed breaker keeps at most this many keys' breakers (default
     /// [`DEFAULT_MAX_KEYS`](Self::DEFAULT_MAX_KEYS)); a plain breaker ignores it.
-    pub fn max_keys(mut self, keys: usize) -> Self {
+    pub const fn max_keys(mut self, keys: usize) -> Self {
         self.max_keys = keys;
         self
     }
@@ -234,7 +252,7 @@ impl Config {
     /// fresh one, or open or half-open with no call in flight (it protects nobody), never
     /// one forced open or disabled (default [`DEFAULT_IDLE`](Self::DEFAULT_IDLE), ten
     /// minutes); a plain breaker ignores it.
-    pub fn idle(mut self, idle: Duration) -> Self {
+    pub const fn idle(mut self, idle: Duration) -> Self {
         self.idle = idle;
         self
     }
@@ -258,7 +276,7 @@ impl Config {
     /// let open = ["a", "b", "c", "d"].iter().filter(|h| hosts.breaker(**h).state() == State::Open);
     /// assert_eq!(open.count(), 2, "half of the four keys");
     /// ```
-    pub fn max_open_percent(mut self, percent: u32) -> Self {
+    pub const fn max_open_percent(mut self, percent: u32) -> Self {
         self.max_open_percent = Some(percent);
         self
     }

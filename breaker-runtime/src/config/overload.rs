@@ -18,6 +18,18 @@ pub(crate) struct OverloadConfig {
     pub(crate) adaptive_concurrency: Option<u32>,
 }
 
+impl OverloadConfig {
+    /// `Default::default()`, as a constant (for `Config::DEFAULT`).
+    pub(crate) const DEFAULT: OverloadConfig = OverloadConfig {
+        throttle: None,
+        max_throttle: None,
+        throttle_window: None,
+        ramp: None,
+        dry_run: false,
+        adaptive_concurrency: None,
+    };
+}
+
 /// The overload part of a validated configuration. `K` is kept as its bits so the policy
 /// stays `Eq` (a validated `K` is finite, so equal bits are equal numbers).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,21 +67,21 @@ impl Config {
     /// [`BreakerError::Throttled`](crate::BreakerError::Throttled) (or goes to the fallback)
     /// and counts in `Stats::rejected` and `Stats::throttled`. The trip rules still open the
     /// breaker as they would; throttling sheds a share before that. At least 1.
-    pub fn throttle(mut self, k: f64) -> Self {
+    pub const fn throttle(mut self, k: f64) -> Self {
         self.overload.throttle = Some(k);
         self
     }
 
     /// The most calls adaptive throttling refuses, in percent (default 90), so some always
     /// reach the dependency and see it recover. 1..=100.
-    pub fn max_throttle(mut self, percent: u32) -> Self {
+    pub const fn max_throttle(mut self, percent: u32) -> Self {
         self.overload.max_throttle = Some(percent);
         self
     }
 
     /// The window adaptive throttling counts requests and accepts over (default 60 s), in 20
     /// buckets: it reacts within a twentieth of it.
-    pub fn throttle_window(mut self, window: Duration) -> Self {
+    pub const fn throttle_window(mut self, window: Duration) -> Self {
         self.overload.throttle_window = Some(window);
         self
     }
@@ -79,7 +91,7 @@ impl Config {
     /// closed; the others fail with [`BreakerError::Throttled`](crate::BreakerError::Throttled).
     /// A dependency that just recovered (and a fleet that closes at once) gets its traffic
     /// back over `ramp` instead of all at once. Failures during the ramp count as usual.
-    pub fn ramp(mut self, ramp: Duration) -> Self {
+    pub const fn ramp(mut self, ramp: Duration) -> Self {
         self.overload.ramp = Some(ramp);
         self
     }
@@ -90,7 +102,7 @@ impl Config {
     /// for the refusal, and it counts in `Stats::shadow_rejected`. Its states and figures
     /// show what enforcing would have done: tune thresholds on production traffic, then
     /// switch it off. A dry-run breaker never publishes to a fleet.
-    pub fn dry_run(mut self, on: bool) -> Self {
+    pub const fn dry_run(mut self, on: bool) -> Self {
         self.overload.dry_run = on;
         self
     }
@@ -102,7 +114,7 @@ impl Config {
     /// out. Calls beyond the current limit fail with
     /// [`BreakerError::Full`](crate::BreakerError::Full) carrying it. Not with
     /// [`max_concurrent`](Self::max_concurrent) (one bulkhead is fixed or adaptive).
-    pub fn adaptive_concurrency(mut self, max: u32) -> Self {
+    pub const fn adaptive_concurrency(mut self, max: u32) -> Self {
         self.overload.adaptive_concurrency = Some(max);
         self
     }

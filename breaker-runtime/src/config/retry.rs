@@ -18,6 +18,15 @@ pub(crate) struct RetryConfig {
     pub(crate) backoff: Option<Duration>,
 }
 
+impl RetryConfig {
+    /// `Default::default()`, as a constant (for `Config::DEFAULT`).
+    pub(crate) const DEFAULT: RetryConfig = RetryConfig {
+        attempts: None,
+        percent: None,
+        backoff: None,
+    };
+}
+
 /// The retry keys, validated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RetryPolicy {
@@ -77,21 +86,21 @@ impl Config {
     /// attribute's `retry = N`; see [`breaker::retry`](crate::retry) for what is retried.
     /// More than 65 535 attempts count as 65 535 (a retried call reads its policy from one
     /// word, without a lock).
-    pub fn retry(mut self, attempts: u32) -> Self {
+    pub const fn retry(mut self, attempts: u32) -> Self {
         self.retry.attempts = Some(attempts);
         self
     }
     /// The share of first attempts (1 to 100 percent, default 20) the retry budget lets be
     /// retried over ten seconds, besides its floor of 10 retries a second. Needs
     /// [`retry`](Self::retry).
-    pub fn retry_budget(mut self, percent: u32) -> Self {
+    pub const fn retry_budget(mut self, percent: u32) -> Self {
         self.retry.percent = Some(percent);
         self
     }
     /// The wait before the first retry (default 100 ms), doubled at each next one up to
     /// 5 s, with ±20 % jitter. Needs [`retry`](Self::retry). A value over about 36 minutes
     /// counts as that (it is kept in 41 bits of nanoseconds).
-    pub fn backoff(mut self, initial: Duration) -> Self {
+    pub const fn backoff(mut self, initial: Duration) -> Self {
         self.retry.backoff = Some(initial);
         self
     }
