@@ -4,6 +4,7 @@
 # the ratio and the cost per function (the target: at most 3 ms of debug build).
 #
 #   scripts/compile_cost.sh [--release] [RUNS]      (default: debug, RUNS = 3)
+#   scripts/compile_cost.sh --instructions          (the compiler's instructions, callgrind)
 #
 # Both crates live in a temporary directory and depend on this checkout's `breaker`; they share
 # one target directory, so the dependencies (breaker, breaker-macros, syn, tokio, ...) are built
@@ -15,6 +16,14 @@ shopt -s inherit_errexit
 
 profile=()
 label=debug
+# --instructions: each crate built once under callgrind (every rustc thread counted), which
+# repeats to a few parts in ten thousand where wall and CPU time move by half on a shared
+# machine. About 5 minutes.
+instructions=
+if [[ ${1:-} == --instructions ]]; then
+    instructions=1
+    shift
+fi
 if [[ ${1:-} == --release ]]; then
     profile=(--release)
     label=release
@@ -120,6 +129,39 @@ measure() {
     median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
     echo "$(median "${walls[@]}") $(median "${cpus[@]}")"
 }
+
+# count NAME: the instructions rustc executes compiling the crate alone, its dependencies
+# built first (the wrapper runs valgrind only for the crate named).
+count() {
+    local dir="$tmp/$1"
+    (cd "$dir" && RUSTC_WRAPPER="$tmp/count-rustc" cargo build --quiet "${profile[@]}")
+    touch "$dir/src/lib.rs"
+    (cd "$dir" && VG_CRATE=$1 VG_OUT="$tmp/callgrind.$1" RUSTC_WRAPPER="$tmp/count-rustc" \
+        cargo build --quiet "${profile[@]}")
+    awk '/I *refs:/ { gsub(",", "", $NF); print $NF }' "$tmp/callgrind.$1.log" | tail -1
+}
+
+if [[ -n $instructions ]]; then
+    command -v valgrind >/dev/null || {
+        echo "compile_cost.sh --instructions needs valgrind (apt-get install valgrind)" >&2
+        exit 1
+    }
+    printf '%s\n' '#!/usr/bin/env bash' 'rustc=$1' 'shift' \
+        'if [[ -n ${VG_CRATE:-} ]]; then for a in "$@"; do if [[ $a == "$VG_CRATE" ]]; then' \
+        '  exec valgrind --tool=callgrind --callgrind-out-file="$VG_OUT" "$rustc" "$@" 2>>"$VG_OUT.log"' \
+        'fi; done; fi' 'exec "$rustc" "$@"' >"$tmp/count-rustc"
+    chmod +x "$tmp/count-rustc"
+    echo "compile cost of #[circuit_breaker]: $FUNCS functions, $label build, instructions" >&2
+    plain=$(count plain)
+    annotated=$(count annotated)
+    awk -v p="$plain" -v a="$annotated" -v f="$FUNCS" -v l="$label" 'BEGIN {
+        printf "| crate (%d fns, %s) | instructions to compile |\n|---|---:|\n", f, l
+        printf "| without the attribute | %.3f G |\n", p / 1e9
+        printf "| with #[circuit_breaker] | %.3f G |\n", a / 1e9
+        printf "| per annotated function, over the plain crate | %.1f M |\n", (a - p) / f / 1e6
+    }'
+    exit 0
+fi
 
 echo "compile cost of #[circuit_breaker]: $FUNCS functions, $label build, median of $RUNS" >&2
 read -r plain plain_cpu <<<"$(measure plain)"

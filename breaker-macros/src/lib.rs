@@ -90,9 +90,8 @@ use proc_macro::TokenStream;
 ///         },
 ///         ::breaker::__private::every_error, // or the `is_failure` / `classify` judge
 ///         async move {
-///             // Every argument lives until the call ends, used or not.
-///             let _ = &card;
-///             let _ = &cents;
+///             // (An argument with something to drop, neither a reference nor a number,
+///             // would be named here, `let _ = &arg;`: it lives until the call ends.)
 ///             // Never runs: gives the block the function's return type.
 ///             if false {
 ///                 return ::breaker::__private::returns::<Result<Receipt, GatewayError>>();

@@ -2,7 +2,6 @@ fn score(
     order: &Order,
 ) -> impl ::breaker::__private::Future<Output = Result<Score, FraudError>> {
     async move {
-        let _ = &order;
         ::breaker::__private::recover(
                 ::breaker::__private::call::<
                     Result<Score, FraudError>,

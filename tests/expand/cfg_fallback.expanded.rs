@@ -4,9 +4,6 @@ fn lookup(
     trace: &Trace,
 ) -> impl ::breaker::__private::Future<Output = Result<Row, DbError>> {
     async move {
-        #[cfg(feature = "trace")]
-        let _ = &trace;
-        let _ = &id;
         ::breaker::__private::recover(
                 ::breaker::__private::call::<
                     Result<Row, DbError>,

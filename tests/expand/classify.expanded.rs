@@ -42,7 +42,6 @@ fn get(
                 .f,
         ),
         async move {
-            let _ = &uri;
             if false {
                 return ::breaker::__private::returns::<Result<Response, HttpError>>();
             }

@@ -2,7 +2,6 @@ fn get_tax(
     cart: &Cart,
 ) -> impl ::breaker::__private::Future<Output = Result<Tax, TaxError>> {
     async move {
-        let _ = &cart;
         ::breaker::__private::run::<
             Result<Tax, TaxError>,
             _,

@@ -33,8 +33,6 @@ impl TenantDb {
             }),
             ::breaker::__private::every_error,
             async move {
-                let _ = &sql;
-                let _ = &self;
                 if false {
                     return ::breaker::__private::returns::<Result<Rows, DbError>>();
                 }
@@ -48,8 +46,6 @@ fn deliver_webhook(
     body: &[u8],
 ) -> impl ::breaker::__private::Future<Output = Result<(), HookError>> {
     async move {
-        let _ = &body;
-        let _ = &url;
         ::breaker::__private::recover(
                 ::breaker::__private::call_keyed::<
                     Result<(), HookError>,

@@ -5,9 +5,6 @@ impl Gateway {
         cents: u64,
     ) -> impl ::breaker::__private::Future<Output = Result<Receipt, GatewayError>> {
         async move {
-            let _ = &cents;
-            let _ = &card;
-            let _ = &self;
             ::breaker::__private::recover(
                     ::breaker::__private::call::<
                         Result<Receipt, GatewayError>,

@@ -26,7 +26,6 @@ fn get_rate(
         },
         ::breaker::__private::every_error,
         async move {
-            let _ = &region;
             if false {
                 return ::breaker::__private::returns::<Result<f64, TaxError>>();
             }

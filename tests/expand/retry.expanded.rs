@@ -3,7 +3,6 @@ fn quote(
     at: u64,
 ) -> impl ::breaker::__private::Future<Output = Result<u64, QuoteError>> {
     async move {
-        let _ = &at;
         let _ = &symbol;
         ::breaker::__private::recover(
                 ::breaker::__private::retried::<

@@ -52,9 +52,15 @@ pub(super) fn frame(args: &Args, func: &ItemFn) -> Frame {
         FnArg::Receiver(_) => false,
     });
     let instrumented = func.attrs.iter().any(is_instrument);
+    // tracing's `instrument` reads a `fn`'s body as `{ async move { … } }` and has no place
+    // for inner attributes (`#![allow(..)]`, `//!`) before the block.
+    let inner_attributes = func
+        .attrs
+        .iter()
+        .any(|a| matches!(a.style, syn::AttrStyle::Inner(_)));
     if func.attrs.iter().any(|a| !kept_by_a_plain_fn(a))
         || func.sig.inputs.iter().any(may_elide_in_impl_trait)
-        || (instrumented && patterns)
+        || (instrumented && (patterns || inner_attributes))
     {
         return Frame::AsyncFn;
     }
@@ -182,8 +188,9 @@ fn simple(pat: &Pat) -> Option<&syn::Ident> {
 }
 
 /// Makes the `async fn` a `fn` returning `impl Future<Output = R>`, and returns the prelude
-/// of the block that owns the arguments: `let _ = &x;` for each (a block captures only what
-/// it names, and every argument must live until the call ends, as in the `async fn`), and
+/// of the block that owns the arguments: `let _ = &x;` for each that has something to drop
+/// (a block captures only what it names, and every argument must live until the call ends,
+/// as in the `async fn`), and
 /// `let (a, b) = __breaker_arg1;` for a pattern parameter (renamed, bound in the block; `_`
 /// is kept whole until the end, as the `async fn` keeps it).
 pub(super) fn desugar(func: &mut ItemFn, krate: &TokenStream) -> TokenStream {
@@ -210,6 +217,12 @@ pub(super) fn desugar(func: &mut ItemFn, krate: &TokenStream) -> TokenStream {
     let mut bound = TokenStream::new();
     for (n, input) in sig.inputs.iter_mut().enumerate() {
         match input {
+            // A reference or a number is not named: dropping one does nothing, so it may
+            // go when the function returns, and one the body never uses is still reported
+            // unused, as in the plain function.
+            FnArg::Receiver(r)
+                if r.reference.is_some() || matches!(&*r.ty, syn::Type::Reference(_)) => {}
+            FnArg::Typed(t) if simple(&t.pat).is_some() && nothing_to_drop(&t.ty) => {}
             FnArg::Receiver(r) => {
                 let s = &r.self_token;
                 named.push(quote!(let _ = &#s;));
@@ -234,6 +247,27 @@ pub(super) fn desugar(func: &mut ItemFn, krate: &TokenStream) -> TokenStream {
     }
     named.reverse();
     quote!(#(#named)* #bound)
+}
+
+/// Whether a value of this type is dropped by doing nothing: a reference, a number, a
+/// `bool` or a `char`, as written.
+fn nothing_to_drop(ty: &syn::Type) -> bool {
+    const SCALARS: [&str; 16] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char",
+    ];
+    match ty {
+        syn::Type::Reference(_) => true,
+        syn::Type::Path(p) => {
+            p.qself.is_none()
+                && p.path
+                    .get_ident()
+                    .is_some_and(|i| SCALARS.iter().any(|s| i == s))
+        }
+        syn::Type::Group(g) => nothing_to_drop(&g.elem),
+        syn::Type::Paren(p) => nothing_to_drop(&p.elem),
+        _ => false,
+    }
 }
 
 /// A parameter's name as generated code uses it (the prelude, the fallback's arguments):

@@ -66,6 +66,15 @@ async fn instrumented_pattern((a, b): (u8, Cell<u8>)) -> Result<u8, E> {
     Ok(a + b.get())
 }
 
+// An inner attribute in the body, with `#[tracing::instrument]` below: the `async fn` is kept.
+#[circuit_breaker]
+#[tracing::instrument]
+async fn instrumented_inner(x: u32) -> Result<u32, E> {
+    #![allow(unused_mut)]
+    let mut y = x;
+    Ok(y)
+}
+
 // Lifetimes elided inside an `impl Trait` parameter, which only an `async fn` may write.
 #[circuit_breaker]
 async fn elided_in_impl(words: impl Iterator<Item = &str>, text: impl Into<Cow<'_, str>>) -> Result<usize, E> {
@@ -227,4 +236,5 @@ fn main() {
     let _ = instrumented_pattern((1, Cell::new(0)));
     let _ = is_send(elided_in_impl(["a"].into_iter(), "b"));
     let _ = is_send(judged(404, 1));
+    let _ = is_send(instrumented_inner(1));
 }
