@@ -1,3 +1,4 @@
+#[inline]
 fn get(
     uri: &str,
 ) -> impl ::breaker::__private::Future<Output = Result<Response, HttpError>> {

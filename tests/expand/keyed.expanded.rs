@@ -1,4 +1,5 @@
 impl TenantDb {
+    #[inline]
     fn query(
         &self,
         sql: &str,

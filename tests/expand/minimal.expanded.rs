@@ -1,3 +1,4 @@
+#[inline]
 fn get_rate(
     region: &str,
 ) -> impl ::breaker::__private::Future<Output = Result<f64, TaxError>> {

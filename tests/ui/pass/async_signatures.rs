@@ -75,6 +75,13 @@ async fn instrumented_inner(x: u32) -> Result<u32, E> {
     Ok(y)
 }
 
+// The function is made `#[inline]`, but not over an `inline` of the user's.
+#[circuit_breaker]
+#[inline(never)]
+async fn not_inlined(x: u32) -> Result<u32, E> {
+    Ok(x)
+}
+
 // Lifetimes elided inside an `impl Trait` parameter, which only an `async fn` may write.
 #[circuit_breaker]
 async fn elided_in_impl(words: impl Iterator<Item = &str>, text: impl Into<Cow<'_, str>>) -> Result<usize, E> {
@@ -237,4 +244,5 @@ fn main() {
     let _ = is_send(elided_in_impl(["a"].into_iter(), "b"));
     let _ = is_send(judged(404, 1));
     let _ = is_send(instrumented_inner(1));
+    let _ = is_send(not_inlined(1));
 }
