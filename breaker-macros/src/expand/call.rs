@@ -51,11 +51,12 @@ pub(super) fn call_expr(
     ret: &Type,
     body: &syn::Block,
     frame: &Frame,
+    prelude: &TokenStream,
     seat: &Seat,
 ) -> TokenStream {
     let is_async = frame.is_async();
     let ret_span = match frame {
-        Frame::Returned(_) => future::at_return_type(ret),
+        Frame::Returned => future::at_return_type(ret),
         _ => ret.span(),
     };
     let mut ret = ret.clone();
@@ -64,8 +65,9 @@ pub(super) fn call_expr(
     let judge = judge(args, &ret);
     let k = krate_at(args, ret_span);
     let body = if is_async {
+        // Returned, the body's block owns the arguments; in a block, that block does.
         let prelude = match frame {
-            Frame::Returned(prelude) => prelude.clone(),
+            Frame::Returned => prelude.clone(),
             _ => TokenStream::new(),
         };
         typed_async_body(&k, &ret, &prelude, body, ret_span)
@@ -161,7 +163,7 @@ fn entry(
             #k::__private::#f::<#ret, _, _, _, _>(#host, #judge, async #capture #body)
         };
         match frame {
-            Frame::Returned(_) => call,
+            Frame::Returned => call,
             _ => quote_spanned!(span=> #call.await),
         }
     } else {

@@ -90,7 +90,15 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         if args.fallback.is_some() {
             fallback::unmove_async_trait_args(sig, &mut inner.block);
         }
-        let result = call::call_expr(args, sig, &ret, &inner.block, &Frame::AsyncFn, &breaker);
+        let result = call::call_expr(
+            args,
+            sig,
+            &ret,
+            &inner.block,
+            &Frame::AsyncFn,
+            &TokenStream::new(),
+            &breaker,
+        );
         if args.retry.is_some() {
             call::unmut_params(sig);
         }
@@ -104,27 +112,31 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         }
         fallback::unmove_tracing_future(&mut func.block);
     }
-    let mut frame = match shape {
+    let frame = match shape {
         Shape::Async => future::frame(args, &func),
         _ => Frame::Sync,
     };
     // The call reads the signature as written (the fallback's arguments); the prelude
     // binds the parameters `desugar` renames.
     let original = func.sig.clone();
-    let prelude = match &mut frame {
-        Frame::Returned(prelude) => {
-            *prelude = future::desugar(&mut func, &krate);
-            // The function only makes the call's future: inlined, the caller's `.await` gets
-            // it in place (without, one move of the whole future, +8 instructions a call).
-            if !func.attrs.iter().any(|a| a.path().is_ident("inline")) {
-                func.attrs.push(syn::parse_quote!(#[inline]));
-            }
-            TokenStream::new()
-        }
-        Frame::InBlock => future::desugar(&mut func, &krate),
-        _ => TokenStream::new(),
+    let prelude = match frame {
+        Frame::Returned | Frame::InBlock => future::desugar(&mut func, &krate),
+        Frame::Sync | Frame::AsyncFn => TokenStream::new(),
     };
-    let result = call::call_expr(args, &original, &ret, &func.block, &frame, &breaker);
+    // Returned, the function only makes the call's future: inlined, the caller's `.await`
+    // gets it in place (without, one move of the whole future, +8 instructions a call).
+    if matches!(frame, Frame::Returned) && !func.attrs.iter().any(|a| a.path().is_ident("inline")) {
+        func.attrs.push(syn::parse_quote!(#[inline]));
+    }
+    let result = call::call_expr(
+        args,
+        &original,
+        &ret,
+        &func.block,
+        &frame,
+        &prelude,
+        &breaker,
+    );
     if args.retry.is_some() && is_async {
         call::unmut_params(&mut func.sig);
     }

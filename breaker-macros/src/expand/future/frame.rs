@@ -2,7 +2,6 @@
 //! can be, a block of its own where something must wait for the first poll, the `async fn`
 //! kept where a `fn` cannot say the same.
 
-use proc_macro2::TokenStream;
 use syn::{visit_mut::VisitMut, Expr, FnArg, ItemFn};
 
 use super::{desugar::simple, Frame};
@@ -42,7 +41,7 @@ pub(in crate::expand) fn frame(args: &Args, func: &ItemFn) -> Frame {
     {
         Frame::InBlock
     } else {
-        Frame::Returned(TokenStream::new())
+        Frame::Returned
     }
 }
 

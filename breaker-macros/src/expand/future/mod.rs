@@ -11,8 +11,6 @@
 mod desugar;
 mod frame;
 
-use proc_macro2::TokenStream;
-
 pub(super) use desugar::{at_return_type, desugar, unlinted};
 pub(super) use frame::frame;
 
@@ -31,7 +29,7 @@ pub(super) enum Frame {
     /// something to drop). The function is `#[inline]`: it only makes the future. Calling
     /// the function finds the breaker (the static's, made on the first call; or the key's,
     /// looked up) and nothing else: the call starts at the first poll.
-    Returned(TokenStream),
+    Returned,
     /// Inside the `fn`'s own `async move` block, which owns the arguments and runs all of it
     /// at the first poll: with a fallback (which receives the arguments after the body),
     /// `retry` (each attempt clones them), `config = …` (an expression, which may panic:
