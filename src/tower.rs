@@ -316,10 +316,7 @@ impl<S, T, C> CircuitBreaker<S, T, C> {
                 crate::State::Closed | crate::State::Disabled => None,
                 crate::State::ForcedOpen => Some(None),
                 crate::State::Open => Some(breaker.retry_in().filter(|d| !d.is_zero())),
-                crate::State::HalfOpen => match breaker.retry_in().filter(|d| !d.is_zero()) {
-                    Some(left) => Some(Some(left)),
-                    None => None,
-                },
+                crate::State::HalfOpen => breaker.retry_in().filter(|d| !d.is_zero()).map(Some),
             };
             let Some(until) = refuses else {
                 self.waiting = None; // deregistered while ready
