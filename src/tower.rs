@@ -85,15 +85,21 @@ impl CircuitBreakerLayer {
 
 impl<C> CircuitBreakerLayer<Breaker, C> {
     /// `poll_ready` is `Pending` while the breaker refuses calls (open, or forced open), and
-    /// wakes when it admits again (the end of its cool-off), so a balancer routes around an
-    /// open endpoint instead of collecting its refusals: tower's `p2c` chooses only among
-    /// ready services. Opt-in: without a balancer, a caller waiting on `ready()` would wait
-    /// out the cool-off instead of getting a refusal (and its fallback) at once.
+    /// wakes when it admits again, so a balancer routes around an open endpoint instead of
+    /// collecting its refusals: tower's `p2c` chooses only among ready services. Opt-in:
+    /// without a balancer, a caller waiting on `ready()` would wait out the cool-off instead
+    /// of getting a refusal (and its fallback) at once.
     ///
-    /// Half-open is ready while a probe slot is free (the next request may be the probe). A
-    /// breaker open for no known time (forced open, or held by its fleet) is looked at again
-    /// every 250 ms. One breaker
-    /// only: a keyed layer's breaker depends on the request, which `poll_ready` does not see.
+    /// A waiting `poll_ready` is woken at once by every change that may make the breaker
+    /// admit, not at the old deadline: the end of its open time, a
+    /// [`reset`](crate::Handle::reset), [`disable`](crate::Handle::disable), a probe's
+    /// success (another clone's request, or the breaker's own
+    /// [`probe`](crate::Config::probe)), a probe slot given back, its fleet's closing or
+    /// grant, a reconfiguration (a dry run refuses nothing, so it is ready). Half-open is
+    /// ready while a probe slot is free (the next request may be the probe). Each waiting
+    /// service holds one registration with the breaker, dropped when it is ready or dropped;
+    /// the calls themselves pay nothing for it. One breaker only: a keyed layer's breaker
+    /// depends on the request, which `poll_ready` does not see.
     ///
     /// ```
     /// use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
@@ -175,7 +181,7 @@ impl<S, T: Clone, C: Clone> Layer<S> for CircuitBreakerLayer<T, C> {
             pick: self.pick.clone(),
             classify: self.classify.clone(),
             ready_when_closed: self.ready_when_closed,
-            reopens: None,
+            waiting: None,
         }
     }
 }
@@ -194,8 +200,17 @@ pub struct CircuitBreaker<S, T = Breaker, C = DefaultClassify> {
     pick: T,
     classify: C,
     ready_when_closed: bool,
-    // With `ready_when_closed`: the timer that wakes `poll_ready` when the breaker admits
-    // again; made at the first `Pending`, never cloned.
+    // With `ready_when_closed`: what wakes `poll_ready` when the breaker admits again (the
+    // end of its open time, or any change); made at the first `Pending`, dropped when ready,
+    // never cloned.
+    waiting: Option<Box<Waiting>>,
+}
+
+/// A `poll_ready` waiting for the breaker to admit: its registration for the breaker's
+/// changes (armed before the state is read, so none is missed; deregistered when dropped)
+/// and the timer of the open time's end.
+struct Waiting {
+    changes: breaker_runtime::__internals::Changes,
     reopens: Option<Pin<Box<tokio::time::Sleep>>>,
 }
 
@@ -206,7 +221,7 @@ impl<S: Clone, T: Clone, C: Clone> Clone for CircuitBreaker<S, T, C> {
             pick: self.pick.clone(),
             classify: self.classify.clone(),
             ready_when_closed: self.ready_when_closed,
-            reopens: None,
+            waiting: None,
         }
     }
 }
@@ -274,45 +289,58 @@ where
 }
 
 impl<S, T, C> CircuitBreaker<S, T, C> {
-    /// `Ready` once the layer's one breaker admits calls; otherwise `Pending`, with a timer
-    /// due when its open time ends (or in 250 ms when it has none).
+    /// `Ready` once the layer's one breaker admits calls; otherwise `Pending`, woken by the
+    /// breaker's next change (a transition, a probe slot given back, a reconfiguration, the
+    /// fleet's gate) or when its open time ends, whichever comes first.
     #[inline(never)]
     fn poll_admits<Req>(&mut self, cx: &mut Context<'_>) -> Poll<()>
     where
         T: PickBreaker<Req>,
     {
-        /// How often a breaker open for no known time is looked at again.
-        const RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
+        let Some(breaker) = self.pick.only() else {
+            return Poll::Ready(());
+        };
         loop {
-            let Some(breaker) = self.pick.only() else {
-                return Poll::Ready(());
-            };
-            // How long it refuses for: a known time (open, or half-open with every probe slot
-            // leased), none (forced open; or held open by its fleet, whose open time has run
-            // out while it waits for another instance's probe), or not at all.
-            let wait = match breaker.state() {
+            let waiting = self.waiting.get_or_insert_with(|| {
+                Box::new(Waiting {
+                    changes: breaker.changes(),
+                    reopens: None,
+                })
+            });
+            // Refusing, and for how long: a known time (open, or half-open with every probe
+            // slot leased), or until a change (forced open; or held open by its fleet, whose
+            // open time has run out while it waits for another instance's probe). A dry run
+            // refuses no call.
+            let refuses = match breaker.state() {
+                _ if breaker.is_dry_run() => None,
                 crate::State::Closed | crate::State::Disabled => None,
-                crate::State::ForcedOpen => Some(RECHECK),
-                crate::State::Open => Some(
-                    breaker
-                        .retry_in()
-                        .filter(|d| !d.is_zero())
-                        .unwrap_or(RECHECK),
-                ),
-                crate::State::HalfOpen => breaker.retry_in().filter(|d| !d.is_zero()),
+                crate::State::ForcedOpen => Some(None),
+                crate::State::Open => Some(breaker.retry_in().filter(|d| !d.is_zero())),
+                crate::State::HalfOpen => breaker.retry_in().filter(|d| !d.is_zero()).map(Some),
             };
-            let Some(wait) = wait else {
-                self.reopens = None;
+            let Some(until) = refuses else {
+                self.waiting = None; // deregistered while ready
                 return Poll::Ready(());
             };
-            let due = tokio::time::Instant::now() + wait;
-            match self.reopens.as_mut() {
-                Some(timer) => timer.as_mut().reset(due),
-                None => self.reopens = Some(Box::pin(tokio::time::sleep_until(due))),
+            if let Some(left) = until {
+                let due = tokio::time::Instant::now() + left;
+                let timer = match waiting.reopens.as_mut() {
+                    Some(timer) => {
+                        timer.as_mut().reset(due);
+                        timer
+                    }
+                    None => waiting
+                        .reopens
+                        .insert(Box::pin(tokio::time::sleep_until(due))),
+                };
+                if timer.as_mut().poll(cx).is_ready() {
+                    continue; // due: look again (it may have been opened anew meanwhile)
+                }
             }
-            let timer = self.reopens.as_mut().expect("just set");
-            ready!(timer.as_mut().poll(cx));
-            // Due: look again (the breaker may have been opened anew meanwhile).
+            if waiting.changes.poll_changed(cx).is_ready() {
+                continue; // changed (and armed again): look again
+            }
+            return Poll::Pending;
         }
     }
 }

@@ -68,6 +68,7 @@ mod live;
 mod name;
 mod overload;
 mod probe;
+mod ready;
 mod reconfigure;
 mod registry;
 pub mod retry;
@@ -109,6 +110,7 @@ pub mod __internals {
     pub use crate::{
         core::Engine,
         keyed::KeyArg,
+        ready::Changes,
         shared::{Host, Shared},
     };
 }

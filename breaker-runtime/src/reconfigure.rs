@@ -58,13 +58,8 @@ impl Handle {
         let settings = core.live.replace(config)?;
         core.adopt(&settings.policy);
         if probe {
+            // An opening under way gets its probe task now, unless it has one.
             crate::probe::install(&self.shared);
-            // An opening under way gets its probe now (a second task for it, if it had one,
-            // finds the slot taken or the opening decided).
-            if core.peek() == crate::State::Open {
-                let opened = core.generation();
-                crate::probe::spawn(std::sync::Arc::downgrade(&self.shared), opened);
-            }
         }
         Ok(())
     }

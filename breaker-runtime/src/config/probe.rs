@@ -14,12 +14,24 @@ impl Config {
     /// breaker runs `probe` itself, as a tokio task, holding a probe slot like any probe. Its
     /// [`Verdict`] (or `Result`: `Ok` a success, `Err` a failure) decides as a probe call's
     /// would: a success closes the breaker (after `success_threshold` successes, probing
-    /// again while half-open), a failure reopens it with its backoff; `timeout` bounds it
-    /// (a timeout is a failure). A dependency that recovered with no traffic is closed
-    /// within one cool-off plus the probe's own time. In a fleet only the instance that
-    /// holds the fleet's probe lease probes, and the others close by its result.
+    /// again while half-open), a failure reopens it with its backoff, and the task probes
+    /// again at the end of the new cool-off. A dependency that recovered with no traffic is
+    /// closed within one cool-off plus the probe's own time. In a fleet only the instance
+    /// that holds the fleet's probe lease probes, and the others close by its result.
     ///
-    /// Opt-in: a breaker without a probe runs no task. The task starts at each opening, from
+    /// Bounded:
+    /// - A probe that has not answered within the breaker's `timeout` (without one, its
+    ///   `cool_off`: the probe's lease) is dropped and counted a failed probe (a timeout);
+    ///   one that panics is a failed probe too. Either reopens the breaker with its backoff,
+    ///   and it probes again.
+    /// - One task per breaker at a time, from an opening until the breaker closes (or is
+    ///   disabled or forced open). While half-open with its probe slots held by calls, it
+    ///   waits for their outcome (a call that came first is the probe).
+    /// - The task holds the breaker only by a weak reference: dropping the breaker's last
+    ///   clone and [`Handle`](crate::Handle) stops it at once (a probe under way is dropped)
+    ///   and frees the breaker, registry entry included.
+    ///
+    /// Opt-in: a breaker without a probe runs no task. The task starts at an opening, from
     /// the thread that opened the breaker, which must be in a tokio runtime (else a WARN
     /// says the probe did not run; calls still probe). Each probe is counted as a call in
     /// [`Stats`](crate::Stats). Not with a [`KeyedBreaker`](crate::KeyedBreaker): one probe

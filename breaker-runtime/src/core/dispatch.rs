@@ -1,6 +1,7 @@
 //! Announcing transitions: queued under the lock in the order they happen, delivered
 //! outside it by one dispatcher at a time (the `tracing` event, the hook, the observers),
-//! each under `catch_unwind`.
+//! each under `catch_unwind`; and waking whoever waits for the breaker to admit
+//! (`ready_when_closed`), at every transition and every other change that may admit.
 
 use std::panic::AssertUnwindSafe;
 
@@ -56,6 +57,26 @@ impl Core {
         events::notify_observers(t);
         self.fleet_announce(t);
         self.probe_announce(t);
+        self.wake_waiters();
+    }
+
+    /// What tells of every change that may make the breaker admit: made by the first who
+    /// waits. Each waiter holds one registration, removed when it is dropped.
+    pub(crate) fn changes(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.inner
+            .cold()
+            .changes
+            .get_or_init(Default::default)
+            .clone()
+    }
+
+    /// Wakes whoever waits for a change (outside the lock): a transition, a probe slot
+    /// given back, a reconfiguration, the fleet's gate. Nothing when no one ever waited;
+    /// never on the closed call path.
+    pub(crate) fn wake_waiters(&self) {
+        if let Some(changes) = self.inner.made().and_then(|cold| cold.changes.get()) {
+            changes.notify_waiters();
+        }
     }
 }
 

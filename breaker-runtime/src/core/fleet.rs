@@ -123,6 +123,8 @@ impl Core {
         drop(inner);
         if moved {
             self.dispatch();
+        } else {
+            self.wake_waiters(); // the open end moved
         }
     }
 
@@ -152,6 +154,8 @@ impl Core {
         // and the next refused call tells the fleet again.
         inner.granted = false;
         inner.wanted = false;
+        drop(inner);
+        self.wake_waiters(); // released: the breaker may admit
     }
 
     /// Fleet: the next call after the cool-off may become a probe (this instance holds the
@@ -163,6 +167,8 @@ impl Core {
         }
         inner.granted = true;
         inner.wanted = false;
+        drop(inner);
+        self.wake_waiters(); // granted: the breaker admits a probe
     }
 
     /// Fleet: attaches the fleet's link, replacing one attached before: leaving that fleet
@@ -175,6 +181,7 @@ impl Core {
         inner.wanted = false;
         drop(inner);
         drop(old); // outside the lock: its `Drop` sends
+        self.wake_waiters(); // an old fleet's gate released
     }
 
     /// Fleet: whether the gate holds this breaker open and a call was refused meanwhile.

@@ -306,6 +306,7 @@ impl Core {
             .leases
             .iter_mut()
             .find(|l| l.is_some_and(|l| l.id as u32 == probe.lease && l.since == probe.since));
+        let freed = ours.is_some();
         if let Some(lease) = ours {
             *lease = None;
         } else if outcome != Outcome::Timeout {
@@ -321,6 +322,10 @@ impl Core {
         // timed-out probe always reopens the breaker of its generation.
         let w = self.word();
         if w != Word::new(State::HalfOpen, generation) {
+            drop(inner);
+            if freed {
+                self.wake_waiters(); // a free slot admits the next call
+            }
             return;
         }
         let moved = match outcome {
@@ -357,6 +362,8 @@ impl Core {
         drop(inner);
         if moved {
             self.dispatch();
+        } else if freed {
+            self.wake_waiters(); // a free slot admits the next call
         }
     }
 }

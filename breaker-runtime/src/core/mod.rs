@@ -23,8 +23,8 @@
 //! | `half_open` | full admission, probe slots and their leases, how a probe's outcome decides |
 //! | `transition` | moving the word, what each state needs on entry, reading the state, manual control |
 //! | `fleet` | the hooks a fleet drives: open, close, hold open, grant the probe |
-//! | `dispatch` | announcing queued transitions outside the lock, in order, one dispatcher at a time |
-//! | `permit` | [`Permit`]: an admitted call's duty to report, and what it reports to ([`Engine`]) |
+//! | `dispatch` | announcing queued transitions outside the lock, in order, one dispatcher at a time; waking who waits for a change |
+//! | `permit` | what an admitted call reports to ([`Engine`]), and the engine's tests' `Permit`: an admitted call's duty to report |
 //! | `jitter` | the random extra on a cool-off |
 //! | `probe` | the breaker's own probe, engine side: what the probe task may do next ([`probe::Turn`]) |
 //! | `shed` | overload in the engine: ramp, throttle, adaptive bulkhead and dry run at admission and outcome |
@@ -68,7 +68,9 @@ mod tests;
 mod transition;
 
 pub(crate) use open_cap::{OpenBudget, OpenCap};
-pub use permit::{Engine, Permit};
+pub use permit::Engine;
+#[cfg(test)]
+pub(crate) use permit::Permit;
 #[cfg(test)]
 pub(crate) use shed::limit_sample;
 
@@ -142,6 +144,9 @@ struct Inner {
     fleet_floor: (u64, Nanos),
     /// The fleet's link to this member, dropped with the breaker (the member leaves).
     fleet: Option<Box<dyn fleet::FleetLink>>,
+    /// The breaker's own probe task, while one runs (`crate::probe`): at most one. Dropped
+    /// with the breaker, which tells the task to stop.
+    probe_task: Option<probe::Task>,
     /// `Stats` (successes, failures) when the breaker last closed: without a window, the
     /// failure rate a snapshot shows is the failed share of the calls since then.
     closed_at: (u64, u64),
@@ -162,6 +167,7 @@ impl Inner {
             wanted: false,
             fleet_floor: (u64::MAX, 0),
             fleet: None,
+            probe_task: None,
             closed_at: (0, 0),
         }
     }
@@ -191,6 +197,9 @@ struct Cold {
     base: Mutex<Option<crate::Stats>>,
     /// Starts the breaker's own probe at each opening (`Config::probe`).
     prober: OnceLock<probe::Prober>,
+    /// Told of every change that may make the breaker admit (`dispatch`'s `wake_waiters`):
+    /// made by the first who waits for one (`ready_when_closed`).
+    changes: OnceLock<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl std::ops::Deref for LazyInner {
@@ -217,6 +226,7 @@ impl LazyInner {
                 refusal_names: OnceLock::new(),
                 base: Mutex::new(None),
                 prober: OnceLock::new(),
+                changes: OnceLock::new(),
             })
         })
     }
@@ -350,6 +360,7 @@ impl Core {
                 .get_or_init(|| Overload::build(&policy.overload));
         }
         self.flags.store(flags(policy), Release);
+        self.wake_waiters(); // a dry run admits: whoever waits looks again
     }
 
     /// The window, if one was ever configured (it may be off now: see `Live::window`).

@@ -30,7 +30,10 @@ impl<C: Clock> Engine for (&Core, &C) {
 }
 
 /// An admitted call's right to report: reports `Cancelled` if dropped unreported, so a
-/// dropped future gives back its probe and bulkhead slots and records nothing.
+/// dropped future gives back its probe and bulkhead slots and records nothing. The engine's
+/// tests' (the call paths keep their admission in their own frame or future, the probe task
+/// by a weak reference).
+#[cfg(test)]
 pub struct Permit<H: Engine> {
     host: H,
     admission: Option<Admission>,
@@ -51,8 +54,9 @@ impl<'a, C: Clock> Permit<(&'a Core, &'a C)> {
     }
 }
 
+#[cfg(test)]
 impl<H: Engine> Permit<H> {
-    /// The permit of an admission made elsewhere (the breaker's own probe).
+    /// The permit of an admission made elsewhere.
     pub(crate) fn admitted_in(host: H, admission: Admission) -> Self {
         Permit {
             host,
@@ -67,6 +71,7 @@ impl<H: Engine> Permit<H> {
     }
 }
 
+#[cfg(test)]
 impl<H: Engine> Drop for Permit<H> {
     // Out of line: keeps the drop glue of a call future (which holds a permit) small
     // enough to inline where the call was on the fast path.
