@@ -165,6 +165,28 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
     }
 }
 
+impl<F, P, H: Host> CallFuture<'_, F, P, H> {
+    /// The call's answer has begun (a streamed response's headers arrived) and its outcome
+    /// comes later, when this future ends: from here on the call is not timed. Its `timeout`
+    /// no longer applies; `slow_call` is judged now (a call not slow yet will not be, however
+    /// long the rest takes, and dropped it is only cancelled; one slow already stays slow,
+    /// and abandoned if dropped). Nothing for a call not running. Not part of the API: for
+    /// the gRPC layer, which holds the call until the trailers.
+    #[doc(hidden)]
+    pub fn answer_began(self: Pin<&mut Self>) {
+        let call = self.project().call;
+        if !matches!(call.stage, Stage::Fast | Stage::Held) {
+            return;
+        }
+        if call.timer.is_some() {
+            release_timer(&mut call.timer);
+        }
+        let shared = call.host.shared();
+        let admission = Admission::join(call.held, call.flags);
+        call.flags = shared.core.answer_began(admission, &shared.clock);
+    }
+}
+
 /// Admission on the first poll, when neither the closed fast path nor an outright refusal
 /// applied (out of line and not generic: one copy for every call future): writes the
 /// admission and the stage if admitted.
