@@ -81,6 +81,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::{
+    grpc_table as table,
     tower::{CircuitBreakerLayer, Keyed, PickBreaker, Readied},
     Breaker, BreakerKey, CallError, KeyedBreaker, Verdict,
 };
@@ -88,9 +89,6 @@ use crate::{
 /// The error type of the layered service: tonic's own (`Box<dyn Error + Send + Sync>`), with
 /// a refusal inside as a [`Status`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-const GRPC_STATUS: &str = "grpc-status";
-const PUSHBACK: &str = "grpc-retry-pushback-ms";
 
 /// The verdict on a gRPC answer with this `code`, whose headers or trailers are `metadata`
 /// (read for `grpc-retry-pushback-ms`): the table in the [module docs](self).
@@ -112,36 +110,12 @@ const PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// );
 /// ```
 pub fn verdict(code: Code, metadata: &HeaderMap) -> Verdict {
-    let pushback = || pushback(metadata.get(PUSHBACK)?.to_str().ok()?);
-    judge(code, pushback)
+    judge(code, || table::pushback_in(metadata))
 }
 
 /// The table, with the pushback read only for an answer that is not `OK`.
 fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
-    if code != Code::Ok {
-        if let Some(wait) = pushback() {
-            return Verdict::OpenFor(wait);
-        }
-    }
-    match code {
-        Code::Ok => Verdict::Success,
-        Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::Internal
-        | Code::Unknown
-        | Code::DataLoss
-        | Code::Aborted
-        | Code::ResourceExhausted => Verdict::Failure,
-        Code::Cancelled
-        | Code::InvalidArgument
-        | Code::NotFound
-        | Code::AlreadyExists
-        | Code::PermissionDenied
-        | Code::Unauthenticated
-        | Code::FailedPrecondition
-        | Code::OutOfRange
-        | Code::Unimplemented => Verdict::Neutral,
-    }
+    table::judge(i32::from(code), pushback)
 }
 
 /// The table over a tonic call's result: `Ok` is a success, `Err(status)` is judged by
@@ -152,50 +126,47 @@ pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
     match result {
         Ok(_) => Verdict::Success,
         Err(status) => judge(status.code(), || {
-            pushback(status.metadata().get(PUSHBACK)?.to_str().ok()?)
+            table::pushback(status.metadata().get(table::PUSHBACK)?.to_str().ok()?)
         }),
     }
 }
 
-/// `grpc-retry-pushback-ms` when it is a whole number of milliseconds ≥ 0; gRPC A6 reads a
-/// negative or malformed value as "do not retry", which says nothing about how long, so it
-/// is ignored here.
-fn pushback(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Saturating: twenty digits of nines is "a long time"; the engine caps an `OpenFor`.
-    let millis = text.bytes().fold(0u64, |ms, digit| {
-        ms.saturating_mul(10)
-            .saturating_add(u64::from(digit - b'0'))
-    });
-    Some(Duration::from_millis(millis))
+/// The key of a request's method, its path (`/pkg.Service/Method`): one breaker per method,
+/// for [`CircuitBreakerLayer::grpc_keyed`] (or the plain layer's
+/// [`keyed`](CircuitBreakerLayer::keyed)) over a [`KeyedBreaker<String>`]. Given as it is,
+/// it needs no type annotation over a tonic `Channel` (a closure must name the request's
+/// body type, `tonic::body::Body`). A path longer than 256 bytes is kept by a prefix and a
+/// digest of it, as every HTTP key is, so a key costs what a short one does.
+///
+/// ```no_run
+/// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+/// use tower::ServiceBuilder;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+///     .connect()
+///     .await?;
+/// let per_method = KeyedBreaker::<String>::new("shop::methods", Config::default());
+/// let channel = ServiceBuilder::new()
+///     .layer(CircuitBreakerLayer::grpc_keyed(per_method, breaker::grpc::method))
+///     .service(channel);
+/// let mut client = tonic::client::Grpc::new(channel); // or a generated client
+/// client.ready().await?;
+/// # Ok(()) }
+/// ```
+pub fn method<B>(req: &http::Request<B>) -> String {
+    breaker_runtime::__internals::bounded_key(req.uri().path()).into_owned()
 }
 
 /// The code of an answer's headers or trailers, when they carry one.
 fn code_in(headers: &HeaderMap) -> Option<Code> {
-    headers
-        .get(GRPC_STATUS)
-        .map(|value| Code::from_bytes(value.as_bytes()))
+    table::code_in(headers).map(Code::from)
 }
 
-/// The code tonic's client gives an answer without `grpc-status` in its headers, when the
-/// HTTP status alone decides it (gRPC's HTTP-to-gRPC mapping); `None` for a `200`, whose
-/// code comes in the trailers.
+/// The code an answer without `grpc-status` in its headers has by its HTTP status alone;
+/// `None` for a `200`.
 fn code_of_http(status: StatusCode) -> Option<Code> {
-    Some(match status {
-        StatusCode::OK => return None,
-        StatusCode::BAD_REQUEST => Code::Internal,
-        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
-        StatusCode::FORBIDDEN => Code::PermissionDenied,
-        StatusCode::NOT_FOUND => Code::Unimplemented,
-        StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::BAD_GATEWAY
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
-        _ => Code::Unknown,
-    })
+    table::code_of_http(status).map(Code::from)
 }
 
 impl CircuitBreakerLayer {
@@ -349,11 +320,29 @@ fn carried<B>(judged: &Judged<B>) -> Verdict {
 /// A response whose verdict waits for its trailers, and where to send that verdict.
 type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
 
+/// What the breaker's call gives.
+type Outcome<B> = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>;
+
 /// The breaker's call, type-erased: it lives in the response future until the headers
 /// arrive, then (when the verdict waits for the trailers) in the response body.
-type Pending<B> = Pin<
-    Box<dyn Future<Output = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>> + Send>,
->;
+type Pending<B> = Pin<Box<dyn Running<B>>>;
+
+/// The breaker's call (a [`CallFuture`](crate::CallFuture)), as the layer holds it: a future,
+/// told when its headers arrived.
+trait Running<B>: Future<Output = Outcome<B>> + Send {
+    /// The headers arrived, the verdict waits for the trailers: the call is timed no longer
+    /// (`timeout`, `slow_call` and the abandoned rule stop here).
+    fn answer_began(self: Pin<&mut Self>);
+}
+
+impl<B, F, P> Running<B> for crate::CallFuture<'static, F, P, Breaker>
+where
+    Self: Future<Output = Outcome<B>> + Send,
+{
+    fn answer_began(self: Pin<&mut Self>) {
+        crate::CallFuture::answer_began(self);
+    }
+}
 
 pin_project_lite::pin_project! {
     /// The call the breaker admits: calls the readied inner service on its first poll; judges
@@ -452,6 +441,8 @@ impl<B> Future for GrpcResponseFuture<B> {
             }
             Poll::Pending => match this.handed.try_recv() {
                 Ok((response, verdict)) => {
+                    // The messages are the caller's to time; the trailers judge the call.
+                    call.as_mut().answer_began();
                     let call = this.call.take();
                     Poll::Ready(Ok(response.map(|body| GrpcBody {
                         inner: body,

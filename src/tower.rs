@@ -428,10 +428,17 @@ pub trait DefaultVerdict: Sized {
     }
 }
 
+/// An answer whose `content-type` is `application/grpc…` by the gRPC table (read from its
+/// headers: the response future ends there), any other by the HTTP preset.
 impl<B> DefaultVerdict for http::Response<B> {
     #[inline]
     fn default_verdict<E>(result: &Result<Self, E>) -> Verdict {
-        crate::http::classify(result)
+        match result {
+            Ok(response) if crate::grpc_table::is_grpc(response.headers()) => {
+                crate::grpc_table::at_headers(response.status(), response.headers())
+            }
+            _ => crate::http::classify(result),
+        }
     }
 }
 
