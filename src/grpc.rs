@@ -3,8 +3,9 @@
 //!
 //! A gRPC error travels as an HTTP `200`: its code is in the `grpc-status` header of a
 //! *Trailers-Only* answer (an error before any message), or in the trailers after the last
-//! message. A breaker that judges the HTTP status, or only the headers, counts every gRPC
-//! error as a success. [`CircuitBreakerLayer::grpc`] goes over a tonic `Channel` (any
+//! message. A breaker that judges the HTTP status counts every gRPC error as a success; one
+//! that reads only the headers misses a code in the trailers. [`CircuitBreakerLayer::grpc`]
+//! goes over a tonic `Channel` (any
 //! `Service<http::Request<_>, Response = http::Response<_>>`), wraps each response body and
 //! judges the call when its trailers arrive, as tower-http's `ClassifyEos` does:
 //!
@@ -36,9 +37,27 @@
 //! An answer without `grpc-status` is judged as tonic's client reads it: an HTTP status
 //! other than 200 by gRPC's HTTP mapping (`502`, `503`, `504`, `429` → `UNAVAILABLE`, `404` →
 //! `UNIMPLEMENTED`, …), a body that ends without trailers as `UNKNOWN` (a truncated
-//! stream), a body that fails mid-stream as a failure. A response body dropped before its
-//! end (the caller stopped reading a stream) is a cancelled call: it counts for nothing and
-//! gives back its probe and bulkhead slots.
+//! stream), a body that fails mid-stream as a failure.
+//!
+//! **A stream is judged by its status, timed by its headers.** The breaker's `timeout`,
+//! `slow_call` and the abandoned rule (a call dropped after `slow_call` is a slow call) apply
+//! until the response headers arrive: a unary call's whole answer, a stream's start. After
+//! them the messages are the caller's to time: a stream of 400 ms whose headers came in 5 ms
+//! is a success under `slow_call = 200ms` (and no `timeout` cuts it), and the status in its
+//! trailers judges it, so a failing code after a long stream is a failure (not a slow call).
+//! A response body dropped before its end (the caller stopped reading) is a cancelled call,
+//! however long it ran: it counts for nothing and gives back its probe and bulkhead slots,
+//! which the call holds until its end. Headers later than `slow_call` still make a slow call
+//! (abandoned if the body is then dropped), and headers later than `timeout` a timeout.
+//!
+//! **The plain layer over a `Channel`**: [`CircuitBreakerLayer::new`] and
+//! [`keyed`](CircuitBreakerLayer::keyed) judge an answer whose `content-type` is
+//! `application/grpc…` by this table too (with the `tower` feature alone), but from its
+//! headers only, since their response future ends there: a Trailers-Only code (how a server
+//! answers an error before any message, which is how tonic and grpc-go answer a failed unary
+//! call) and the HTTP status by the mapping above; a `200` whose code comes in the trailers
+//! counts as a success. Use `CircuitBreakerLayer::grpc` to judge the trailers too, and to
+//! give the caller a refusal as a [`Status`].
 //!
 //! The table is [`verdict`]; wrap it to change a code
 //! (`.classify(…)` is for the plain tower layer; here, write a `Service` of your own around
@@ -61,7 +80,7 @@
 //! users convert with `tonic::Status::from(refusal)` (`impl From<BreakerError> for Status`).
 //!
 //! **What the breaker's `timeout` covers**: until the response headers arrive (a unary call's
-//! whole answer, a stream's start); the stream's messages are the caller's to time.
+//! whole answer, a stream's start); the stream's messages are the caller's to time (above).
 
 use std::{
     borrow::Borrow,
@@ -142,7 +161,7 @@ pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
 /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
 /// use tower::ServiceBuilder;
 ///
-/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// # async fn run() -> Result<(), breaker::grpc::BoxError> {
 /// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
 ///     .connect()
 ///     .await?;
@@ -179,19 +198,28 @@ impl CircuitBreakerLayer {
     }
 
     /// [`grpc`](Self::grpc) with one breaker per key of `keyed`, `key(&request)`: per method
-    /// (`req.uri().path()`, `/pkg.Service/Method`), or per authority. Over a tonic `Channel`
-    /// a request's URI carries the authority only when the client was made with
-    /// `Grpc::with_origin` (generated clients: `with_origin`); otherwise key by what the
-    /// request does carry.
+    /// with [`breaker::grpc::method`](crate::grpc::method) (the path, `/pkg.Service/Method`),
+    /// or per authority. A closure of your own must name the request type a tonic `Channel`
+    /// takes, `|req: &http::Request<tonic::body::Body>| …` (an unannotated `|req|` does not
+    /// compile). Over a `Channel` a request's URI carries the authority only when the client
+    /// was made with `Grpc::with_origin` (generated clients: `with_origin`); otherwise key by
+    /// what the request does carry.
     ///
-    /// ```
+    /// ```no_run
     /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+    /// use tower::ServiceBuilder;
     ///
+    /// # async fn run() -> Result<(), breaker::grpc::BoxError> {
+    /// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+    ///     .connect()
+    ///     .await?;
     /// let per_method = KeyedBreaker::<String>::new("docs::grpc_methods", Config::default());
-    /// let layer = CircuitBreakerLayer::grpc_keyed(per_method, |req: &http::Request<()>| {
-    ///     req.uri().path().to_owned()
-    /// });
-    /// # let _ = layer;
+    /// let channel = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::grpc_keyed(per_method, breaker::grpc::method))
+    ///     .service(channel);
+    /// let mut client = tonic::client::Grpc::new(channel); // or `InventoryClient::new(channel)`
+    /// client.ready().await?;
+    /// # Ok(()) }
     /// ```
     pub fn grpc_keyed<K, F, Req, Q>(keyed: KeyedBreaker<K>, key: F) -> GrpcLayer<Keyed<K, F>>
     where
