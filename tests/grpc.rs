@@ -483,3 +483,174 @@ async fn wait_until(mut cond: impl FnMut() -> bool) {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
+
+// ------------------------------------------- the same rules, exact, over paused time
+
+/// A gRPC answer made by hand (no sockets, so the clock can be paused): the headers after
+/// `head`, then `messages` messages `every` apart (the first at once), then the trailers
+/// with `grpc-status: code`.
+mod made {
+    use std::{
+        convert::Infallible,
+        pin::Pin,
+        task::{ready, Context, Poll},
+        time::Duration,
+    };
+
+    use bytes::Bytes;
+    use http_body::{Body, Frame};
+    use tokio::time::{Instant, Sleep};
+
+    pub struct Answer {
+        left: usize,
+        every: Duration,
+        code: &'static str,
+        next: Pin<Box<Sleep>>,
+        ended: bool,
+    }
+
+    impl Body for Answer {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            ready!(self.next.as_mut().poll(cx));
+            if self.left == 0 {
+                self.ended = true;
+                let mut trailers = http::HeaderMap::new();
+                trailers.insert("grpc-status", self.code.parse().unwrap());
+                return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+            }
+            self.left -= 1;
+            let due = Instant::now() + self.every;
+            if self.left > 0 {
+                self.next.as_mut().reset(due);
+            }
+            Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"message")))))
+        }
+    }
+
+    use std::future::Future;
+
+    /// A service that answers every request so.
+    pub fn service(
+        head: Duration,
+        messages: usize,
+        every: Duration,
+        code: &'static str,
+    ) -> impl tower::Service<
+        http::Request<()>,
+        Response = http::Response<Answer>,
+        Error = Infallible,
+        Future: Send,
+    > + Clone
+           + Send
+           + 'static {
+        tower::service_fn(move |_: http::Request<()>| async move {
+            tokio::time::sleep(head).await;
+            let body = Answer {
+                left: messages,
+                every,
+                code,
+                next: Box::pin(tokio::time::sleep(Duration::ZERO)),
+                ended: false,
+            };
+            Ok(http::Response::builder()
+                .header("content-type", "application/grpc")
+                .body(body)
+                .unwrap())
+        })
+    }
+}
+
+/// Calls `svc` and reads `read` frames of the body (all of it when `None`), then drops it.
+async fn read_made<S, B>(svc: &S, read: Option<usize>) -> Result<usize, breaker::grpc::BoxError>
+where
+    S: tower::Service<
+            http::Request<()>,
+            Response = http::Response<B>,
+            Error = breaker::grpc::BoxError,
+        > + Clone,
+    B: http_body::Body + Unpin,
+{
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+
+    let mut body = svc
+        .clone()
+        .oneshot(http::Request::new(()))
+        .await?
+        .into_body();
+    let mut frames = 0;
+    while read != Some(frames) {
+        match body.frame().await {
+            Some(Ok(_)) => frames += 1,
+            Some(Err(_)) => return Err("the body failed".into()),
+            None => break,
+        }
+    }
+    Ok(frames)
+}
+
+const MS: Duration = Duration::from_millis(1);
+
+#[tokio::test(start_paused = true)]
+async fn paused_a_stream_is_timed_by_its_headers_and_judged_by_its_trailers() {
+    let b = Breaker::new(
+        "grpc::paused_streams",
+        Config::default()
+            .threshold(3)
+            .slow_call(200 * MS)
+            .timeout(300 * MS),
+    );
+    let layer = CircuitBreakerLayer::grpc(b.clone());
+    let healthy = tower::Layer::layer(&layer, made::service(5 * MS, 4, 100 * MS, "0"));
+    // Three healthy streams of 400 ms (headers in 5 ms): three successes, closed.
+    for _ in 0..3 {
+        let started = tokio::time::Instant::now();
+        assert_eq!(read_made(&healthy, None).await.unwrap(), 5); // 4 messages, the trailers
+        assert_eq!(started.elapsed(), 305 * MS);
+    }
+    let stats = b.stats();
+    assert_eq!(
+        (
+            stats.successes,
+            stats.slow_calls,
+            stats.failures,
+            stats.timeouts
+        ),
+        (3, 0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(b.state(), State::Closed);
+
+    // Read for 300 ms, then dropped: cancelled, not abandoned.
+    assert_eq!(read_made(&healthy, Some(4)).await.unwrap(), 4);
+    assert_eq!((b.stats().cancelled, b.stats().abandoned), (1, 0));
+
+    // A failing status after a long stream: a failure, not a slow call.
+    let failing = tower::Layer::layer(&layer, made::service(5 * MS, 4, 100 * MS, "14"));
+    read_made(&failing, None).await.unwrap();
+    assert_eq!((b.stats().failures, b.stats().slow_calls), (1, 0));
+
+    // Headers at 250 ms: a slow call; dropped after such headers, abandoned.
+    let late = tower::Layer::layer(&layer, made::service(250 * MS, 1, 100 * MS, "0"));
+    read_made(&late, None).await.unwrap();
+    assert_eq!(b.stats().slow_calls, 1);
+    read_made(&late, Some(0)).await.unwrap();
+    assert_eq!((b.stats().slow_calls, b.stats().abandoned), (2, 1));
+
+    // Headers later than `timeout`: a timeout, as `DEADLINE_EXCEEDED`.
+    b.handle().reset();
+    let hung = tower::Layer::layer(&layer, made::service(400 * MS, 1, 100 * MS, "0"));
+    let err = read_made(&hung, None).await.unwrap_err();
+    let status = tonic::Status::from_error(err);
+    assert_eq!(status.code(), Code::DeadlineExceeded);
+    assert_eq!(b.stats().timeouts, 1);
+}
