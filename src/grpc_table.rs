@@ -1,5 +1,5 @@
 //! The gRPC table on a code's number, without tonic (feature `http`): what
-//! [`breaker::grpc`](crate::grpc) judges by, and what the plain tower layer reads from the
+//! `breaker::grpc` judges by, and what the plain tower layer reads from the
 //! headers of an answer whose `content-type` is `application/grpc…`, so that a tonic
 //! `Channel` behind `CircuitBreakerLayer::new` is judged as a gRPC answer whether or not the
 //! `grpc` feature is on.
