@@ -48,7 +48,9 @@
 //! A response body dropped before its end (the caller stopped reading) is a cancelled call,
 //! however long it ran: it counts for nothing and gives back its probe and bulkhead slots,
 //! which the call holds until its end. Headers later than `slow_call` still make a slow call
-//! (abandoned if the body is then dropped), and headers later than `timeout` a timeout.
+//! (abandoned if the body is then dropped), and headers later than `timeout` a timeout. A
+//! half-open probe that is a stream keeps its probe slot for its lease (`timeout`, else the
+//! cool-off): a stream that ends later is counted, but the next call probes in its place.
 //!
 //! **The plain layer over a `Channel`**: [`CircuitBreakerLayer::new`] and
 //! [`keyed`](CircuitBreakerLayer::keyed) judge an answer whose `content-type` is
