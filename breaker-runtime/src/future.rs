@@ -434,6 +434,60 @@ mod tests {
         assert_eq!(overhead(std::mem::size_of_val(&owned)), 48);
     }
 
+    /// A call whose answer began (a stream's headers) is timed no longer: its `timeout` does
+    /// not cut it, `slow_call` was judged at that moment, and a drop is only a cancellation.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_answer_began_is_timed_no_longer() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let config = Config::default()
+            .threshold(100)
+            .slow_call(ms(200))
+            .timeout(ms(300));
+        let b = Breaker::unlisted("future::answer_began".into(), config).unwrap();
+        let stream = |answer: Duration, end: Duration| async move {
+            tokio::time::sleep(answer).await;
+            tokio::time::sleep(end).await;
+            Ok::<(), ()>(())
+        };
+
+        // Headers at 10 ms, the end at 1 s: a success, not slow, not timed out.
+        let mut call = std::pin::pin!(b.call(stream(ms(10), ms(990))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(10)).await;
+        assert!(futures_poll(call.as_mut()).is_pending());
+        call.as_mut().answer_began();
+        assert_eq!(call.await, Ok(()));
+        let stats = b.stats();
+        assert_eq!(
+            (stats.successes, stats.slow_calls, stats.timeouts),
+            (1, 0, 0)
+        );
+
+        // Dropped at 500 ms, its answer begun at 10 ms: cancelled, not abandoned.
+        let mut call = Box::pin(b.call(stream(ms(10), ms(990))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(10)).await;
+        call.as_mut().answer_began();
+        tokio::time::advance(ms(490)).await;
+        drop(call);
+        assert_eq!((b.stats().cancelled, b.stats().abandoned), (1, 0));
+
+        // Begun at 250 ms, past `slow_call`: slow at its end, abandoned if dropped.
+        let mut call = Box::pin(b.call(stream(ms(250), ms(500))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(250)).await;
+        assert!(futures_poll(call.as_mut()).is_pending());
+        call.as_mut().answer_began();
+        drop(call);
+        assert_eq!((b.stats().abandoned, b.stats().slow_calls), (1, 1));
+    }
+
+    /// Polls a future once with a waker that does nothing.
+    fn futures_poll<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
+        fut.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
     /// A task may be admitted on one worker and finish on another. Only a stripe's owner
     /// may count on it with plain stores, so the success is counted where the call ends:
     /// counting it on the admitting thread's stripe would race that thread's own counts.
