@@ -2,9 +2,9 @@
 //!
 //! A checkout calls an inventory service over gRPC (tonic, on 127.0.0.1). tonic sends a gRPC
 //! error as an HTTP `200` with its code in `grpc-status`, so a breaker that judges HTTP
-//! statuses, as the plain tower layer does, counts every `UNAVAILABLE` as a success and never
-//! opens. `CircuitBreakerLayer::grpc` judges the code instead (from the headers, or from the
-//! trailers at the end of the body).
+//! statuses counts every `UNAVAILABLE` as a success and never opens. `CircuitBreakerLayer::grpc`
+//! judges the code instead (from the headers, or from the trailers at the end of the body);
+//! so does the plain layer for an `application/grpc` answer, from its headers.
 //!
 //! The program runs three phases against one real tonic server, with two clients side by
 //! side, each sending a call every 5 ms:
@@ -13,8 +13,8 @@
 //! * **incident**: it answers `UNAVAILABLE` after 20 ms (a bad deploy);
 //! * **recovered**: it answers `OK` again.
 //!
-//! The clients: **http-judged** (`CircuitBreakerLayer::new`, the HTTP preset: every answer is
-//! a `200`) and **grpc-judged** (`CircuitBreakerLayer::grpc`). Both have `threshold = 5,
+//! The clients: **http-judged** (`CircuitBreakerLayer::new(b).classify(breaker::http::classify)`,
+//! the HTTP preset by status alone: every answer is a `200`) and **grpc-judged** (`CircuitBreakerLayer::grpc`). Both have `threshold = 5,
 //! cool_off = "1s"`. At the end a table shows, per phase and client, the calls made, the calls
 //! that reached the server, the refusals the caller got (`UNAVAILABLE` at once, with
 //! `grpc-retry-pushback-ms`) and the breaker's state.
@@ -59,7 +59,7 @@ async fn main() {
     let grpc_judged = Breaker::new("inventory::grpc_judged", config);
     let channel = server.channel().await;
     let http_client = ServiceBuilder::new()
-        .layer(CircuitBreakerLayer::new(http_judged.clone()))
+        .layer(CircuitBreakerLayer::new(http_judged.clone()).classify(breaker::http::classify))
         .service(channel.clone());
     let grpc_client = ServiceBuilder::new()
         .layer(CircuitBreakerLayer::grpc(grpc_judged.clone()))

@@ -3,8 +3,9 @@
 //!
 //! A gRPC error travels as an HTTP `200`: its code is in the `grpc-status` header of a
 //! *Trailers-Only* answer (an error before any message), or in the trailers after the last
-//! message. A breaker that judges the HTTP status, or only the headers, counts every gRPC
-//! error as a success. [`CircuitBreakerLayer::grpc`] goes over a tonic `Channel` (any
+//! message. A breaker that judges the HTTP status counts every gRPC error as a success; one
+//! that reads only the headers misses a code in the trailers. [`CircuitBreakerLayer::grpc`]
+//! goes over a tonic `Channel` (any
 //! `Service<http::Request<_>, Response = http::Response<_>>`), wraps each response body and
 //! judges the call when its trailers arrive, as tower-http's `ClassifyEos` does:
 //!
@@ -36,9 +37,29 @@
 //! An answer without `grpc-status` is judged as tonic's client reads it: an HTTP status
 //! other than 200 by gRPC's HTTP mapping (`502`, `503`, `504`, `429` → `UNAVAILABLE`, `404` →
 //! `UNIMPLEMENTED`, …), a body that ends without trailers as `UNKNOWN` (a truncated
-//! stream), a body that fails mid-stream as a failure. A response body dropped before its
-//! end (the caller stopped reading a stream) is a cancelled call: it counts for nothing and
-//! gives back its probe and bulkhead slots.
+//! stream), a body that fails mid-stream as a failure.
+//!
+//! **A stream is judged by its status, timed by its headers.** The breaker's `timeout`,
+//! `slow_call` and the abandoned rule (a call dropped after `slow_call` is a slow call) apply
+//! until the response headers arrive: a unary call's whole answer, a stream's start. After
+//! them the messages are the caller's to time: a stream of 400 ms whose headers came in 5 ms
+//! is a success under `slow_call = 200ms` (and no `timeout` cuts it), and the status in its
+//! trailers judges it, so a failing code after a long stream is a failure (not a slow call).
+//! A response body dropped before its end (the caller stopped reading) is a cancelled call,
+//! however long it ran: it counts for nothing and gives back its probe and bulkhead slots,
+//! which the call holds until its end. Headers later than `slow_call` still make a slow call
+//! (abandoned if the body is then dropped), and headers later than `timeout` a timeout. A
+//! half-open probe that is a stream keeps its probe slot for its lease (`timeout`, else the
+//! cool-off): a stream that ends later is counted, but the next call probes in its place.
+//!
+//! **The plain layer over a `Channel`**: [`CircuitBreakerLayer::new`] and
+//! [`keyed`](CircuitBreakerLayer::keyed) judge an answer whose `content-type` is
+//! `application/grpc…` by this table too (with the `tower` feature alone), but from its
+//! headers only, since their response future ends there: a Trailers-Only code (how a server
+//! answers an error before any message, which is how tonic and grpc-go answer a failed unary
+//! call) and the HTTP status by the mapping above; a `200` whose code comes in the trailers
+//! counts as a success. Use `CircuitBreakerLayer::grpc` to judge the trailers too, and to
+//! give the caller a refusal as a [`Status`].
 //!
 //! The table is [`verdict`]; wrap it to change a code
 //! (`.classify(…)` is for the plain tower layer; here, write a `Service` of your own around
@@ -61,7 +82,7 @@
 //! users convert with `tonic::Status::from(refusal)` (`impl From<BreakerError> for Status`).
 //!
 //! **What the breaker's `timeout` covers**: until the response headers arrive (a unary call's
-//! whole answer, a stream's start); the stream's messages are the caller's to time.
+//! whole answer, a stream's start); the stream's messages are the caller's to time (above).
 
 use std::{
     borrow::Borrow,
@@ -81,6 +102,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::{
+    grpc_table as table,
     tower::{CircuitBreakerLayer, Keyed, PickBreaker, Readied},
     Breaker, BreakerKey, CallError, KeyedBreaker, Verdict,
 };
@@ -88,9 +110,6 @@ use crate::{
 /// The error type of the layered service: tonic's own (`Box<dyn Error + Send + Sync>`), with
 /// a refusal inside as a [`Status`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-const GRPC_STATUS: &str = "grpc-status";
-const PUSHBACK: &str = "grpc-retry-pushback-ms";
 
 /// The verdict on a gRPC answer with this `code`, whose headers or trailers are `metadata`
 /// (read for `grpc-retry-pushback-ms`): the table in the [module docs](self).
@@ -112,36 +131,12 @@ const PUSHBACK: &str = "grpc-retry-pushback-ms";
 /// );
 /// ```
 pub fn verdict(code: Code, metadata: &HeaderMap) -> Verdict {
-    let pushback = || pushback(metadata.get(PUSHBACK)?.to_str().ok()?);
-    judge(code, pushback)
+    judge(code, || table::pushback_in(metadata))
 }
 
 /// The table, with the pushback read only for an answer that is not `OK`.
 fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
-    if code != Code::Ok {
-        if let Some(wait) = pushback() {
-            return Verdict::OpenFor(wait);
-        }
-    }
-    match code {
-        Code::Ok => Verdict::Success,
-        Code::Unavailable
-        | Code::DeadlineExceeded
-        | Code::Internal
-        | Code::Unknown
-        | Code::DataLoss
-        | Code::Aborted
-        | Code::ResourceExhausted => Verdict::Failure,
-        Code::Cancelled
-        | Code::InvalidArgument
-        | Code::NotFound
-        | Code::AlreadyExists
-        | Code::PermissionDenied
-        | Code::Unauthenticated
-        | Code::FailedPrecondition
-        | Code::OutOfRange
-        | Code::Unimplemented => Verdict::Neutral,
-    }
+    table::judge(i32::from(code), pushback)
 }
 
 /// The table over a tonic call's result: `Ok` is a success, `Err(status)` is judged by
@@ -152,50 +147,47 @@ pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
     match result {
         Ok(_) => Verdict::Success,
         Err(status) => judge(status.code(), || {
-            pushback(status.metadata().get(PUSHBACK)?.to_str().ok()?)
+            table::pushback(status.metadata().get(table::PUSHBACK)?.to_str().ok()?)
         }),
     }
 }
 
-/// `grpc-retry-pushback-ms` when it is a whole number of milliseconds ≥ 0; gRPC A6 reads a
-/// negative or malformed value as "do not retry", which says nothing about how long, so it
-/// is ignored here.
-fn pushback(text: &str) -> Option<Duration> {
-    let text = text.trim();
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    // Saturating: twenty digits of nines is "a long time"; the engine caps an `OpenFor`.
-    let millis = text.bytes().fold(0u64, |ms, digit| {
-        ms.saturating_mul(10)
-            .saturating_add(u64::from(digit - b'0'))
-    });
-    Some(Duration::from_millis(millis))
+/// The key of a request's method, its path (`/pkg.Service/Method`): one breaker per method,
+/// for [`CircuitBreakerLayer::grpc_keyed`] (or the plain layer's
+/// [`keyed`](CircuitBreakerLayer::keyed)) over a [`KeyedBreaker<String>`]. Given as it is,
+/// it needs no type annotation over a tonic `Channel` (a closure must name the request's
+/// body type, `tonic::body::Body`). A path longer than 256 bytes is kept by a prefix and a
+/// digest of it, as every HTTP key is, so a key costs what a short one does.
+///
+/// ```no_run
+/// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+/// use tower::ServiceBuilder;
+///
+/// # async fn run() -> Result<(), breaker::grpc::BoxError> {
+/// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+///     .connect()
+///     .await?;
+/// let per_method = KeyedBreaker::<String>::new("shop::methods", Config::default());
+/// let channel = ServiceBuilder::new()
+///     .layer(CircuitBreakerLayer::grpc_keyed(per_method, breaker::grpc::method))
+///     .service(channel);
+/// let mut client = tonic::client::Grpc::new(channel); // or a generated client
+/// client.ready().await?;
+/// # Ok(()) }
+/// ```
+pub fn method<B>(req: &http::Request<B>) -> String {
+    breaker_runtime::__internals::bounded_key(req.uri().path()).into_owned()
 }
 
 /// The code of an answer's headers or trailers, when they carry one.
 fn code_in(headers: &HeaderMap) -> Option<Code> {
-    headers
-        .get(GRPC_STATUS)
-        .map(|value| Code::from_bytes(value.as_bytes()))
+    table::code_in(headers).map(Code::from)
 }
 
-/// The code tonic's client gives an answer without `grpc-status` in its headers, when the
-/// HTTP status alone decides it (gRPC's HTTP-to-gRPC mapping); `None` for a `200`, whose
-/// code comes in the trailers.
+/// The code an answer without `grpc-status` in its headers has by its HTTP status alone;
+/// `None` for a `200`.
 fn code_of_http(status: StatusCode) -> Option<Code> {
-    Some(match status {
-        StatusCode::OK => return None,
-        StatusCode::BAD_REQUEST => Code::Internal,
-        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
-        StatusCode::FORBIDDEN => Code::PermissionDenied,
-        StatusCode::NOT_FOUND => Code::Unimplemented,
-        StatusCode::TOO_MANY_REQUESTS
-        | StatusCode::BAD_GATEWAY
-        | StatusCode::SERVICE_UNAVAILABLE
-        | StatusCode::GATEWAY_TIMEOUT => Code::Unavailable,
-        _ => Code::Unknown,
-    })
+    table::code_of_http(status).map(Code::from)
 }
 
 impl CircuitBreakerLayer {
@@ -208,19 +200,28 @@ impl CircuitBreakerLayer {
     }
 
     /// [`grpc`](Self::grpc) with one breaker per key of `keyed`, `key(&request)`: per method
-    /// (`req.uri().path()`, `/pkg.Service/Method`), or per authority. Over a tonic `Channel`
-    /// a request's URI carries the authority only when the client was made with
-    /// `Grpc::with_origin` (generated clients: `with_origin`); otherwise key by what the
-    /// request does carry.
+    /// with [`breaker::grpc::method`](crate::grpc::method) (the path, `/pkg.Service/Method`),
+    /// or per authority. A closure of your own must name the request type a tonic `Channel`
+    /// takes, `|req: &http::Request<tonic::body::Body>| …` (an unannotated `|req|` does not
+    /// compile). Over a `Channel` a request's URI carries the authority only when the client
+    /// was made with `Grpc::with_origin` (generated clients: `with_origin`); otherwise key by
+    /// what the request does carry.
     ///
-    /// ```
+    /// ```no_run
     /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+    /// use tower::ServiceBuilder;
     ///
+    /// # async fn run() -> Result<(), breaker::grpc::BoxError> {
+    /// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+    ///     .connect()
+    ///     .await?;
     /// let per_method = KeyedBreaker::<String>::new("docs::grpc_methods", Config::default());
-    /// let layer = CircuitBreakerLayer::grpc_keyed(per_method, |req: &http::Request<()>| {
-    ///     req.uri().path().to_owned()
-    /// });
-    /// # let _ = layer;
+    /// let channel = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::grpc_keyed(per_method, breaker::grpc::method))
+    ///     .service(channel);
+    /// let mut client = tonic::client::Grpc::new(channel); // or `InventoryClient::new(channel)`
+    /// client.ready().await?;
+    /// # Ok(()) }
     /// ```
     pub fn grpc_keyed<K, F, Req, Q>(keyed: KeyedBreaker<K>, key: F) -> GrpcLayer<Keyed<K, F>>
     where
@@ -349,11 +350,29 @@ fn carried<B>(judged: &Judged<B>) -> Verdict {
 /// A response whose verdict waits for its trailers, and where to send that verdict.
 type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
 
+/// What the breaker's call gives.
+type Outcome<B> = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>;
+
 /// The breaker's call, type-erased: it lives in the response future until the headers
 /// arrive, then (when the verdict waits for the trailers) in the response body.
-type Pending<B> = Pin<
-    Box<dyn Future<Output = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>> + Send>,
->;
+type Pending<B> = Pin<Box<dyn Running<B>>>;
+
+/// The breaker's call (a [`CallFuture`](crate::CallFuture)), as the layer holds it: a future,
+/// told when its headers arrived.
+trait Running<B>: Future<Output = Outcome<B>> + Send {
+    /// The headers arrived, the verdict waits for the trailers: the call is timed no longer
+    /// (`timeout`, `slow_call` and the abandoned rule stop here).
+    fn answer_began(self: Pin<&mut Self>);
+}
+
+impl<B, F, P> Running<B> for crate::CallFuture<'static, F, P, Breaker>
+where
+    Self: Future<Output = Outcome<B>> + Send,
+{
+    fn answer_began(self: Pin<&mut Self>) {
+        crate::CallFuture::answer_began(self);
+    }
+}
 
 pin_project_lite::pin_project! {
     /// The call the breaker admits: calls the readied inner service on its first poll; judges
@@ -452,6 +471,8 @@ impl<B> Future for GrpcResponseFuture<B> {
             }
             Poll::Pending => match this.handed.try_recv() {
                 Ok((response, verdict)) => {
+                    // The messages are the caller's to time; the trailers judge the call.
+                    call.as_mut().answer_began();
                     let call = this.call.take();
                     Poll::Ready(Ok(response.map(|body| GrpcBody {
                         inner: body,

@@ -66,6 +66,8 @@ pub mod dashboard;
 #[cfg(feature = "grpc")]
 pub mod grpc;
 #[cfg(feature = "http")]
+mod grpc_table;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]
 pub mod metrics;

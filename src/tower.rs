@@ -37,10 +37,17 @@
 //!   slot.
 //! - **Judging**: by default [`DefaultClassify`]: an `http::Response` by the
 //!   [`http` preset](crate::http) (so an `Ok(503)` is a failure and a 429 opens for exactly
-//!   its `Retry-After`, even one shorter than `cool_off`), any other response type by
-//!   `Ok` = success, `Err` = failure. Replace it with
+//!   its `Retry-After`, even one shorter than `cool_off`), and one whose `content-type` is
+//!   `application/grpc…` (a tonic `Channel`'s) by the gRPC table of `breaker::grpc`, read
+//!   from its headers (a Trailers-Only code; a `200` whose code comes in the trailers is a
+//!   success here: `CircuitBreakerLayer::grpc`, feature `grpc`, reads the trailers too); any
+//!   other response type by `Ok` = success, `Err` = failure. Replace it with
 //!   [`.classify(…)`](CircuitBreakerLayer::classify), any
 //!   `Fn(&Result<Response, Error>) -> Verdict + Clone`.
+//! - **A streamed body**: the call is the response future, which ends at the response
+//!   headers; `timeout`, `slow_call` and the abandoned rule time it that far, and the verdict
+//!   is the headers' (the status). The body is the caller's to read and to time: a body read
+//!   for a long time is no slow call, and one dropped before its end counts for nothing.
 //! - **Which breaker**: one ([`CircuitBreakerLayer::new`]) or one per key of a
 //!   [`KeyedBreaker`] picked from each request ([`CircuitBreakerLayer::keyed`]). Clones of
 //!   the layer and of the service share the breakers.
@@ -456,10 +463,17 @@ pub trait DefaultVerdict: Sized {
     }
 }
 
+/// An answer whose `content-type` is `application/grpc…` by the gRPC table (read from its
+/// headers: the response future ends there), any other by the HTTP preset.
 impl<B> DefaultVerdict for http::Response<B> {
     #[inline]
     fn default_verdict<E>(result: &Result<Self, E>) -> Verdict {
-        crate::http::classify(result)
+        match result {
+            Ok(response) if crate::grpc_table::is_grpc(response.headers()) => {
+                crate::grpc_table::at_headers(response.status(), response.headers())
+            }
+            _ => crate::http::classify(result),
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! Calls abandoned by whoever waits for them (an outer timeout, a caller that gives up): a
 //! call dropped after running `slow_call` counts as a slow call, a failure, in `Stats.abandoned`;
 //! dropped sooner it is cancelled, as before. Through the runtime, the attribute, the tower
-//! layer under an outer `tower::timeout`, and a half-open probe. Paused time.
+//! layer under an outer `tower::timeout`, and a half-open probe. Paused time. A streamed
+//! response is abandoned only until its headers (a stream dropped later is cancelled):
+//! tests/grpc.rs and tests/tower_layer.rs.
 
 use std::{future::pending, time::Duration};
 

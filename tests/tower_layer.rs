@@ -572,3 +572,103 @@ async fn keyed_by_authority_around_a_hyper_client_one_breaker_per_host() {
     let sick_key: Authority = sick.host_port().parse().unwrap();
     assert_eq!(hosts.breaker(&sick_key).state(), State::Open);
 }
+
+// ------------------------------------------------ a streamed body: the caller's to time
+
+/// A loopback HTTP/1.1 server written on the socket: to every request, the headers at once,
+/// then a chunked body of `chunks` chunks `every` apart (the first at once). Returns its
+/// address.
+async fn dribbling_server(chunks: usize, every: Duration) -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !request.ends_with(b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                for i in 0..chunks {
+                    if i > 0 {
+                        tokio::time::sleep(every).await;
+                    }
+                    if socket.write_all(b"5\r\nchunk\r\n").await.is_err() {
+                        return; // the client dropped the body
+                    }
+                }
+                let _ = socket.write_all(b"0\r\n\r\n").await;
+            });
+        }
+    });
+    addr
+}
+
+/// The plain layer's call is its response future, which ends at the headers: a body read for
+/// 300 ms under `slow_call = 200ms` and `timeout = 150ms` is a success (not slow, not cut),
+/// and one dropped mid-way changes nothing (no cancellation, no abandoned call). Real time
+/// (a real socket); the headers come in a few milliseconds, far under both limits.
+#[tokio::test]
+async fn a_streamed_body_is_the_callers_to_time() {
+    use http_body_util::{BodyExt, Empty};
+    use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+
+    let addr = dribbling_server(4, Duration::from_millis(100)).await;
+    let b = Breaker::new(
+        "tower::streamed_body",
+        Config::default()
+            .threshold(1)
+            .slow_call(Duration::from_millis(200))
+            .timeout(Duration::from_millis(150)),
+    );
+    let svc = ServiceBuilder::new()
+        .layer(CircuitBreakerLayer::new(b.clone()))
+        .service(Client::builder(TokioExecutor::new()).build_http::<Empty<axum::body::Bytes>>());
+    let get = || {
+        http::Request::get(format!("http://{addr}/stream"))
+            .body(Empty::new())
+            .unwrap()
+    };
+
+    // Read to its end.
+    let started = std::time::Instant::now();
+    let answer = svc.clone().oneshot(get()).await.unwrap();
+    let body = answer.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(&body[..], b"chunkchunkchunkchunk");
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    // Read for 200 ms, then dropped.
+    let started = std::time::Instant::now();
+    let mut body = svc.clone().oneshot(get()).await.unwrap().into_body();
+    for _ in 0..3 {
+        body.frame().await.unwrap().unwrap();
+    }
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    drop(body);
+
+    let stats = b.stats();
+    assert_eq!(
+        (
+            stats.successes,
+            stats.slow_calls,
+            stats.timeouts,
+            stats.cancelled,
+            stats.abandoned
+        ),
+        (2, 0, 0, 0, 0),
+        "{stats:?}"
+    );
+    assert_eq!(b.state(), State::Closed);
+}

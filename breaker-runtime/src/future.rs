@@ -165,6 +165,28 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
     }
 }
 
+impl<F, P, H: Host> CallFuture<'_, F, P, H> {
+    /// The call's answer has begun (a streamed response's headers arrived) and its outcome
+    /// comes later, when this future ends: from here on the call is not timed. Its `timeout`
+    /// no longer applies; `slow_call` is judged now (a call not slow yet will not be, however
+    /// long the rest takes, and dropped it is only cancelled; one slow already stays slow,
+    /// and abandoned if dropped). Nothing for a call not running. Not part of the API: for
+    /// the gRPC layer, which holds the call until the trailers.
+    #[doc(hidden)]
+    pub fn answer_began(self: Pin<&mut Self>) {
+        let call = self.project().call;
+        if !matches!(call.stage, Stage::Fast | Stage::Held) {
+            return;
+        }
+        if call.timer.is_some() {
+            release_timer(&mut call.timer);
+        }
+        let shared = call.host.shared();
+        let admission = Admission::join(call.held, call.flags);
+        call.flags = shared.core.answer_began(admission, &shared.clock);
+    }
+}
+
 /// Admission on the first poll, when neither the closed fast path nor an outright refusal
 /// applied (out of line and not generic: one copy for every call future): writes the
 /// admission and the stage if admitted.
@@ -410,6 +432,60 @@ mod tests {
         assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 48);
         let owned = b.clone().call_owned(inner.clone());
         assert_eq!(overhead(std::mem::size_of_val(&owned)), 48);
+    }
+
+    /// A call whose answer began (a stream's headers) is timed no longer: its `timeout` does
+    /// not cut it, `slow_call` was judged at that moment, and a drop is only a cancellation.
+    #[tokio::test(start_paused = true)]
+    async fn a_call_whose_answer_began_is_timed_no_longer() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let config = Config::default()
+            .threshold(100)
+            .slow_call(ms(200))
+            .timeout(ms(300));
+        let b = Breaker::unlisted("future::answer_began".into(), config).unwrap();
+        let stream = |answer: Duration, end: Duration| async move {
+            tokio::time::sleep(answer).await;
+            tokio::time::sleep(end).await;
+            Ok::<(), ()>(())
+        };
+
+        // Headers at 10 ms, the end at 1 s: a success, not slow, not timed out.
+        let mut call = std::pin::pin!(b.call(stream(ms(10), ms(990))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(10)).await;
+        assert!(futures_poll(call.as_mut()).is_pending());
+        call.as_mut().answer_began();
+        assert_eq!(call.await, Ok(()));
+        let stats = b.stats();
+        assert_eq!(
+            (stats.successes, stats.slow_calls, stats.timeouts),
+            (1, 0, 0)
+        );
+
+        // Dropped at 500 ms, its answer begun at 10 ms: cancelled, not abandoned.
+        let mut call = Box::pin(b.call(stream(ms(10), ms(990))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(10)).await;
+        call.as_mut().answer_began();
+        tokio::time::advance(ms(490)).await;
+        drop(call);
+        assert_eq!((b.stats().cancelled, b.stats().abandoned), (1, 0));
+
+        // Begun at 250 ms, past `slow_call`: slow at its end, abandoned if dropped.
+        let mut call = Box::pin(b.call(stream(ms(250), ms(500))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        tokio::time::advance(ms(250)).await;
+        assert!(futures_poll(call.as_mut()).is_pending());
+        call.as_mut().answer_began();
+        drop(call);
+        assert_eq!((b.stats().abandoned, b.stats().slow_calls), (1, 1));
+    }
+
+    /// Polls a future once with a waker that does nothing.
+    fn futures_poll<F: Future>(fut: Pin<&mut F>) -> Poll<F::Output> {
+        fut.poll(&mut Context::from_waker(Waker::noop()))
     }
 
     /// A task may be admitted on one worker and finish on another. Only a stripe's owner

@@ -11,7 +11,9 @@
 //! - `wait MS`: answers `OK` after `MS` milliseconds;
 //! - `work`: what a real dependency does: `OK` after 2 ms while it is up, `UNAVAILABLE` after
 //!   20 ms while it is down ([`Running::set_down`]);
-//! - on the streaming method, `stream N code C`: N messages, then status `C` in the trailers.
+//! - on the streaming method, `stream N code C [every MS] [after MS]`: the response headers
+//!   (after `MS` milliseconds when given), then N messages (`MS` milliseconds apart when
+//!   given, the first at once), then status `C` in the trailers.
 #![allow(dead_code)]
 
 use std::{
@@ -139,19 +141,44 @@ async fn unary(
     }
 }
 
-type Messages = tokio_stream::Iter<std::vec::IntoIter<Result<Vec<u8>, Status>>>;
+type Messages = tokio_stream::wrappers::ReceiverStream<Result<Vec<u8>, Status>>;
+
+/// The milliseconds after the word `name` in `words`, if it is there.
+fn option_ms(words: &[String], name: &str) -> Option<Duration> {
+    let at = words.iter().position(|w| w == name)?;
+    let ms = words[at + 1].parse().expect("milliseconds");
+    Some(Duration::from_millis(ms))
+}
 
 async fn stream(request: tonic::Request<Vec<u8>>) -> Result<tonic::Response<Messages>, Status> {
     let words = words(&request);
     let count: usize = words[1].parse().expect("a message count");
-    let mut messages: Vec<_> = (0..count)
-        .map(|i| Ok(format!("message {i}").into_bytes()))
-        .collect();
     let end = scripted(&words[2..]);
-    if end.code() != Code::Ok {
-        messages.push(Err(end));
+    let every = option_ms(&words, "every");
+    if let Some(after) = option_ms(&words, "after") {
+        tokio::time::sleep(after).await;
     }
-    Ok(tonic::Response::new(tokio_stream::iter(messages)))
+    let (send, messages) = tokio::sync::mpsc::channel(count + 1);
+    tokio::spawn(async move {
+        for i in 0..count {
+            if let (Some(every), true) = (every, i > 0) {
+                tokio::time::sleep(every).await;
+            }
+            if send
+                .send(Ok(format!("message {i}").into_bytes()))
+                .await
+                .is_err()
+            {
+                return; // the client went away
+            }
+        }
+        if end.code() != Code::Ok {
+            let _ = send.send(Err(end)).await;
+        }
+    });
+    Ok(tonic::Response::new(
+        tokio_stream::wrappers::ReceiverStream::new(messages),
+    ))
 }
 
 impl Service<http::Request<tonic::body::Body>> for Backend {

@@ -244,6 +244,24 @@ impl Core {
         })
     }
 
+    /// The flags of an admitted call whose answer began (a streamed response's headers
+    /// arrived), its outcome still to come: `slow_call` is judged now. A call not slow by now
+    /// loses its start ([`STARTED`]), so its end is not timed and a drop is only a
+    /// cancellation; one slow already keeps it, and ends slow (or abandoned).
+    pub(crate) fn answer_began(&self, admission: Admission, clock: &impl Clock) -> u8 {
+        let slow = match self.live.slow_call() {
+            Some(slow) if admission.has(STARTED) => {
+                clock.now().saturating_sub(admission.at) >= slow
+            }
+            _ => false,
+        };
+        if slow {
+            admission.flags
+        } else {
+            admission.flags & !STARTED
+        }
+    }
+
     /// Reports how an admitted call ended.
     pub(crate) fn finish(&self, admission: Admission, outcome: Outcome, clock: &impl Clock) {
         if admission.has(SHADOW) {
