@@ -2,7 +2,26 @@
 //! [`Breaker`], [`Handle`] and [`KeyedBreaker`](crate::KeyedBreaker). What the call path
 //! reads of the configuration in force, and what cannot change, is `crate::live`'s.
 
-use crate::{Breaker, Config, ConfigError, Handle};
+use std::sync::Arc;
+
+use crate::{config::Resolved, core::Core, Breaker, Config, ConfigError, Handle};
+
+impl Core {
+    /// Puts in force what `next` makes of the configuration in force, for this breaker: the
+    /// shared settings, then its own parts, one change at a time (`Live::change`).
+    pub(crate) fn change(
+        &self,
+        next: impl FnOnce(&Config) -> Result<Config, ConfigError>,
+    ) -> Result<Arc<Resolved>, ConfigError> {
+        self.live
+            .change(&self.name, next, |settings| self.adopt(&settings.policy))
+    }
+
+    /// Puts `config` in force for this breaker.
+    pub(crate) fn reconfigure(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {
+        self.change(|_| Ok(config))
+    }
+}
 
 /// A key of a keyed breaker follows its keyed breaker: reconfiguring one key alone would
 /// change every key (they share one configuration), so it is refused.
@@ -40,8 +59,51 @@ impl Breaker {
     /// let err = search.reconfigure(Config::default().threshold(0)).unwrap_err();
     /// assert_eq!(err.field(), "threshold");
     /// ```
+    ///
+    /// Reconfigurations (and [`apply`](Self::apply)s) made at once from several threads
+    /// take effect one after the other: the last one in force is the one the calls obey.
+    /// Every change in force logs one INFO line (target `breaker`) naming the keys changed,
+    /// old → new.
+    ///
+    /// `config` replaces the configuration in force whole: a key it does not set goes back
+    /// to its default (an attribute's `timeout` or `retry` included). To change only some
+    /// keys (a configuration file), use [`apply`](Self::apply) with a
+    /// [`ConfigPatch`](crate::ConfigPatch).
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         self.handle().reconfigure(config)
+    }
+
+    /// Changes the keys `patch` names, keeping every other key in force (an attribute's
+    /// `timeout`, `retry`, `backoff`, its probe and hook included): the result is validated
+    /// as a whole (an invalid one changes nothing and the error names the field), then put
+    /// in force as [`reconfigure`](Self::reconfigure) does. Patches applied at once from
+    /// several threads are applied one after the other, none losing another's keys. See
+    /// [`ConfigPatch`](crate::ConfigPatch) for the file's form.
+    #[cfg(feature = "serde")]
+    pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
+        self.handle().apply(patch)
+    }
+
+    /// The configuration in force (its `on_state_change` hook and probe included), as
+    /// [`Handle::config`] gives it: what the calls obey. Its values are read with
+    /// [`Config::values`].
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::config", Config::default().threshold(3));
+    /// assert_eq!(b.config().values().threshold, Some(3));
+    /// b.reconfigure(Config::default().threshold(7)).unwrap();
+    /// assert_eq!(b.config().values().threshold, Some(7));
+    /// ```
+    pub fn config(&self) -> Config {
+        self.shared.core.live.resolved().config.clone()
+    }
+
+    /// Closes the breaker and clears its counts and [`Stats`](crate::Stats), as
+    /// [`Handle::reset`] does.
+    pub fn reset(&self) {
+        self.handle().reset();
     }
 }
 
@@ -55,8 +117,7 @@ impl Handle {
         }
         let core = &self.shared.core;
         let probe = config.probe.is_some();
-        let settings = core.live.replace(config)?;
-        core.adopt(&settings.policy);
+        core.reconfigure(config)?;
         if probe {
             crate::probe::install(&self.shared);
             // An opening under way gets its probe now (a second task for it, if it had one,
@@ -66,6 +127,16 @@ impl Handle {
                 crate::probe::spawn(std::sync::Arc::downgrade(&self.shared), opened);
             }
         }
+        Ok(())
+    }
+
+    /// Changes the keys `patch` names, keeping the others (see [`Breaker::apply`]).
+    #[cfg(feature = "serde")]
+    pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
+        if self.shared.family.is_some() {
+            return Err(refuse_key());
+        }
+        self.shared.core.change(|config| patch.applied_to(config))?;
         Ok(())
     }
 
