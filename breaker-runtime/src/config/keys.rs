@@ -1,7 +1,7 @@
 //! The keys of a configuration as a file writes them, listed once (the `keys!` invocation
 //! below): how each is read from and written to a [`Config`], the log line of a change
 //! (`log_change`), and, with feature `serde`, [`ConfigPatch`](super::ConfigPatch)'s fields and
-//! `Config`'s file form (`super::serde`, `super::patch`). A new key is one line here.
+//! `Config`'s file form (`super::serde`, `super::patch`; one value's text is `super::text`). A new key is one line here.
 
 use std::{fmt, time::Duration};
 
@@ -10,7 +10,7 @@ use super::ConfigError;
 use super::{Config, Window};
 
 /// What a key holds: compared for the change log and shown in it (a file's reading and
-/// writing of it is `super::patch::FileValue`).
+/// writing of it is `super::text::FileValue`).
 pub(crate) trait Value: Copy + PartialEq + fmt::Debug {}
 
 impl<T: Copy + PartialEq + fmt::Debug> Value for T {}
@@ -77,7 +77,7 @@ macro_rules! keys {
                             ));
                         }
                         self.$key = Some(map.next_value_seed(
-                            super::patch::Seed::<$ty>::new(stringify!($key)),
+                            super::text::Seed::<$ty>::new(stringify!($key)),
                         )?);
                         Ok(true)
                     })*
@@ -91,7 +91,7 @@ macro_rules! keys {
                 map: &mut M,
             ) -> Result<(), M::Error> {
                 $(if let Some(value) = self.$key {
-                    map.serialize_entry(stringify!($key), &value.map(super::patch::Out))?;
+                    map.serialize_entry(stringify!($key), &value.map(super::text::Out))?;
                 })*
                 Ok(())
             }
@@ -101,7 +101,7 @@ macro_rules! keys {
                 Keys {
                     $($key: {
                         let get = |$c: &Config| -> Option<$ty> { $get };
-                        get(config).filter(super::patch::FileValue::written).map(Some)
+                        get(config).filter(super::text::FileValue::written).map(Some)
                     },)*
                 }
             }

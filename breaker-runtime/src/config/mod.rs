@@ -10,6 +10,7 @@
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `keys` | every key of a file, listed once: read, written, and logged when it changes |
 //! | `patch` | feature `serde`: [`ConfigPatch`], a file that changes only the keys it names; one key's value in a file |
+//! | `text` | feature `serde`: one key's value in a file (durations as humantime strings, `null`), its errors naming the key |
 //! | `values` | [`ConfigValues`]: a configuration's keys read back |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
@@ -24,6 +25,8 @@ mod probe;
 mod retry;
 #[cfg(feature = "serde")]
 mod serde;
+#[cfg(feature = "serde")]
+mod text;
 mod values;
 
 pub use error::ConfigError;

@@ -9,14 +9,16 @@
 //! keeps those in force). The keys are `super::keys`'s list, the same as a
 //! [`ConfigPatch`](super::ConfigPatch)'s, which changes only the keys it names.
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{ser::SerializeMap, Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{keys, patch, Config, ConfigPatch};
+use super::{keys, Config, ConfigPatch};
 
 impl Serialize for Config {
     /// Every key with a value; an unset optional key (and `dry_run: false`) is left out.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        patch::write_config(self, s)
+        let mut map = s.serialize_map(None)?;
+        keys::Keys::of(self).write(&mut map)?;
+        map.end()
     }
 }
 
