@@ -13,6 +13,10 @@
 //! `timeout`) live beside the state word, and each breaker's are set after the new settings
 //! are in place.
 //!
+//! Changes are one at a time ([`Live::change`]: a lock of their own, never taken on the call
+//! path, held from reading the configuration in force to every breaker's adopting the new
+//! one), so the configuration in force is always the one the call path enforces.
+//!
 //! What a breaker *holds* is never rebuilt: state, generation, counts, the open deadline,
 //! the backoff step, calls in flight under the bulkhead, probe leases. A count window is
 //! resized in place keeping its most recent outcomes; the window's kind or a time window's

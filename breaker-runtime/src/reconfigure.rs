@@ -60,15 +60,14 @@ impl Breaker {
     /// assert_eq!(err.field(), "threshold");
     /// ```
     ///
-    /// Reconfigurations (and [`apply`](Self::apply)s) made at once from several threads
+    /// Reconfigurations (and `apply`s) made at once from several threads
     /// take effect one after the other: the last one in force is the one the calls obey.
     /// Every change in force logs one INFO line (target `breaker`) naming the keys changed,
     /// old → new.
     ///
     /// `config` replaces the configuration in force whole: a key it does not set goes back
     /// to its default (an attribute's `timeout` or `retry` included). To change only some
-    /// keys (a configuration file), use [`apply`](Self::apply) with a
-    /// [`ConfigPatch`](crate::ConfigPatch).
+    /// keys (a configuration file), use `apply` with a `ConfigPatch` (feature `serde`).
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         self.handle().reconfigure(config)
     }
