@@ -48,6 +48,13 @@ impl Breaker {
     /// breaker: changing one is refused, naming it. A key's breaker from a
     /// [`KeyedBreaker`](crate::KeyedBreaker) is reconfigured through its keyed breaker.
     ///
+    /// `config` replaces the configuration in force whole: a key it does not set goes back
+    /// to its default (an attribute's `timeout` or `retry` included). To change only some
+    /// keys (a configuration file), use `apply` with a `ConfigPatch` (feature `serde`).
+    /// Reconfigurations and `apply`s made at once from several threads take effect one after
+    /// the other: the last one in force is the one the calls obey. Every change in force
+    /// logs one INFO line (target `breaker`) naming the keys changed, old → new.
+    ///
     /// ```
     /// use breaker::{Breaker, Config, State};
     ///
@@ -59,15 +66,6 @@ impl Breaker {
     /// let err = search.reconfigure(Config::default().threshold(0)).unwrap_err();
     /// assert_eq!(err.field(), "threshold");
     /// ```
-    ///
-    /// Reconfigurations (and `apply`s) made at once from several threads
-    /// take effect one after the other: the last one in force is the one the calls obey.
-    /// Every change in force logs one INFO line (target `breaker`) naming the keys changed,
-    /// old → new.
-    ///
-    /// `config` replaces the configuration in force whole: a key it does not set goes back
-    /// to its default (an attribute's `timeout` or `retry` included). To change only some
-    /// keys (a configuration file), use `apply` with a `ConfigPatch` (feature `serde`).
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         self.handle().reconfigure(config)
     }

@@ -177,9 +177,6 @@ pub(crate) fn one_window(keys: &Keys) -> Result<(), ConfigError> {
 /// (`threshold: none → 3, cool_off: 10s → 5s`); none when no key changed (a hook or a probe
 /// is code, not a key).
 pub(crate) fn log_change(name: &str, old: &Config, new: &Config) {
-    if !tracing::enabled!(target: "breaker", tracing::Level::INFO) {
-        return;
-    }
     let changed = changes(old, new);
     if changed.is_empty() {
         return;
