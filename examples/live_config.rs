@@ -3,9 +3,11 @@
 //! The search service's breaker starts as a dry run (`dry_run = true`): it judges and opens
 //! on paper, but every call still reaches the search backend, so its thresholds are tuned on
 //! production traffic. When the figures look right, the operator drops a file
-//! (`examples/search_enforcing.json`) and the service applies it with `reconfigure`, through
-//! the breaker's handle in the registry: no rebuild, no restart. The breaker keeps its state,
-//! counts and open deadline; from then on it refuses while open.
+//! (`examples/search_enforcing.json`: `"dry_run": false` and the tuned thresholds) and the
+//! service applies it as a `ConfigPatch`, through the breaker's handle in the registry: no
+//! rebuild, no restart. The patch changes only the keys the file names: the attribute's
+//! `timeout`, `retry` and probe stay. The breaker keeps its state, counts and open deadline;
+//! from then on it refuses while open. The change is logged in one INFO line, old → new.
 //!
 //! The backend is called a few times an hour, so after it recovers no call may come for a
 //! long time. The attribute's `probe = ping_backend` makes the breaker check it itself when
@@ -25,7 +27,7 @@ use std::{
     time::Duration,
 };
 
-use breaker::{circuit_breaker, registry, CallError, Config, State};
+use breaker::{circuit_breaker, registry, CallError, ConfigPatch, State};
 
 static BACKEND_UP: AtomicBool = AtomicBool::new(false);
 static REACHED: AtomicU32 = AtomicU32::new(0);
@@ -44,8 +46,9 @@ async fn ping_backend() -> Result<(), &'static str> {
 
 #[circuit_breaker(
     name = "search",
-    threshold = 3,
+    threshold = 5,
     cool_off = "10s",
+    timeout = "2s",
     dry_run = true,
     probe = ping_backend
 )]
@@ -80,14 +83,20 @@ async fn main() {
     }
     line("dry run: 6 calls to a down backend");
 
-    // The operator's file: the same thresholds, enforcing (no `dry_run`).
+    // The operator's file: enforcing, the tuned thresholds; nothing else changes.
     let text = include_str!("search_enforcing.json");
-    let config: Config = serde_json::from_str(text).expect("a valid configuration file");
+    let patch: ConfigPatch = serde_json::from_str(text).expect("a valid configuration file");
     let handle = registry().get("search").unwrap();
-    handle.reconfigure(config).expect("valid, so applied");
+    handle.apply(&patch).expect("valid, so applied");
     println!(
-        "applied: {}",
+        "in force: {}",
         serde_json::to_string(&handle.config()).unwrap()
+    );
+    let kept = handle.config().values();
+    assert_eq!(
+        kept.timeout,
+        Some(Duration::from_secs(2)),
+        "not in the file: kept"
     );
     for _ in 0..3 {
         let refused = search("boots").await;
@@ -95,9 +104,11 @@ async fn main() {
     }
     line("enforcing: 3 calls refused, backend untouched");
 
-    // A bad file changes nothing, and says which field.
-    let bad: Result<Config, _> = serde_json::from_str(r#"{ "threshold": 0 }"#);
-    println!("a bad file: {}", bad.unwrap_err());
+    // A bad file changes nothing, and says which key.
+    let typo = serde_json::from_str::<ConfigPatch>(r#"{ "cool_off": 5 }"#);
+    println!("a bad file: {}", typo.unwrap_err());
+    let zero: ConfigPatch = serde_json::from_str(r#"{ "threshold": 0 }"#).unwrap();
+    println!("a bad value: {}", handle.apply(&zero).unwrap_err());
 
     // The backend recovers; nobody searches for a while.
     BACKEND_UP.store(true, SeqCst);

@@ -55,10 +55,12 @@ mod sync;
 pub mod fleet;
 
 pub use breaker_macros::circuit_breaker;
+#[cfg(feature = "serde")]
+pub use breaker_runtime::ConfigPatch;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State, Stats,
-    Transition, Verdict, Window,
+    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State,
+    Stats, Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]

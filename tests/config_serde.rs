@@ -98,7 +98,18 @@ fn bad_input_names_the_field() {
     let e = error(json!({"treshold": 3}));
     assert!(e.contains("unknown field `treshold`"), "{e}");
     let e = error(json!({"threshold": -1}));
-    assert!(e.contains("invalid value"), "{e}");
+    assert!(e.contains("`threshold`: invalid value"), "{e}");
+    // A wrong type names its key and what it wants.
+    let e = error(json!({"cool_off": 5}));
+    assert!(
+        e.contains(
+            r#"`cool_off`: invalid type: integer `5`, expected a duration string like "10s""#
+        ),
+        "{e}"
+    );
+    // `null` is the default, as an absent key is.
+    let read: Config = serde_json::from_value(json!({"threshold": 3, "timeout": null})).unwrap();
+    assert_eq!(read, Config::default().threshold(3));
 }
 
 /// What a control plane (or anyone who can write the file) may send: sizes and durations

@@ -82,7 +82,7 @@ mod window;
 
 pub use crate::{
     breaker::Breaker,
-    config::{Config, ConfigError, Window},
+    config::{Config, ConfigError, ConfigValues, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
@@ -96,6 +96,8 @@ pub use crate::{
     verdict::{Classify, EveryError, Judge, Verdict},
 };
 
+#[cfg(feature = "serde")]
+pub use crate::config::ConfigPatch;
 #[doc(hidden)]
 pub use crate::core::fleet::FleetLink;
 

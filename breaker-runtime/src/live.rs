@@ -13,6 +13,10 @@
 //! `timeout`) live beside the state word, and each breaker's are set after the new settings
 //! are in place.
 //!
+//! Changes are one at a time ([`Live::change`]: a lock of their own, never taken on the call
+//! path, held from reading the configuration in force to every breaker's adopting the new
+//! one), so the configuration in force is always the one the call path enforces.
+//!
 //! What a breaker *holds* is never rebuilt: state, generation, counts, the open deadline,
 //! the backoff step, calls in flight under the bulkhead, probe leases. A count window is
 //! resized in place keeping its most recent outcomes; the window's kind or a time window's
@@ -45,6 +49,10 @@ pub(crate) struct Live {
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
     resolved: Mutex<Arc<Resolved>>,
+    /// Held by a change from reading the configuration in force to the last breaker's
+    /// adopting the new one (see [`Live::change`]): changes are one at a time, so the last
+    /// in force is the last adopted. Never taken on the call path.
+    changing: Mutex<()>,
 }
 
 const TIMED: u64 = 1 << 63;
@@ -85,6 +93,7 @@ impl Live {
             dry_run: AtomicBool::new(false),
             retry: AtomicU64::new(0),
             resolved: Mutex::new(Arc::new(resolved)),
+            changing: Mutex::new(()),
         };
         live.store(&live.resolved().policy);
         live
@@ -170,8 +179,33 @@ impl Live {
         })
     }
 
+    /// Changes the configuration in force, linearizably: `next` makes the new configuration
+    /// from the one in force (a whole configuration ignores it, a patch changes some keys of
+    /// it), which is validated and put in force, and `adopt` puts it in place in each
+    /// breaker that runs on it, all while holding `changing`. Two changes racing are one
+    /// after the other: neither loses the other's keys, and what is in force at the end is
+    /// what every breaker adopted last (the race this closes: replace A, replace B, adopt B,
+    /// adopt A, leaving B in force and A enforced). Lock order: `changing`, then whatever
+    /// `adopt` takes (a shard's, a core's), then `resolved`, a leaf. Logs one INFO line
+    /// naming the keys changed, old → new, once the lock is released (a subscriber may
+    /// reconfigure).
+    pub(crate) fn change(
+        &self,
+        name: &str,
+        next: impl FnOnce(&Config) -> Result<Config, ConfigError>,
+        adopt: impl FnOnce(&Resolved),
+    ) -> Result<Arc<Resolved>, ConfigError> {
+        let changing = lock(&self.changing);
+        let before = self.resolved();
+        let after = self.replace(next(&before.config)?)?;
+        adopt(&after);
+        drop(changing);
+        crate::config::log_change(name, &before.config, &after.config);
+        Ok(after)
+    }
+
     /// Validates `config`, checks it changes nothing that cannot change while the breaker
-    /// runs, and puts it in force. A config without an `on_state_change` hook keeps the
+    /// runs, and puts it in force (through [`Live::change`], except at creation's tests). A config without an `on_state_change` hook keeps the
     /// hook in force (a file or a control plane cannot carry one). Returns what is now in
     /// force, for each breaker to adopt.
     pub(crate) fn replace(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {

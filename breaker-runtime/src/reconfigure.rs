@@ -2,7 +2,26 @@
 //! [`Breaker`], [`Handle`] and [`KeyedBreaker`](crate::KeyedBreaker). What the call path
 //! reads of the configuration in force, and what cannot change, is `crate::live`'s.
 
-use crate::{Breaker, Config, ConfigError, Handle};
+use std::sync::Arc;
+
+use crate::{config::Resolved, core::Core, Breaker, Config, ConfigError, Handle};
+
+impl Core {
+    /// Puts in force what `next` makes of the configuration in force, for this breaker: the
+    /// shared settings, then its own parts, one change at a time (`Live::change`).
+    pub(crate) fn change(
+        &self,
+        next: impl FnOnce(&Config) -> Result<Config, ConfigError>,
+    ) -> Result<Arc<Resolved>, ConfigError> {
+        self.live
+            .change(&self.name, next, |settings| self.adopt(&settings.policy))
+    }
+
+    /// Puts `config` in force for this breaker.
+    pub(crate) fn reconfigure(&self, config: Config) -> Result<Arc<Resolved>, ConfigError> {
+        self.change(|_| Ok(config))
+    }
+}
 
 /// A key of a keyed breaker follows its keyed breaker: reconfiguring one key alone would
 /// change every key (they share one configuration), so it is refused.
@@ -29,6 +48,13 @@ impl Breaker {
     /// breaker: changing one is refused, naming it. A key's breaker from a
     /// [`KeyedBreaker`](crate::KeyedBreaker) is reconfigured through its keyed breaker.
     ///
+    /// `config` replaces the configuration in force whole: a key it does not set goes back
+    /// to its default (an attribute's `timeout` or `retry` included). To change only some
+    /// keys (a configuration file), use `apply` with a `ConfigPatch` (feature `serde`).
+    /// Reconfigurations and `apply`s made at once from several threads take effect one after
+    /// the other: the last one in force is the one the calls obey. Every change in force
+    /// logs one INFO line (target `breaker`) naming the keys changed, old → new.
+    ///
     /// ```
     /// use breaker::{Breaker, Config, State};
     ///
@@ -43,6 +69,39 @@ impl Breaker {
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         self.handle().reconfigure(config)
     }
+
+    /// Changes the keys `patch` names, keeping every other key in force (an attribute's
+    /// `timeout`, `retry`, `backoff`, its probe and hook included): the result is validated
+    /// as a whole (an invalid one changes nothing and the error names the field), then put
+    /// in force as [`reconfigure`](Self::reconfigure) does. Patches applied at once from
+    /// several threads are applied one after the other, none losing another's keys. See
+    /// [`ConfigPatch`](crate::ConfigPatch) for the file's form.
+    #[cfg(feature = "serde")]
+    pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
+        self.handle().apply(patch)
+    }
+
+    /// The configuration in force (its `on_state_change` hook and probe included), as
+    /// [`Handle::config`] gives it: what the calls obey. Its values are read with
+    /// [`Config::values`].
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::config", Config::default().threshold(3));
+    /// assert_eq!(b.config().values().threshold, Some(3));
+    /// b.reconfigure(Config::default().threshold(7)).unwrap();
+    /// assert_eq!(b.config().values().threshold, Some(7));
+    /// ```
+    pub fn config(&self) -> Config {
+        self.shared.core.live.resolved().config.clone()
+    }
+
+    /// Closes the breaker and clears its counts and [`Stats`](crate::Stats), as
+    /// [`Handle::reset`] does.
+    pub fn reset(&self) {
+        self.handle().reset();
+    }
 }
 
 impl Handle {
@@ -55,12 +114,21 @@ impl Handle {
         }
         let core = &self.shared.core;
         let probe = config.probe.is_some();
-        let settings = core.live.replace(config)?;
-        core.adopt(&settings.policy);
+        core.reconfigure(config)?;
         if probe {
             // An opening under way gets its probe task now, unless it has one.
             crate::probe::install(&self.shared);
         }
+        Ok(())
+    }
+
+    /// Changes the keys `patch` names, keeping the others (see [`Breaker::apply`]).
+    #[cfg(feature = "serde")]
+    pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
+        if self.shared.family.is_some() {
+            return Err(refuse_key());
+        }
+        self.shared.core.change(|config| patch.applied_to(config))?;
         Ok(())
     }
 

@@ -8,23 +8,37 @@
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
+//! | `keys` | every key of a file, listed once: read, written, and logged when it changes |
+//! | `patch` | feature `serde`: [`ConfigPatch`], a file that changes only the keys it names; one key's value in a file |
+//! | `text` | feature `serde`: one key's value in a file (durations as humantime strings, `null`), its errors naming the key |
+//! | `values` | [`ConfigValues`]: a configuration's keys read back |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod keys;
 mod overload;
+#[cfg(feature = "serde")]
+mod patch;
 mod policy;
 mod probe;
 mod retry;
 #[cfg(feature = "serde")]
 mod serde;
+#[cfg(feature = "serde")]
+mod text;
+mod values;
 
 pub use error::ConfigError;
+pub(crate) use keys::log_change;
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
+#[cfg(feature = "serde")]
+pub use patch::ConfigPatch;
 pub(crate) use policy::{Policy, Resolved};
 pub(crate) use probe::ProbeFn;
 pub(crate) use retry::{RetryConfig, RetryPolicy};
 pub use retry::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
+pub use values::ConfigValues;
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -70,11 +84,6 @@ pub enum Window {
 /// let config = breaker::Config::default().threshold(-1);
 /// ```
 #[derive(Clone)]
-#[cfg_attr(
-    feature = "serde",
-    derive(::serde::Serialize, ::serde::Deserialize),
-    serde(into = "serde::Form", try_from = "serde::Form")
-)]
 pub struct Config {
     pub(crate) threshold: Option<u32>,
     pub(crate) failure_rate: Option<u32>,

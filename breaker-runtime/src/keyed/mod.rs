@@ -125,7 +125,15 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// and the error names the field.
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        self.inner.reconfigure(config)
+        self.inner.reconfigure(|_| Ok(config))
+    }
+
+    /// Changes the keys `patch` names in every key's configuration, keeping the others (see
+    /// [`Breaker::apply`]); validated as a whole first, applied like
+    /// [`reconfigure`](Self::reconfigure).
+    #[cfg(feature = "serde")]
+    pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
+        self.inner.reconfigure(|config| patch.applied_to(config))
     }
 
     /// The name every key's breaker is named after.

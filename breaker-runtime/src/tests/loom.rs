@@ -367,8 +367,7 @@ fn loom_reconfigure_racing_a_call_counts_it_once() {
                 Config::default().threshold(100).max_concurrent(1),
                 Config::default().threshold(100),
             ] {
-                let settings = other.live.replace(config).unwrap();
-                other.adopt(&settings.policy);
+                other.reconfigure(config).unwrap();
             }
         });
         let c = clock(0);
@@ -380,5 +379,51 @@ fn loom_reconfigure_racing_a_call_counts_it_once() {
         let stats = core.stats();
         assert_eq!((stats.calls, stats.successes, stats.rejected), (1, 1, 0));
         assert_eq!(core.in_flight(), 0, "a bulkhead slot was kept");
+    });
+}
+
+/// Two reconfigurations racing a call: whichever is the last in force is the one the call
+/// path enforces (the breaker's own flags agree with the shared settings), and the call is
+/// counted once. Before, `replace` A, `replace` B, `adopt` B, `adopt` A left B in force with
+/// A's flags: a bulkhead of 1 that admitted everyone.
+#[test]
+fn loom_two_reconfigurations_racing_a_call_leave_the_last_enforced() {
+    model(|| {
+        let (core, _) = core(Config::default().threshold(100));
+        let racers: Vec<_> = [
+            Config::default().threshold(100),
+            Config::default().threshold(100).max_concurrent(1),
+        ]
+        .into_iter()
+        .map(|config| {
+            let core = core.clone();
+            loom::thread::spawn(move || {
+                core.reconfigure(config).unwrap();
+            })
+        })
+        .collect();
+        let c = clock(0);
+        match core.enter_claiming() {
+            Some(ticket) => core.succeed(ticket.ticket(), &c),
+            None => Permit::acquire(&core, &c).unwrap().finish(Outcome::Success),
+        }
+        for r in racers {
+            r.join().unwrap();
+        }
+        let stats = core.stats();
+        assert_eq!((stats.calls, stats.successes, stats.rejected), (1, 1, 0));
+        assert_eq!(core.in_flight(), 0);
+        let bulkhead = core.live.resolved().config.max_concurrent == Some(1);
+        let held = match core.enter_claiming() {
+            Some(ticket) => {
+                assert!(!bulkhead, "in force: a bulkhead of 1; taken: the fast path");
+                core.succeed(ticket.ticket(), &c);
+                return;
+            }
+            None => Permit::acquire(&core, &c).unwrap(),
+        };
+        assert!(bulkhead, "in force: no bulkhead; the fast path refused");
+        assert!(Permit::acquire(&core, &c).is_err(), "a bulkhead of 1, full");
+        held.finish(Outcome::Success);
     });
 }

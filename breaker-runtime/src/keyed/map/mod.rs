@@ -152,16 +152,23 @@ impl<K: BreakerKey> Map<K> {
     /// [`KeyedBreaker::reconfigure`](super::KeyedBreaker::reconfigure)). Each shard is locked
     /// while its keys adopt it: a key made meanwhile is made under its shard's lock, so it
     /// either read the new configuration or is in the set when its shard is gone through.
-    pub(super) fn reconfigure(&self, config: crate::Config) -> Result<(), crate::ConfigError> {
-        let settings = self.live.replace(config)?;
-        let policy = &settings.policy;
-        self.max_keys.store(policy.max_keys, Relaxed);
-        self.idle.store(policy.idle, Relaxed);
-        let _shards: Vec<_> = self.shards.iter().map(|s| lock(&s.0)).collect();
-        let guard = self.guard();
-        for node in self.index.iter(&guard) {
-            node.breaker.shared.core.adopt(policy);
-        }
+    /// One change at a time (`Live::change`): `next` makes the new configuration from the
+    /// one in force, and every key has adopted it before another change reads it.
+    pub(super) fn reconfigure(
+        &self,
+        next: impl FnOnce(&crate::Config) -> Result<crate::Config, crate::ConfigError>,
+    ) -> Result<(), crate::ConfigError> {
+        let adopt = |settings: &Resolved| {
+            let policy = &settings.policy;
+            self.max_keys.store(policy.max_keys, Relaxed);
+            self.idle.store(policy.idle, Relaxed);
+            let _shards: Vec<_> = self.shards.iter().map(|s| lock(&s.0)).collect();
+            let guard = self.guard();
+            for node in self.index.iter(&guard) {
+                node.breaker.shared.core.adopt(policy);
+            }
+        };
+        self.live.change(&self.name, next, adopt)?;
         Ok(())
     }
 
