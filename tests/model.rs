@@ -9,7 +9,7 @@
 //! The model is `model/model.rs` (a specification to read by eye), the operations
 //! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
 //!
-//! Bounded for CI: `PROPTEST_CASES` cases (default 64) of up to 60 steps. `scripts/soak
+//! Bounded for CI: `PROPTEST_CASES` cases (default 512, a few seconds) of up to 60 steps. `scripts/soak
 //! MINUTES` runs it with fresh seeds for as long as asked.
 
 #[path = "model/check.rs"]
@@ -29,12 +29,14 @@ use std::sync::{
 
 use proptest::{
     prelude::*,
-    test_runner::{TestCaseError, TestRunner},
+    test_runner::{TestCaseError, TestError, TestRunner},
 };
 
 /// Cases and steps run by this process, shrinking included (`scripts/soak` reports them).
 static STEPS: AtomicU64 = AtomicU64::new(0);
 static CASES: AtomicU64 = AtomicU64::new(0);
+/// The case (counted from 1) that failed first, before shrinking.
+static FIRST_FAILURE: AtomicU64 = AtomicU64::new(0);
 
 /// The planned panics (a call's dependency, the breaker's own probe) print nothing.
 fn quiet_planned_panics() {
@@ -57,7 +59,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(64)
+        .unwrap_or(512)
 }
 
 fn run(
@@ -87,7 +89,10 @@ fn run(
         STEPS.fetch_add(w.steps, Relaxed);
         r.map_err(|e| format!("at rest: {e}"))
     });
-    CASES.fetch_add(1, Relaxed);
+    let case = CASES.fetch_add(1, Relaxed) + 1;
+    if verdict.is_err() {
+        let _ = FIRST_FAILURE.compare_exchange(0, case, Relaxed, Relaxed);
+    }
     verdict.map_err(TestCaseError::fail)
 }
 
@@ -119,7 +124,13 @@ fn the_whole_agrees_with_the_model() {
             STEPS.load(Relaxed)
         );
     }
-    if let Err(e) = result {
-        panic!("{e}");
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, (k, own_probe, kk, ops))) => panic!(
+            "failed first at case {}; shrunk: {why}\n\
+             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}\noperations {ops:#?}",
+            FIRST_FAILURE.load(Relaxed)
+        ),
+        Err(e) => panic!("{e}"),
     }
 }
