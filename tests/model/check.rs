@@ -83,16 +83,16 @@ pub fn after_step(w: &mut World) -> Checked {
         w.keyed.len(),
         keys.max_keys
     );
+    let map = w.in_map();
+    let model: Vec<&String> = keys.keys.keys().collect();
+    let real: Vec<&String> = map.keys().collect();
     ensure!(
-        w.keyed.len() == keys.keys.len(),
-        "{} keys, the model {}",
-        w.keyed.len(),
-        keys.keys.len()
+        real == model,
+        "keys in the map {real:?}, the model {model:?}"
     );
     for (name, key) in &keys.keys {
-        ensure!(w.keyed.contains(name.as_str()), "key {name} gone unseen");
         if let Some(state) = key.manual {
-            let real = w.keyed.breaker(name.as_str()).handle().peek_state();
+            let real = map[name];
             ensure!(
                 real == state,
                 "key {name} {real:?}, its operator set {state:?}"

@@ -564,6 +564,9 @@ pub struct Key {
     pub budget: Held,
     /// The throttle's window holding requests not accepted (failures, refusals).
     pub throttle: Held,
+    /// When it was last used (created, called, set by hand), and in which step.
+    pub used: Ms,
+    pub used_step: u64,
 }
 
 /// The keyed breaker's keys, as far as eviction and throttling are concerned (its
@@ -573,6 +576,12 @@ pub struct Keys {
     pub throttle: bool,
     pub dry_run: bool,
     pub max_keys: usize,
+    /// `idle`: a key unused this long may be swept (or evicted first) if it holds nothing.
+    pub idle: Ms,
+    /// When `retain_active` ran: (step, time).
+    pub sweeps: Vec<(u64, Ms)>,
+    /// The step under way (orders uses and sweeps of one instant).
+    pub step: u64,
     pub keys: BTreeMap<String, Key>,
 }
 
@@ -600,6 +609,25 @@ impl Keys {
         }
     }
 
+    /// Whether a sweep (or an eviction, first) may drop the key now: unused for `idle`, not
+    /// under manual control, and open or holding nothing the model knows of.
+    pub fn may_go(&self, key: &Key, now: Ms) -> bool {
+        key.manual.is_none()
+            && now >= key.used + self.idle
+            && (key.open || self.fresh(key, now) != Fresh::No)
+    }
+
+    /// Whether `retain_active` now must drop the key: it holds nothing (or is open), and a
+    /// sweep since its last use is `idle` old (that sweep stamped it unused, at the latest).
+    pub fn must_go(&self, key: &Key, now: Ms) -> bool {
+        key.manual.is_none()
+            && (key.open || self.fresh(key, now) == Fresh::Yes)
+            && self
+                .sweeps
+                .iter()
+                .any(|(step, at)| key.used_step < *step && at + self.idle <= now)
+    }
+
     /// Whether the throttle may refuse this key now: not while every request in its window
     /// was accepted (`(requests − 2·accepts) / (requests + 1)` is then below zero).
     pub fn may_throttle(&self, key: &Key, now: Ms) -> bool {
@@ -624,6 +652,7 @@ impl Keys {
         now: Ms,
     ) -> Result<(), String> {
         let (throttle, dry_run) = (self.throttle, self.dry_run);
+        self.touch(name, now);
         let key = self.keys.get(name).expect("a key in the map").clone();
         let forced = key.manual == Some(State::ForcedOpen);
         match refusal {
@@ -692,6 +721,7 @@ impl Keys {
 
     /// Something the model does not follow happened to `name`'s budget or window.
     pub fn doubt(&mut self, name: &str, now: Ms) {
+        self.touch(name, now);
         let key = self.keys.get_mut(name).expect("a key in the map");
         key.budget.hold(0, now + BUDGET_WINDOW + 1_000);
         key.throttle
@@ -700,7 +730,16 @@ impl Keys {
         key.throttle.doubt();
     }
 
-    pub fn manual(&mut self, name: &str, m: Manual) {
+    /// `name` used now.
+    pub fn touch(&mut self, name: &str, now: Ms) {
+        let step = self.step;
+        let key = self.keys.get_mut(name).expect("a key in the map");
+        key.used = now;
+        key.used_step = step;
+    }
+
+    pub fn manual(&mut self, name: &str, m: Manual, now: Ms) {
+        self.touch(name, now);
         let key = self.keys.get_mut(name).expect("a key in the map");
         match m {
             // The operator's hand replaces the state (a reset closes it).

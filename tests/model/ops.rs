@@ -167,6 +167,8 @@ pub enum Op {
     KeyRetried(u8, bool),
     /// The operator's hand on key `k`.
     KeyManual(u8, Manual),
+    /// `retain_active()` on the keyed breaker.
+    KeySweep,
 }
 
 /// Keys: a few steady ones (0..4) and a stream of new ones (churn past `max_keys`).
@@ -198,11 +200,13 @@ pub fn op() -> impl Strategy<Value = Op> {
         .prop_map(Op::SetProbe),
         1 => Just(Op::WaitReady),
         1 => (knobs(), any::<bool>()).prop_map(|(k, p)| Op::Replace(k, p)),
-        4 => (0u8..12, prop_oneof![Just(KeyAnswer::Ok), Just(KeyAnswer::Fail)])
+        // Mostly the steady keys, sometimes new ones (churn past `max_keys`).
+        4 => (prop_oneof![3 => 0u8..STEADY_KEYS, 1 => STEADY_KEYS..12], prop_oneof![Just(KeyAnswer::Ok), Just(KeyAnswer::Fail)])
             .prop_map(|(k, a)| Op::KeyCall(k, a)),
         1 => (0u8..STEADY_KEYS, any::<bool>()).prop_map(|(k, c)| Op::KeyRetried(k, c)),
-        1 => (0u8..STEADY_KEYS, prop_oneof![Just(Manual::Reset), Just(Manual::ForceOpen), Just(Manual::Disable)])
+        2 => (0u8..STEADY_KEYS, prop_oneof![2 => Just(Manual::Reset), 1 => Just(Manual::ForceOpen), 1 => Just(Manual::Disable)])
             .prop_map(|(k, m)| Op::KeyManual(k, m)),
+        1 => Just(Op::KeySweep),
     ]
 }
 

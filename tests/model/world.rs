@@ -5,12 +5,13 @@
 //! `advance`, where tokio fires each timer at its deadline.
 
 use std::{
+    collections::BTreeMap,
     future::pending,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use breaker::{Breaker, CallError, Config, KeyedBreaker, Verdict};
+use breaker::{Breaker, CallError, Config, KeyedBreaker, State, Verdict};
 use tokio::{sync::oneshot, task::JoinHandle, time::Instant};
 
 use super::{
@@ -21,6 +22,9 @@ use super::{
 /// Whether a retry cancelled in its backoff is left uncounted (issue 40's fix (c)); until
 /// it is merged the check is off.
 const RETRY_COUNTED_WHEN_MADE: bool = false;
+
+/// The keyed breaker's `idle`: a few `Advance`s.
+const KEY_IDLE: Ms = 3_000;
 
 /// The payload of every panic the test plans (its hook keeps them quiet).
 pub const PLANNED: &str = "model: a planned panic";
@@ -132,6 +136,7 @@ pub fn keyed_config(k: &KeyedKnobs) -> Config {
         .threshold(k.threshold)
         .max_keys(k.max_keys)
         .cool_off(Duration::from_secs(600))
+        .idle(Duration::from_millis(KEY_IDLE))
         .retry(2)
         .backoff(Duration::from_millis(10))
         .dry_run(k.dry_run);
@@ -149,6 +154,9 @@ impl World {
             threshold: kk.threshold,
             throttle: kk.throttle,
             max_keys: kk.max_keys,
+            idle: KEY_IDLE,
+            sweeps: Vec::new(),
+            step: 0,
             dry_run: kk.dry_run,
             keys: Default::default(),
         };
@@ -190,6 +198,7 @@ impl World {
     /// Runs one operation on the real thing and on the model, checking what it returns.
     pub async fn step(&mut self, op: &Op) -> Checked {
         self.steps += 1;
+        self.keys.step += 1;
         let now = self.now();
         match op {
             Op::Start => self.start(now).await?,
@@ -239,6 +248,7 @@ impl World {
             Op::KeyCall(key, answer) => self.key_call(*key, *answer).await?,
             Op::KeyRetried(key, cancel) => self.key_retried(*key, *cancel).await?,
             Op::KeyManual(key, m) => self.key_manual(*key, *m).await?,
+            Op::KeySweep => self.sweep()?,
         }
         // Whatever is due at this instant (a probe task just started, say) happens now.
         let waiting = self.waiting();
@@ -501,10 +511,15 @@ impl World {
             .iter()
             .all(|(n, _)| self.keys.keys[n].manual.is_some());
         if full && manual {
-            ensure!(!self.keyed.contains(name), "{name} kept beyond max_keys");
+            // Not kept (checked after the step, once the caller let go of its breaker).
             return Ok(false);
         }
-        self.keys.keys.insert(name.to_string(), Key::default());
+        let key = Key {
+            used: self.now(),
+            used_step: self.keys.step,
+            ..Key::default()
+        };
+        self.keys.keys.insert(name.to_string(), key);
         self.evicted(name, before)?;
         Ok(true)
     }
@@ -521,7 +536,7 @@ impl World {
             Manual::ForceOpen => h.force_open(),
             Manual::Disable => h.disable(),
         }
-        self.keys.manual(&name, m);
+        self.keys.manual(&name, m, self.now());
         Ok(())
     }
 
@@ -631,35 +646,102 @@ impl World {
             .collect()
     }
 
-    /// A new key came in: if the map was full, one key went, and never one holding state
+    /// A new key came in: the keys that went were idle and held nothing (swept, or evicted
+    /// first), or one was evicted to make room at `max_keys`, and never one holding state
     /// while a fresh one was there.
     fn evicted(&mut self, new: &str, before: Vec<(String, Fresh)>) -> Checked {
+        let map = self.in_map();
+        ensure!(map.contains_key(new), "the new key {new} is in the map");
+        let now = self.now();
         let gone: Vec<(String, Fresh)> = before
             .iter()
-            .filter(|(name, _)| !self.keyed.contains(name.as_str()))
+            .filter(|(name, _)| !map.contains_key(name))
             .cloned()
             .collect();
-        ensure!(self.keyed.contains(new), "the new key {new} is in the map");
+        let fresh_there = before.iter().any(|(_, f)| *f == Fresh::Yes);
+        let mut evicted = 0;
+        for (name, fresh) in &gone {
+            let key = &self.keys.keys[name];
+            ensure!(key.manual.is_none(), "evicted {name}, under manual control");
+            if !self.keys.may_go(key, now) {
+                evicted += 1;
+                ensure!(
+                    !(fresh_there && *fresh == Fresh::No),
+                    "evicted {name} ({fresh:?}) while a fresh key was there: {before:?}"
+                );
+            }
+        }
         let full = before.len() >= self.keys.max_keys;
         ensure!(
-            gone.len() == usize::from(full),
-            "a new key at {} of max_keys {} evicted {gone:?}",
+            evicted <= 1 && (!full || !gone.is_empty()),
+            "a new key at {} of max_keys {} took out {gone:?}",
             before.len(),
             self.keys.max_keys
         );
-        let fresh_there = before.iter().any(|(_, f)| *f == Fresh::Yes);
-        for (name, fresh) in &gone {
-            ensure!(
-                !(fresh_there && *fresh == Fresh::No),
-                "evicted {name} ({fresh:?}) while a fresh key was there: {before:?}"
-            );
-            ensure!(
-                self.keys.keys[name].manual.is_none(),
-                "evicted {name}, under manual control"
-            );
-            self.keys.keys.remove(name);
+        for (name, _) in gone {
+            self.keys.keys.remove(&name);
         }
         Ok(())
+    }
+
+    /// `retain_active()`: what went was idle and held nothing; what had to go went.
+    pub fn sweep(&mut self) -> Checked {
+        let now = self.now();
+        let must: Vec<String> = self
+            .keys
+            .keys
+            .iter()
+            .filter(|(_, k)| self.keys.must_go(k, now))
+            .map(|(n, _)| n.clone())
+            .collect();
+        self.keyed.retain_active();
+        let map = self.in_map();
+        let gone: Vec<String> = self
+            .keys
+            .keys
+            .keys()
+            .filter(|name| !map.contains_key(*name))
+            .cloned()
+            .collect();
+        for name in &gone {
+            let key = &self.keys.keys[name];
+            ensure!(
+                self.keys.may_go(key, now),
+                "swept {name}, which was not idle and fresh: {key:?}"
+            );
+        }
+        for name in &must {
+            ensure!(
+                gone.contains(name),
+                "{name} unused since a sweep {} ms ago, holding nothing, is still there: {:?}",
+                self.keys.idle,
+                self.keys.keys[name]
+            );
+        }
+        for name in gone {
+            self.keys.keys.remove(&name);
+        }
+        self.keys.sweeps.push((self.keys.step, now));
+        Ok(())
+    }
+
+    /// The keys in the keyed breaker's map, read from the registry (`contains` would mark
+    /// them used), with their states as stored.
+    pub fn in_map(&self) -> BTreeMap<String, State> {
+        let family = self.keyed.name();
+        breaker::registry()
+            .handles()
+            .into_iter()
+            .filter(|h| h.family() == Some(family))
+            .filter_map(|h| {
+                let key = h
+                    .name()
+                    .strip_prefix(family)?
+                    .strip_prefix('[')?
+                    .strip_suffix(']')?;
+                Some((key.to_string(), h.peek_state()))
+            })
+            .collect()
     }
 }
 
