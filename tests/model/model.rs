@@ -564,6 +564,9 @@ pub struct Key {
     pub budget: Held,
     /// The throttle's window holding requests not accepted (failures, refusals).
     pub throttle: Held,
+    /// Its streak and state are not known any more: in a dry run under a throttle that may
+    /// shed, a call may have been a shadow (its outcome counted for nothing) or not.
+    pub unsure: bool,
     /// When it was last used (created, called, set by hand), and in which step.
     pub used: Ms,
     pub used_step: u64,
@@ -597,7 +600,13 @@ pub const BUDGET_IS_STATE: bool = false;
 
 impl Keys {
     pub fn fresh(&self, key: &Key, now: Ms) -> Fresh {
-        if key.manual.is_some() || key.open || key.streak > 0 {
+        if key.manual.is_some() {
+            return Fresh::No;
+        }
+        if key.unsure {
+            return Fresh::Unknown;
+        }
+        if key.open || key.streak > 0 {
             return Fresh::No;
         }
         if now < key.budget.surely || now < key.throttle.surely {
@@ -621,6 +630,7 @@ impl Keys {
     /// sweep since its last use is `idle` old (that sweep stamped it unused, at the latest).
     pub fn must_go(&self, key: &Key, now: Ms) -> bool {
         key.manual.is_none()
+            && !key.unsure
             && (key.open || self.fresh(key, now) == Fresh::Yes)
             && self
                 .sweeps
@@ -676,13 +686,13 @@ impl Keys {
             }
             None => {}
         }
-        if throttle && dry_run && now < key.throttle.maybe {
-            // A throttled shadow looks like any call here: the window may hold it.
-            self.keys
-                .get_mut(name)
-                .unwrap()
-                .throttle
+        if throttle && dry_run && now < key.throttle.maybe && key.manual.is_none() {
+            // A throttled shadow looks like any call here: its outcome may have counted for
+            // nothing, and the window may hold it as unaccepted.
+            let key = self.keys.get_mut(name).unwrap();
+            key.throttle
                 .hold(0, now + THROTTLE_WINDOW + THROTTLE_BUCKET);
+            key.unsure = true;
         }
         if key.open || forced {
             return Ok(()); // a dry run's shadow: its outcome counts for nothing
@@ -755,6 +765,7 @@ impl Keys {
                 // Closed, counts cleared, the throttle's window started over.
                 key.manual = None;
                 key.open = false;
+                key.unsure = false;
                 key.streak = 0;
                 key.throttle = Held::default();
                 key.budget.doubt();

@@ -206,7 +206,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         1 => (0u8..STEADY_KEYS, any::<bool>()).prop_map(|(k, c)| Op::KeyRetried(k, c)),
         2 => (0u8..STEADY_KEYS, prop_oneof![2 => Just(Manual::Reset), 1 => Just(Manual::ForceOpen), 1 => Just(Manual::Disable)])
             .prop_map(|(k, m)| Op::KeyManual(k, m)),
-        1 => Just(Op::KeySweep),
+        2 => Just(Op::KeySweep),
     ]
 }
 
@@ -221,7 +221,7 @@ pub struct KeyedKnobs {
 }
 
 pub fn keyed_knobs() -> impl Strategy<Value = KeyedKnobs> {
-    (1u32..4, 2usize..6, any::<bool>(), prop::bool::weighted(0.3)).prop_map(
+    (1u32..4, 2usize..6, any::<bool>(), any::<bool>()).prop_map(
         |(threshold, max_keys, throttle, dry_run)| KeyedKnobs {
             threshold,
             max_keys,
