@@ -67,6 +67,8 @@ pub(crate) struct Form {
     retry_budget: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     backoff: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry_within: Option<String>,
 }
 
 fn text(d: Duration) -> String {
@@ -116,6 +118,7 @@ impl From<Config> for Form {
             retry: c.retry.attempts,
             retry_budget: c.retry.percent,
             backoff: c.retry.backoff.map(text),
+            retry_within: c.retry.within.map(text),
         }
     }
 }
@@ -168,6 +171,7 @@ impl TryFrom<Form> for Config {
         c.retry.attempts = f.retry;
         c.retry.percent = f.retry_budget;
         c.retry.backoff = d("backoff", f.backoff)?;
+        c.retry.within = d("retry_within", f.retry_within)?;
         c.validate()?;
         Ok(c)
     }
