@@ -31,7 +31,8 @@
 //! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, `ABORTED` | `Failure` | the dependency is failing |
 //! | `RESOURCE_EXHAUSTED` | `Failure` | overloaded (with a pushback: `OpenFor`, below) |
 //! | `CANCELLED`, `INVALID_ARGUMENT`, `NOT_FOUND`, `ALREADY_EXISTS`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`, `UNIMPLEMENTED` | `Neutral` | the caller's own doing: counts for nothing |
-//! | any code but `OK` with `grpc-retry-pushback-ms: N` (N ≥ 0) | `OpenFor(N ms)` | the server said how long to stay away (gRPC A6); a negative or malformed value is ignored |
+//! | any code but `OK` with `grpc-retry-pushback-ms: N` (N > 0) | `OpenFor(N ms)` | the server said how long to stay away (gRPC A6); a negative or malformed value is ignored |
+//! | any code but `OK` with `grpc-retry-pushback-ms: 0` | `Failure` | "now is fine": one failure, and a retry may follow |
 //!
 //! An answer without `grpc-status` is judged as tonic's client reads it: an HTTP status
 //! other than 200 by gRPC's HTTP mapping (`502`, `503`, `504`, `429` → `UNAVAILABLE`, `404` →
@@ -119,8 +120,11 @@ pub fn verdict(code: Code, metadata: &HeaderMap) -> Verdict {
 /// The table, with the pushback read only for an answer that is not `OK`.
 fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
     if code != Code::Ok {
-        if let Some(wait) = pushback() {
-            return Verdict::OpenFor(wait);
+        match pushback() {
+            // A pushback of 0 says "now is fine": one failure, not an opening.
+            Some(Duration::ZERO) => return Verdict::Failure,
+            Some(wait) => return Verdict::OpenFor(wait),
+            None => {}
         }
     }
     match code {
