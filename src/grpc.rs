@@ -331,31 +331,31 @@ where
 
 /// What the breaker's call gives: the whole answer (judged at its headers), or word that the
 /// answer went to the caller and the verdict came from its trailers.
-enum Answer<B> {
+pub(crate) enum Answer<B> {
     Whole(http::Response<B>),
     HandedOff,
 }
 
 /// The call's result with the verdict it was given (by the headers, the trailers, or the
 /// transport's error).
-type Judged<B> = Result<(Answer<B>, Verdict), (BoxError, Verdict)>;
+pub(crate) type Judged<B> = Result<(Answer<B>, Verdict), (BoxError, Verdict)>;
 
 /// The classifier handed to the breaker: the verdict was reached inside the call, so it is a
 /// plain `fn`.
-type Carried<B> = fn(&Judged<B>) -> Verdict;
+pub(crate) type Carried<B> = fn(&Judged<B>) -> Verdict;
 
-fn carried<B>(judged: &Judged<B>) -> Verdict {
+pub(crate) fn carried<B>(judged: &Judged<B>) -> Verdict {
     match judged {
         Ok((_, verdict)) | Err((_, verdict)) => *verdict,
     }
 }
 
 /// A response whose verdict waits for its trailers, and where to send that verdict.
-type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
+pub(crate) type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
 
 /// The breaker's call, type-erased: it lives in the response future until the headers
 /// arrive, then (when the verdict waits for the trailers) in the response body.
-type Pending<B> = Pin<
+pub(crate) type Pending<B> = Pin<
     Box<dyn Future<Output = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>> + Send>,
 >;
 
@@ -542,5 +542,41 @@ impl<B> fmt::Debug for GrpcBody<B> {
         f.debug_struct("GrpcBody")
             .field("judged", &self.end.is_none())
             .finish_non_exhaustive()
+    }
+}
+
+/// One attempt of [`RetryLayer::grpc`](crate::retry::RetryLayer::grpc): the breaker's call of
+/// the `readied` service, as [`GrpcCircuitBreaker`] makes it, and where it hands its response
+/// out when the code waits for the trailers (a committed answer, never retried).
+pub(crate) fn attempt<S, ReqBody, B>(
+    readied: S,
+    req: http::Request<ReqBody>,
+) -> (
+    impl Future<Output = Judged<B>> + Send,
+    oneshot::Receiver<Handoff<B>>,
+)
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<B>> + Send,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    ReqBody: Send,
+    B: Send,
+{
+    let (handoff, handed) = oneshot::channel();
+    let call = Call::<S, _, B> {
+        call: Readied::new(readied, req),
+        handoff: Some(handoff),
+        verdict: None,
+    };
+    (call, handed)
+}
+
+impl<B> GrpcResponseFuture<B> {
+    /// The response future of a call made elsewhere (`RetryLayer::grpc`'s attempts).
+    pub(crate) fn new(call: Pending<B>, handed: oneshot::Receiver<Handoff<B>>) -> Self {
+        GrpcResponseFuture {
+            call: Some(call),
+            handed,
+        }
     }
 }
