@@ -59,7 +59,11 @@ async fn a_pushback_is_waited_and_a_negative_one_is_not_retried() {
         .unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert_eq!(server.hits(), 2);
-    assert!(start.elapsed() >= Duration::from_millis(300), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        start.elapsed()
+    );
 
     // A negative pushback: "do not retry".
     tokio::time::sleep(Duration::from_millis(350)).await; // the 300 ms opening passes
@@ -99,7 +103,11 @@ async fn a_zero_pushback_is_one_failure() {
     let status = backend::call(channel, "code 14 pushback 0")
         .await
         .unwrap_err();
-    assert_eq!(status.code(), Code::Unavailable, "the server's answer, not a refusal");
+    assert_eq!(
+        status.code(),
+        Code::Unavailable,
+        "the server's answer, not a refusal"
+    );
     assert_eq!(server.hits(), 3, "the retry followed");
     assert_eq!(b.state(), State::Closed);
 }
@@ -131,6 +139,9 @@ async fn a_refusal_reaches_the_caller_as_a_status() {
         .service(server.channel().await);
     let status = backend::call(channel, "ok").await.unwrap_err();
     assert_eq!(status.code(), Code::Unavailable);
-    assert!(status.message().contains("retry_grpc::refused"), "{status:?}");
+    assert!(
+        status.message().contains("retry_grpc::refused"),
+        "{status:?}"
+    );
     assert_eq!(server.hits(), 0);
 }

@@ -1,5 +1,5 @@
-//! tower's contract, kept by every layer (`CircuitBreakerLayer` plain, keyed and gRPC, and
-//! `RetryLayer`), on tower's own mock service (`tower-test`) and its own `ConcurrencyLimit`
+//! tower's contract, kept by every layer (`CircuitBreakerLayer` plain, keyed and gRPC,
+//! `RetryLayer` and `RetryLayer::grpc`), on tower's own mock service (`tower-test`) and its own `ConcurrencyLimit`
 //! and `Buffer`, in paused time:
 //!
 //! - the readied service is the one called (a layer never readies one inner service and
@@ -111,8 +111,9 @@ impl<S: Service<R>, R> Service<R> for Tracked<S> {
 }
 
 /// A layer under test and how to force its breaker open.
-struct Subject<L> {
+struct Subject<L, Q = Req> {
     layer: L,
+    request: fn() -> Q,
     force_open: Box<dyn Fn()>,
     breaker_calls: Box<dyn Fn() -> u64>,
 }
@@ -129,6 +130,7 @@ fn plain(name: &str) -> Subject<CircuitBreakerLayer> {
     let (open, count) = (b.clone(), b.clone());
     Subject {
         layer: CircuitBreakerLayer::new(b),
+        request,
         force_open: Box::new(move || open.handle().force_open()),
         breaker_calls: Box::new(move || count.stats().calls),
     }
@@ -145,6 +147,7 @@ fn keyed(name: &str) -> Subject<CircuitBreakerLayer<Keyed<String, ByPath>>> {
     let (open, count) = (keyed.clone(), keyed.clone());
     Subject {
         layer: CircuitBreakerLayer::keyed(keyed, path as ByPath),
+        request,
         force_open: Box::new(move || open.breaker("/contract").handle().force_open()),
         breaker_calls: Box::new(move || count.breaker("/contract").stats().calls),
     }
@@ -155,6 +158,7 @@ fn grpc(name: &str) -> Subject<breaker::grpc::GrpcLayer> {
     let (open, count) = (b.clone(), b.clone());
     Subject {
         layer: CircuitBreakerLayer::grpc(b),
+        request,
         force_open: Box::new(move || open.handle().force_open()),
         breaker_calls: Box::new(move || count.stats().calls),
     }
@@ -167,13 +171,14 @@ fn retry(name: &str) -> Subject<RetryLayer<DefaultClassify, Copy>> {
     let (open, count) = (b.clone(), b.clone());
     Subject {
         layer: RetryLayer::new(b).clone_request(clone_http_request as Copy),
+        request,
         force_open: Box::new(move || open.handle().force_open()),
         breaker_calls: Box::new(move || count.stats().calls),
     }
 }
 
 /// The next request the mock receives, answered `status`; `None` if none came within 5 s.
-async fn answer_next(handle: &mut Handle<Req, Res>, status: u16) -> Option<()> {
+async fn answer_next<Q>(handle: &mut Handle<Q, Res>, status: u16) -> Option<()> {
     let (_, reply) = tokio::time::timeout(Duration::from_secs(5), handle.next_request())
         .await
         .ok()??;
@@ -183,21 +188,21 @@ async fn answer_next(handle: &mut Handle<Req, Res>, status: u16) -> Option<()> {
 
 /// The readied service is the one called: the instance `poll_ready` readied makes the call,
 /// no other is readied or called, and the answer comes back.
-async fn the_readied_service_is_the_one_called<L, S>(subject: Subject<L>)
+async fn the_readied_service_is_the_one_called<Q: Send + 'static, L, S>(subject: Subject<L, Q>)
 where
-    L: Layer<Tracked<Mock<Req, Res>>, Service = S>,
-    S: Service<Req> + Send + 'static,
+    L: Layer<Tracked<Mock<Q, Res>>, Service = S>,
+    S: Service<Q> + Send + 'static,
     S::Future: Send + 'static,
     S::Response: Send,
     S::Error: Debug + Send,
 {
-    let (mock, mut handle) = mock::pair::<Req, Res>();
+    let (mock, mut handle) = mock::pair::<Q, Res>();
     let log = Log::default();
     let mut svc = Spawn::new(subject.layer.layer(Tracked::new(mock, log.clone())));
     assert!(matches!(svc.poll_ready(), Poll::Ready(Ok(()))));
     let readied: Vec<_> = log.lock().unwrap().clone();
     assert_eq!(readied, vec![(0, "ready")]);
-    let call = tokio::spawn(svc.call(request()));
+    let call = tokio::spawn(svc.call((subject.request)()));
     answer_next(&mut handle, 200)
         .await
         .expect("the request reached the inner service");
@@ -211,20 +216,20 @@ where
 
 /// A `ConcurrencyLimit` permit taken in `poll_ready` is used by the call and released after
 /// it, when the layered service is dropped unused, and when the breaker refuses the call.
-async fn a_limit_permit_is_used_or_released<L, S>(subject: Subject<L>)
+async fn a_limit_permit_is_used_or_released<Q: Send + 'static, L, S>(subject: Subject<L, Q>)
 where
-    L: Layer<ConcurrencyLimit<Mock<Req, Res>>, Service = S>,
-    S: Service<Req> + Clone + Send + 'static,
+    L: Layer<ConcurrencyLimit<Mock<Q, Res>>, Service = S>,
+    S: Service<Q> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Response: Send,
     S::Error: Debug + Send,
 {
-    let (mock, mut handle) = mock::pair::<Req, Res>();
+    let (mock, mut handle) = mock::pair::<Q, Res>();
     let svc = Spawn::new(subject.layer.layer(ConcurrencyLimit::new(mock, 1)));
     for n in 0..2 {
         let mut a = svc.clone();
         assert!(matches!(a.poll_ready(), Poll::Ready(Ok(()))), "call {n}");
-        let call = tokio::spawn(a.call(request()));
+        let call = tokio::spawn(a.call((subject.request)()));
         answer_next(&mut handle, 200)
             .await
             .unwrap_or_else(|| panic!("call {n}: the permit readied was used by the call"));
@@ -242,7 +247,7 @@ where
     );
     // Readied and refused by the breaker: the permit goes with the refused call.
     (subject.force_open)();
-    let refused = b.call(request()).await;
+    let refused = b.call((subject.request)()).await;
     assert!(refused.is_err());
     let mut c = svc.clone();
     assert!(
@@ -256,20 +261,20 @@ where
 }
 
 /// The same with tower's `Buffer`, whose slot is reserved in `poll_ready`.
-async fn a_buffer_slot_is_used_or_released<L, S>(subject: Subject<L>)
+async fn a_buffer_slot_is_used_or_released<Q: Send + 'static, L, S>(subject: Subject<L, Q>)
 where
-    L: Layer<Buffer<Req, <Mock<Req, Res> as Service<Req>>::Future>, Service = S>,
-    S: Service<Req> + Clone + Send + 'static,
+    L: Layer<Buffer<Q, <Mock<Q, Res> as Service<Q>>::Future>, Service = S>,
+    S: Service<Q> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Response: Send,
     S::Error: Debug + Send,
 {
-    let (mock, mut handle) = mock::pair::<Req, Res>();
+    let (mock, mut handle) = mock::pair::<Q, Res>();
     let svc = Spawn::new(subject.layer.layer(Buffer::new(mock, 1)));
     for n in 0..3 {
         let mut a = svc.clone();
         assert!(matches!(a.poll_ready(), Poll::Ready(Ok(()))), "call {n}");
-        let call = tokio::spawn(a.call(request()));
+        let call = tokio::spawn(a.call((subject.request)()));
         answer_next(&mut handle, 200)
             .await
             .unwrap_or_else(|| panic!("call {n}: the slot readied was used by the call"));
@@ -285,7 +290,7 @@ where
         "the dropped service's slot came back"
     );
     (subject.force_open)();
-    assert!(b.call(request()).await.is_err());
+    assert!(b.call((subject.request)()).await.is_err());
     let mut c = svc.clone();
     assert!(
         c.poll_ready().is_ready(),
@@ -294,15 +299,15 @@ where
 }
 
 /// Clones are independent: each readies its own inner service and calls it, in any order.
-async fn clones_are_independent<L, S>(subject: Subject<L>)
+async fn clones_are_independent<Q: Send + 'static, L, S>(subject: Subject<L, Q>)
 where
-    L: Layer<Tracked<Mock<Req, Res>>, Service = S>,
-    S: Service<Req> + Clone + Send + 'static,
+    L: Layer<Tracked<Mock<Q, Res>>, Service = S>,
+    S: Service<Q> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Response: Send,
     S::Error: Debug + Send,
 {
-    let (mock, mut handle) = mock::pair::<Req, Res>();
+    let (mock, mut handle) = mock::pair::<Q, Res>();
     let log = Log::default();
     let svc = Spawn::new(subject.layer.layer(Tracked::new(mock, log.clone())));
     let mut a = svc.clone();
@@ -313,8 +318,8 @@ where
     assert_eq!(readied.len(), 2);
     assert_ne!(readied[0], readied[1], "each clone readied its own");
     // `b` first: `a`'s readiness is `a`'s.
-    let second = tokio::spawn(b.call(request()));
-    let first = tokio::spawn(a.call(request()));
+    let second = tokio::spawn(b.call((subject.request)()));
+    let first = tokio::spawn(a.call((subject.request)()));
     answer_next(&mut handle, 200).await.expect("b's request");
     answer_next(&mut handle, 200).await.expect("a's request");
     assert!(second.await.unwrap().is_ok() && first.await.unwrap().is_ok());
@@ -323,13 +328,13 @@ where
 }
 
 /// An inner service that is never ready makes no call, and the breaker counts none.
-async fn never_ready_makes_no_call<L, S>(subject: Subject<L>)
+async fn never_ready_makes_no_call<Q: Send + 'static, L, S>(subject: Subject<L, Q>)
 where
-    L: Layer<Tracked<Mock<Req, Res>>, Service = S>,
-    S: Service<Req> + Send + 'static,
+    L: Layer<Tracked<Mock<Q, Res>>, Service = S>,
+    S: Service<Q> + Send + 'static,
     S::Error: Debug,
 {
-    let (mock, mut handle) = mock::pair::<Req, Res>();
+    let (mock, mut handle) = mock::pair::<Q, Res>();
     handle.allow(0);
     let log = Log::default();
     let mut svc = Spawn::new(subject.layer.layer(Tracked::new(mock, log.clone())));
@@ -340,6 +345,26 @@ where
     assert!(handle.poll_request().is_pending());
     assert!(log.lock().unwrap().is_empty());
     assert_eq!((subject.breaker_calls)(), 0);
+}
+
+/// A gRPC request, as a tonic client sends it.
+fn grpc_request() -> GrpcReq {
+    http::Request::post("/contract")
+        .body(tonic::body::Body::empty())
+        .unwrap()
+}
+
+type GrpcReq = http::Request<tonic::body::Body>;
+
+fn grpc_retry(name: &str) -> Subject<breaker::retry::GrpcRetryLayer, GrpcReq> {
+    let b = Breaker::new(name, config());
+    let (open, count) = (b.clone(), b.clone());
+    Subject {
+        layer: RetryLayer::grpc(b),
+        request: grpc_request,
+        force_open: Box::new(move || open.handle().force_open()),
+        breaker_calls: Box::new(move || count.stats().calls),
+    }
 }
 
 macro_rules! contract {
@@ -381,6 +406,7 @@ contract!(plain);
 contract!(keyed);
 contract!(grpc);
 contract!(retry);
+contract!(grpc_retry);
 
 /// `RetryLayer`'s retry readies its clone before the breaker admits it: while the inner
 /// service is backpressured, the retry holds no `timeout`, no bulkhead seat and makes no

@@ -17,7 +17,9 @@ use tonic::body::Body as GrpcRequestBody;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::grpc::{attempt, carried, Answer, BoxError, Carried, GrpcBody, GrpcResponseFuture, Handoff};
+use crate::grpc::{
+    attempt, carried, Answer, BoxError, Carried, GrpcBody, GrpcResponseFuture, Handoff,
+};
 use crate::{retry::RetryLayer, Breaker, CallError, Verdict};
 
 /// The most of a request body kept to send again: a request whose body is longer (or has
@@ -168,9 +170,7 @@ where
         };
         let is_final = move |r: &Result<_, CallError<_>>| match r {
             Ok((Answer::HandedOff, _)) => true,
-            Ok((Answer::Whole(response), _)) => {
-                declines(response.headers()) || !replayable.whole()
-            }
+            Ok((Answer::Whole(response), _)) => declines(response.headers()) || !replayable.whole(),
             Err(_) => !replayable.whole(),
         };
         let judge = breaker_runtime::Classify(carried as Carried<ResBody>);
