@@ -22,7 +22,7 @@
 //!   counts (`Stats::retries`, the budget's withdrawal) only when its attempt runs: a call
 //!   cancelled during its backoff, or whose retry the breaker refuses, gives the withdrawal
 //!   back.
-
+//!
 //! The budget (Finagle's `RetryBudget`, tower's `TpsBudget`): every first attempt that the
 //! breaker admits deposits, every retry withdraws; retries are allowed up to `retry_budget`
 //! percent (default [`DEFAULT_BUDGET_PERCENT`]) of the first attempts of the last
