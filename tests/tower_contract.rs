@@ -448,3 +448,35 @@ async fn a_retry_waits_for_readiness_outside_the_breaker() {
     let s = b.stats();
     assert_eq!((s.timeouts, s.retries, s.successes), (0, 1, 2), "{s:?}");
 }
+
+/// A retry whose clone is not ready within `retry_within` is not made: the caller gets the
+/// last answer when the bound ends, and the retry's withdrawal goes back.
+#[tokio::test(start_paused = true)]
+async fn a_retry_not_ready_within_the_bound_returns_the_last_answer() {
+    let config = Config::default()
+        .threshold(100)
+        .retry(3)
+        .backoff(Duration::from_millis(10))
+        .retry_within(Duration::from_secs(2));
+    let b = Breaker::new("tower_contract::retry_not_ready", config);
+    let layer = RetryLayer::new(b.clone()).clone_request(clone_http_request);
+    let (mock, mut handle) = mock::pair::<Req, Res>();
+    handle.allow(1);
+    let mut svc = Spawn::new(layer.layer(mock));
+    assert!(svc.poll_ready().is_ready());
+    let start = tokio::time::Instant::now();
+    let call = tokio::spawn(svc.call(request()));
+    answer_next(&mut handle, 503)
+        .await
+        .expect("the first attempt");
+    let answer = tokio::time::timeout(Duration::from_secs(60), call)
+        .await
+        .expect("the call ends at the bound, not waiting for readiness forever")
+        .unwrap()
+        .expect("the last answer");
+    assert_eq!(answer.status(), 503);
+    assert_eq!(start.elapsed(), Duration::from_secs(2), "at the bound");
+    assert!(handle.poll_request().is_pending(), "no retry was sent");
+    let s = b.stats();
+    assert_eq!((s.calls, s.retries), (1, 0), "{s:?}");
+}

@@ -19,8 +19,9 @@ use crate::{Breaker, CallError};
 /// `poll_ready` readied (so a `ConcurrencyLimit` permit or a `Buffer` slot it reserved is
 /// used, never held), and each retry by a clone readied *before* the breaker admits it, so
 /// waiting for the inner service's readiness is not the dependency's time (no `timeout`,
-/// `slow_call`, bulkhead seat or probe slot is held meanwhile). A retry's readiness error
-/// ends the call with that error, uncounted. Each attempt sends a copy of the request (by
+/// `slow_call`, bulkhead seat or probe slot is held meanwhile). A retry whose clone is not
+/// ready within [`Config::retry_within`](crate::Config::retry_within) is not made: the last
+/// answer is returned. A retry's readiness error ends the call with that error, uncounted. Each attempt sends a copy of the request (by
 /// `Clone`, or by [`clone_request`](Self::clone_request): an `http::Request` is not `Clone`,
 /// so pass [`clone_http_request`]), and never while the breaker refuses. The retries follow
 /// the [module docs](crate::retry): counted when made, bounded by

@@ -16,7 +16,8 @@
 //!   [`Config::retry_within`](crate::Config::retry_within) (default
 //!   [`DEFAULT_RETRY_WITHIN`], 5 s) of its start: a wait that would end at or past it is not
 //!   waited, and the last answer is returned at once (so `Retry-After: 5` and `6` behave
-//!   alike; an attempt already running is not cut: its time is `timeout`'s);
+//!   alike; an attempt already running is not cut: its time is `timeout`'s); a tower
+//!   service not ready for the retry by then gives the last answer too;
 //! - each retry is paid from the breaker's retry budget (one per breaker, one per key of a
 //!   keyed breaker); with the budget spent, the last answer is returned at once. A retry
 //!   counts (`Stats::retries`, the budget's withdrawal) only when its attempt runs: a call
@@ -235,10 +236,11 @@ where
     let start = tokio::time::Instant::now();
     let budget = shared.retry_budget();
     let slot = VerdictSlot::default();
+    let deadline = start.checked_add(policy.within);
     let mut paid = None;
     let mut attempt = 1;
+    let mut made = prepare().await.map_err(CallError::Inner)?;
     loop {
-        let made = prepare().await.map_err(CallError::Inner)?;
         let recorder = Recorder {
             judge: judge.clone(),
             slot: &slot,
@@ -287,6 +289,16 @@ where
             second: Some(second),
         });
         tokio::time::sleep(wait).await;
+        // The retry's readiness is a wait too: not ready within the bound, the caller gets
+        // the last answer (and the retry's payment goes back).
+        let ready = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, prepare()).await,
+            None => Ok(prepare().await),
+        };
+        made = match ready {
+            Ok(ready) => ready.map_err(CallError::Inner)?,
+            Err(_) => return result,
+        };
         attempt += 1;
     }
 }
