@@ -80,6 +80,7 @@ pub fn delay(initial: Duration, n: u32) -> Duration {
     // `mul_f64` panics past `Duration::MAX` (an `initial` near it, times 1.2).
     Duration::try_from_secs_f64(base.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
+
 /// The wait before retry `n` before jitter.
 fn ceiling(initial: Duration, n: u32) -> Duration {
     let max = MAX_BACKOFF.max(initial);
