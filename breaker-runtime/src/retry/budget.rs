@@ -51,16 +51,42 @@ impl Budget {
         bucket.fetch_add(i64::from(percent), Relaxed);
     }
 
-    /// Asks for one retry at `now`: granted (and paid) while the balance holds its cost.
+    /// Asks for one retry at `now`: granted (and paid, and counted) while the balance holds
+    /// its cost. The retry loop pays with [`take`](Self::take) and counts with
+    /// [`spent`](Self::spent) when the attempt runs.
+    #[cfg(test)]
     pub(crate) fn withdraw(&self, now: u64) -> bool {
+        self.take(now).map(|_| self.spent()).is_some()
+    }
+
+    /// Takes one retry's cost at `now` while the balance holds it: the second it was charged
+    /// to, for [`refund`](Self::refund); `None` (counted as denied) when it does not.
+    /// Not yet a retry: [`spent`](Self::spent) counts it when its attempt runs.
+    pub(crate) fn take(&self, now: u64) -> Option<u64> {
         let bucket = self.turn(now / SECOND);
+        // The second `turn` charged (a reading older than the head counts in the head's).
+        let second = (now / SECOND).max(self.head.load(Relaxed));
         if self.balance() >= COST {
             bucket.fetch_sub(COST, Relaxed);
-            self.retries.fetch_add(1, Relaxed);
-            true
+            Some(second)
         } else {
             self.denied.fetch_add(1, Relaxed);
-            false
+            None
+        }
+    }
+
+    /// A retry paid for by [`take`](Self::take) runs: counted.
+    pub(crate) fn spent(&self) {
+        self.retries.fetch_add(1, Relaxed);
+    }
+
+    /// A retry paid for by [`take`](Self::take) at `second` that did not run (its call was
+    /// cancelled while it waited, or the breaker refused it): its cost goes back to the
+    /// bucket it came from, unless that bucket already left the window (the cost went with
+    /// it). Lock-free; racing a turn of the window it is approximate, as a deposit is.
+    pub(crate) fn refund(&self, second: u64) {
+        if second + BUCKETS as u64 > self.head.load(Relaxed) {
+            self.buckets[(second % BUCKETS as u64) as usize].fetch_add(COST, Relaxed);
         }
     }
 
@@ -165,6 +191,26 @@ mod tests {
         });
         assert!((100..=100 + THREADS).contains(&granted), "{granted}");
         assert_eq!(b.counts().0 as usize, granted);
+    }
+
+    #[test]
+    fn a_refund_gives_the_cost_back_to_its_bucket() {
+        let b = Budget::default();
+        let taken: Vec<_> = (0..100).map(|_| b.take(0).unwrap()).collect();
+        assert_eq!(b.take(0), None, "the floor is spent");
+        b.refund(taken[0]);
+        assert_eq!(b.take(SECOND), Some(1), "one retry's cost came back");
+        assert_eq!(
+            b.counts(),
+            (0, 1),
+            "neither taken nor refunded counts as a retry"
+        );
+        // A refund for a bucket that left the window adds nothing.
+        let late = Budget::default();
+        let second = late.take(0).unwrap();
+        late.deposit(10 * SECOND, 1);
+        late.refund(second);
+        assert_eq!(late.balance(), RESERVE + 1);
     }
 
     /// The reference: every deposit and withdrawal with its second, summed over the window.
