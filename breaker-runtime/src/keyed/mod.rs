@@ -40,6 +40,26 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// assert_eq!(hooks.len(), 2);
 /// ```
 ///
+/// # Keys
+///
+/// A key is looked up by the form you call with (`&str` for a `String` key) and kept as
+/// [`BreakerKey`] says: a `String` key longer than 256 bytes is kept as its first 16 bytes
+/// and 32 hex digits of its SHA-256 (128 bits), the form its name shows, so 10 000 keys of
+/// 60 KB cost what 10 000 short keys do. Two long keys that differ anywhere are two breakers;
+/// a short key equal to a long key's kept form (which only its digest gives) is that key.
+/// A long key's call pays for its digest (a short key's lookup allocates nothing). A key
+/// type of your own is kept as it is: it owns its memory.
+///
+/// ```
+/// use breaker::{Config, KeyedBreaker};
+///
+/// let tenants = KeyedBreaker::<String>::new("docs::tenants", Config::default());
+/// let long = "t".repeat(60_000);
+/// let b = tenants.breaker(long.as_str());
+/// assert_eq!(b.name().len(), "docs::tenants[".len() + 52 + 1);
+/// assert!(tenants.breaker(&long).handle().same_breaker(&b.handle()));
+/// ```
+///
 /// # Bounds
 ///
 /// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
@@ -232,7 +252,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     pub fn contains<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.inner.get(key).is_ok()
     }
