@@ -66,8 +66,10 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
 /// window, no call in flight (calls admitted less calls finished, read from the breaker's
 /// own counts, a dry run's shadows included), not throttling nor ramping, its adaptive
-/// limit at its start. An open or half-open breaker with no call in flight is evictable too
-/// once it has not been called for [`Config::idle`]: it protects nobody, and it frees its
+/// limit at its start, its retry budget full (no more retries withdrawn than first attempts
+/// deposited over its window: evicted, a key that spent its budget would find a whole one).
+/// An open or half-open breaker with no call in flight and its retry budget full is
+/// evictable too once it has not been called for [`Config::idle`]: it protects nobody, and it frees its
 /// [`max_open`](Config::max_open_percent) place (which counts only keys in the map, so a
 /// holder of an evicted key's breaker does not keep one). A breaker under manual control
 /// (forced open or disabled) is never evicted: if every key is, a new key's call runs on a

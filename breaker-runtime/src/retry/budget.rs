@@ -64,6 +64,29 @@ impl Budget {
         }
     }
 
+    /// Whether the budget at `now` grants, from now on, at least what a new one would: no
+    /// more withdrawn than deposited over the window, nor over any of its newest seconds
+    /// (the older ones leave the window first: a spent budget is not made full by deposits
+    /// about to leave). One below full holds state a fresh breaker has not (a keyed breaker
+    /// evicting it would refill it). Reads only: the buckets of seconds that left the
+    /// window count nothing, whether or not a turn cleared them yet.
+    pub(crate) fn is_full(&self, now: u64) -> bool {
+        let second = now / SECOND;
+        let head = self.head.load(Relaxed);
+        let oldest = head.saturating_sub(BUCKETS as u64 - 1);
+        let mut net = 0i64;
+        for s in (oldest..=head)
+            .rev()
+            .filter(|s| second < s + BUCKETS as u64)
+        {
+            net += self.buckets[(s % BUCKETS as u64) as usize].load(Relaxed);
+            if net < 0 {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The balance in units, reserve included.
     fn balance(&self) -> i64 {
         let sum = self.buckets.iter().map(|b| b.load(Relaxed)).sum::<i64>();
@@ -165,6 +188,34 @@ mod tests {
         });
         assert!((100..=100 + THREADS).contains(&granted), "{granted}");
         assert_eq!(b.counts().0 as usize, granted);
+    }
+
+    /// Full: what a new budget would grant from now on, at least (eviction keeps a key
+    /// whose budget is not).
+    #[test]
+    fn full_is_what_a_new_budget_grants_from_now_on() {
+        let b = Budget::default();
+        assert!(b.is_full(0), "new");
+        b.deposit(0, 20);
+        assert!(b.is_full(0), "deposits only");
+        assert!(b.withdraw(SECOND));
+        assert!(
+            !b.is_full(SECOND),
+            "a retry more than the deposits paid for"
+        );
+        for _ in 0..10 {
+            b.deposit(SECOND, 20);
+        }
+        assert!(b.is_full(SECOND), "paid back in the same second");
+        // Deposits of second 1, withdrawals of second 5: full until second 1 leaves the
+        // window, and not before, since the deposits leave first.
+        for _ in 0..3 {
+            assert!(b.withdraw(5 * SECOND));
+        }
+        assert!(!b.is_full(5 * SECOND));
+        // Out of the window, as nobody turned the buckets since: full again.
+        assert!(b.is_full(15 * SECOND));
+        assert!(b.is_full(3_600 * SECOND));
     }
 
     /// The reference: every deposit and withdrawal with its second, summed over the window.
