@@ -97,17 +97,31 @@ impl Budget {
     /// window since the head last moved. A reading older than the head (a thread that read
     /// the clock before another moved it) counts in the head's bucket.
     fn turn(&self, second: u64) -> &AtomicI64 {
-        let head = self.head.load(Relaxed);
-        if second > head
-            && self
+        self.turn_from(self.head.load(Relaxed), second)
+    }
+
+    /// [`turn`](Self::turn) by a thread that read `head` as the head. A compare-and-swap lost
+    /// to a thread that moved the head to an older second than this one is tried again from
+    /// that head: the seconds after it are this thread's to clear, or its bucket would still
+    /// hold a second ten seconds old (issue 40). One lost to a newer head leaves the
+    /// clearing to its winner: a reading in the few stores until then may count in a bucket
+    /// about to be cleared (the approximation the module's docs state).
+    fn turn_from(&self, mut head: u64, second: u64) -> &AtomicI64 {
+        while second > head {
+            match self
                 .head
-                .compare_exchange(head, second, Relaxed, Relaxed)
-                .is_ok()
-        {
-            // Seconds head+1..=second are new: their buckets held seconds now out of the window.
-            let stale = (second - head).min(BUCKETS as u64);
-            for s in (second + 1 - stale)..=second {
-                self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                .compare_exchange_weak(head, second, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    // Seconds head+1..=second are new: their buckets held seconds now out
+                    // of the window.
+                    let stale = (second - head).min(BUCKETS as u64);
+                    for s in (second + 1 - stale)..=second {
+                        self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                    }
+                    break;
+                }
+                Err(moved) => head = moved,
             }
         }
         let newest = second.max(self.head.load(Relaxed));
@@ -216,6 +230,34 @@ mod tests {
         // Out of the window, as nobody turned the buckets since: full again.
         assert!(b.is_full(15 * SECOND));
         assert!(b.is_full(3_600 * SECOND));
+    }
+
+    /// Issue 40 (suspected, confirmed): a thread that read the head before another moved
+    /// it to an older second than this thread's lost its compare-and-swap and went on
+    /// without clearing: its bucket still held a second ten seconds old, counted in the
+    /// balance (a spent second 0 denied retries at second 10, until a later turn cleared
+    /// it, with this thread's deposits).
+    #[test]
+    fn a_turn_that_loses_its_race_still_clears_its_bucket() {
+        let b = Budget::default();
+        assert_eq!(
+            (0..200).filter(|_| b.withdraw(0)).count(),
+            100,
+            "second 0 spent"
+        );
+        // A thread reads the head (second 0); meanwhile another moves it to second 5.
+        let seen = b.head.load(Relaxed);
+        b.deposit(5 * SECOND, 1);
+        // The first thread, at second 10, turns from what it read.
+        let bucket = b.turn_from(seen, 10);
+        assert_eq!(
+            b.balance(),
+            RESERVE + 1,
+            "second 5's deposit and the reserve"
+        );
+        assert_eq!(bucket.load(Relaxed), 0, "second 0 left the window");
+        assert_eq!(b.head.load(Relaxed), 10);
+        assert!(b.withdraw(10 * SECOND));
     }
 
     /// The reference: every deposit and withdrawal with its second, summed over the window.

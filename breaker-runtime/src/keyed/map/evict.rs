@@ -235,6 +235,10 @@ mod tests {
         let kept = retries_of_key_0(10, false).await;
         assert!(kept < 250, "the budget bounds the retries: {kept}");
         let churned = retries_of_key_0(2, true).await;
-        assert_eq!(churned, kept, "churn at max_keys refilled key 0's budget");
+        // Alike but for the seconds the retries land in (the backoff is jittered).
+        assert!(
+            churned.abs_diff(kept) <= 10,
+            "churn at max_keys refilled key 0's budget: {churned} retries against {kept}"
+        );
     }
 }
