@@ -62,14 +62,9 @@ impl reqwest::dns::Resolve for NoSuchHost {
     }
 }
 
-/// The counts are of the whole process: one test at a time.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+/// The counts are of the whole process: one test at a time (`blocking_lock` in the tests
+/// that run on no runtime, `lock().await` in the one that does).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The registry's index (process-wide) at the size it keeps once it held that many
 /// breakers, for every run alike: the first run would otherwise pay for its growth (up to a
@@ -147,7 +142,7 @@ async fn bytes_a_key(host: impl Fn(usize) -> String, through_requests: usize) ->
 #[cfg(feature = "reqwest")]
 #[tokio::test]
 async fn ten_thousand_hosts_of_60_kb_stay_within_512_bytes_a_key() {
-    let _serial = serial();
+    let _serial = SERIAL.lock().await;
     grow_registry();
     let long = bytes_a_key(host, 100).await;
     let short = bytes_a_key(|i| format!("h{i}.example"), 100).await;
@@ -205,7 +200,7 @@ fn bytes_a_direct_key(name: &str, key: impl Fn(usize) -> String) -> usize {
 /// whole (60 439 bytes a key); it keeps a long key's bounded form, a prefix and a digest.
 #[test]
 fn ten_thousand_keys_of_60_kb_called_directly_cost_what_short_keys_cost() {
-    let _serial = serial();
+    let _serial = SERIAL.blocking_lock();
     grow_registry();
     let long = bytes_a_direct_key("key_memory::long", |i| format!("{}{i}", "k".repeat(60_000)));
     let short = bytes_a_direct_key("key_memory::short", |i| format!("tenant-{i}"));
@@ -227,7 +222,7 @@ fn ten_thousand_keys_of_60_kb_called_directly_cost_what_short_keys_cost() {
 #[test]
 fn long_keys_sharing_a_prefix_stay_distinct_and_bounded() {
     const N: usize = 1_000;
-    let _serial = serial();
+    let _serial = SERIAL.blocking_lock();
     grow_registry();
     let prefix = "k".repeat(60_000);
     let key = |i: usize| format!("{prefix}{i:08}");
@@ -264,7 +259,7 @@ fn long_keys_sharing_a_prefix_stay_distinct_and_bounded() {
 /// is found by the caller's `&str` or `&String` without an allocation.
 #[test]
 fn a_short_key_is_found_without_an_allocation() {
-    let _serial = serial();
+    let _serial = SERIAL.blocking_lock();
     let k = KeyedBreaker::<String>::new("key_memory::lookup", Config::default());
     let short = "tenant-7".to_owned();
     let longest = "t".repeat(256);

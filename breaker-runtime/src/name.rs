@@ -189,8 +189,9 @@ pub const LONGEST_KEY: usize = 256;
 /// How much of a longer key its name shows.
 const PREFIX: usize = 16;
 
-/// Bytes of a longer key's SHA-256 its name shows (in hex): 128 bits, so that no one finds
-/// two keys of one name by trying (a birthday search of 2^64 digests).
+/// Bytes of a longer key's SHA-256 its name shows (in hex): 128 bits, since a keyed map
+/// keeps a long key by it, and two keys of one digest would share a breaker (a birthday
+/// search finds such a pair in 2^64 tries here, in 2^32 with 64 bits).
 const DIGEST: usize = 16;
 
 /// A key's text as a name shows it and a keyed breaker keeps it: whole up to
