@@ -85,6 +85,7 @@ const KEYS: usize = 10_000;
 const BUDGET: usize = 512;
 
 /// A host name of about 60 KB, labels of 59 letters, distinct per `i`.
+#[cfg(feature = "reqwest")]
 fn host(i: usize) -> String {
     static LABELS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     let labels = LABELS.get_or_init(|| format!("{}.", "a".repeat(59)).repeat(1_000));
