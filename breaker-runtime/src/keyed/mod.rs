@@ -82,8 +82,9 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// minutes) are dropped. At `max_keys` one goes for the new key, chosen by sampling as
 /// Redis does (at most 128 entries looked at, one shard locked at a time, whatever the
 /// size): the least recently used evictable breaker of the sample, else the least recently
-/// used closed one, else the least recently used of any state (one WARN a minute says so:
-/// raise `max_keys`). With up to 8 keys in each of the 16 shards the choice is exact;
+/// used closed one (a spent retry budget or a failure streak goes with it), else the least
+/// recently used of any state (one WARN a minute says so: raise `max_keys`; with
+/// `max_keys(1)` every new key evicts the one there, whatever it holds). With up to 8 keys in each of the 16 shards the choice is exact;
 /// beyond, a breaker with state goes before a fresh one only when none of the 128 draws
 /// finds a fresh one (see the `map` module's source for the figures). Recency is tracked
 /// without a clock read per call: an idle breaker goes no earlier than `idle` after its last
