@@ -90,6 +90,29 @@ impl Budget {
         }
     }
 
+    /// Whether the budget at `now` grants, from now on, at least what a new one would: no
+    /// more withdrawn than deposited over the window, nor over any of its newest seconds
+    /// (the older ones leave the window first: a spent budget is not made full by deposits
+    /// about to leave). One below full holds state a fresh breaker has not (a keyed breaker
+    /// evicting it would refill it). Reads only: the buckets of seconds that left the
+    /// window count nothing, whether or not a turn cleared them yet.
+    pub(crate) fn is_full(&self, now: u64) -> bool {
+        let second = now / SECOND;
+        let head = self.head.load(Relaxed);
+        let oldest = head.saturating_sub(BUCKETS as u64 - 1);
+        let mut net = 0i64;
+        for s in (oldest..=head)
+            .rev()
+            .filter(|s| second < s + BUCKETS as u64)
+        {
+            net += self.buckets[(s % BUCKETS as u64) as usize].load(Relaxed);
+            if net < 0 {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The balance in units, reserve included.
     fn balance(&self) -> i64 {
         let sum = self.buckets.iter().map(|b| b.load(Relaxed)).sum::<i64>();
@@ -100,17 +123,31 @@ impl Budget {
     /// window since the head last moved. A reading older than the head (a thread that read
     /// the clock before another moved it) counts in the head's bucket.
     fn turn(&self, second: u64) -> &AtomicI64 {
-        let head = self.head.load(Relaxed);
-        if second > head
-            && self
+        self.turn_from(self.head.load(Relaxed), second)
+    }
+
+    /// [`turn`](Self::turn) by a thread that read `head` as the head. A compare-and-swap lost
+    /// to a thread that moved the head to an older second than this one is tried again from
+    /// that head: the seconds after it are this thread's to clear, or its bucket would still
+    /// hold a second ten seconds old (issue 40). One lost to a newer head leaves the
+    /// clearing to its winner: a reading in the few stores until then may count in a bucket
+    /// about to be cleared (the approximation the module's docs state).
+    fn turn_from(&self, mut head: u64, second: u64) -> &AtomicI64 {
+        while second > head {
+            match self
                 .head
-                .compare_exchange(head, second, Relaxed, Relaxed)
-                .is_ok()
-        {
-            // Seconds head+1..=second are new: their buckets held seconds now out of the window.
-            let stale = (second - head).min(BUCKETS as u64);
-            for s in (second + 1 - stale)..=second {
-                self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                .compare_exchange_weak(head, second, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    // Seconds head+1..=second are new: their buckets held seconds now out
+                    // of the window.
+                    let stale = (second - head).min(BUCKETS as u64);
+                    for s in (second + 1 - stale)..=second {
+                        self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                    }
+                    break;
+                }
+                Err(moved) => head = moved,
             }
         }
         let newest = second.max(self.head.load(Relaxed));
@@ -211,6 +248,62 @@ mod tests {
         late.deposit(10 * SECOND, 1);
         late.refund(second);
         assert_eq!(late.balance(), RESERVE + 1);
+    }
+
+    /// Full: what a new budget would grant from now on, at least (eviction keeps a key
+    /// whose budget is not).
+    #[test]
+    fn full_is_what_a_new_budget_grants_from_now_on() {
+        let b = Budget::default();
+        assert!(b.is_full(0), "new");
+        b.deposit(0, 20);
+        assert!(b.is_full(0), "deposits only");
+        assert!(b.withdraw(SECOND));
+        assert!(
+            !b.is_full(SECOND),
+            "a retry more than the deposits paid for"
+        );
+        for _ in 0..10 {
+            b.deposit(SECOND, 20);
+        }
+        assert!(b.is_full(SECOND), "paid back in the same second");
+        // Deposits of second 1, withdrawals of second 5: full until second 1 leaves the
+        // window, and not before, since the deposits leave first.
+        for _ in 0..3 {
+            assert!(b.withdraw(5 * SECOND));
+        }
+        assert!(!b.is_full(5 * SECOND));
+        // Out of the window, as nobody turned the buckets since: full again.
+        assert!(b.is_full(15 * SECOND));
+        assert!(b.is_full(3_600 * SECOND));
+    }
+
+    /// Issue 40 (suspected, confirmed): a thread that read the head before another moved
+    /// it to an older second than this thread's lost its compare-and-swap and went on
+    /// without clearing: its bucket still held a second ten seconds old, counted in the
+    /// balance (a spent second 0 denied retries at second 10, until a later turn cleared
+    /// it, with this thread's deposits).
+    #[test]
+    fn a_turn_that_loses_its_race_still_clears_its_bucket() {
+        let b = Budget::default();
+        assert_eq!(
+            (0..200).filter(|_| b.withdraw(0)).count(),
+            100,
+            "second 0 spent"
+        );
+        // A thread reads the head (second 0); meanwhile another moves it to second 5.
+        let seen = b.head.load(Relaxed);
+        b.deposit(5 * SECOND, 1);
+        // The first thread, at second 10, turns from what it read.
+        let bucket = b.turn_from(seen, 10);
+        assert_eq!(
+            b.balance(),
+            RESERVE + 1,
+            "second 5's deposit and the reserve"
+        );
+        assert_eq!(bucket.load(Relaxed), 0, "second 0 left the window");
+        assert_eq!(b.head.load(Relaxed), 10);
+        assert!(b.withdraw(10 * SECOND));
     }
 
     /// The reference: every deposit and withdrawal with its second, summed over the window.
