@@ -32,7 +32,8 @@
 //! | `UNAVAILABLE`, `DEADLINE_EXCEEDED`, `INTERNAL`, `UNKNOWN`, `DATA_LOSS`, `ABORTED` | `Failure` | the dependency is failing |
 //! | `RESOURCE_EXHAUSTED` | `Failure` | overloaded (with a pushback: `OpenFor`, below) |
 //! | `CANCELLED`, `INVALID_ARGUMENT`, `NOT_FOUND`, `ALREADY_EXISTS`, `PERMISSION_DENIED`, `UNAUTHENTICATED`, `FAILED_PRECONDITION`, `OUT_OF_RANGE`, `UNIMPLEMENTED` | `Neutral` | the caller's own doing: counts for nothing |
-//! | any code but `OK` with `grpc-retry-pushback-ms: N` (N ≥ 0) | `OpenFor(N ms)` | the server said how long to stay away (gRPC A6); a negative or malformed value is ignored |
+//! | any code but `OK` with `grpc-retry-pushback-ms: N` (N > 0) | `OpenFor(N ms)` | the server said how long to stay away (gRPC A6); a negative or malformed value is ignored |
+//! | any code but `OK` with `grpc-retry-pushback-ms: 0` | `Failure` | "now is fine": one failure, and a retry may follow |
 //!
 //! An answer without `grpc-status` is judged as tonic's client reads it: an HTTP status
 //! other than 200 by gRPC's HTTP mapping (`502`, `503`, `504`, `429` → `UNAVAILABLE`, `404` →
@@ -328,38 +329,38 @@ where
 
 /// What the breaker's call gives: the whole answer (judged at its headers), or word that the
 /// answer went to the caller and the verdict came from its trailers.
-enum Answer<B> {
+pub(crate) enum Answer<B> {
     Whole(http::Response<B>),
     HandedOff,
 }
 
 /// The call's result with the verdict it was given (by the headers, the trailers, or the
 /// transport's error).
-type Judged<B> = Result<(Answer<B>, Verdict), (BoxError, Verdict)>;
+pub(crate) type Judged<B> = Result<(Answer<B>, Verdict), (BoxError, Verdict)>;
 
 /// The classifier handed to the breaker: the verdict was reached inside the call, so it is a
 /// plain `fn`.
-type Carried<B> = fn(&Judged<B>) -> Verdict;
+pub(crate) type Carried<B> = fn(&Judged<B>) -> Verdict;
 
-fn carried<B>(judged: &Judged<B>) -> Verdict {
+pub(crate) fn carried<B>(judged: &Judged<B>) -> Verdict {
     match judged {
         Ok((_, verdict)) | Err((_, verdict)) => *verdict,
     }
 }
 
 /// A response whose verdict waits for its trailers, and where to send that verdict.
-type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
+pub(crate) type Handoff<B> = (http::Response<B>, oneshot::Sender<Verdict>);
 
 /// What the breaker's call gives.
 type Outcome<B> = Result<(Answer<B>, Verdict), CallError<(BoxError, Verdict)>>;
 
 /// The breaker's call, type-erased: it lives in the response future until the headers
 /// arrive, then (when the verdict waits for the trailers) in the response body.
-type Pending<B> = Pin<Box<dyn Running<B>>>;
+pub(crate) type Pending<B> = Pin<Box<dyn Running<B>>>;
 
 /// The breaker's call (a [`CallFuture`](crate::CallFuture)), as the layer holds it: a future,
 /// told when its headers arrived.
-trait Running<B>: Future<Output = Outcome<B>> + Send {
+pub(crate) trait Running<B>: Future<Output = Outcome<B>> + Send {
     /// The headers arrived, the verdict waits for the trailers: the call is timed no longer
     /// (`timeout`, `slow_call` and the abandoned rule stop here).
     fn answer_began(self: Pin<&mut Self>);
@@ -372,6 +373,30 @@ where
     fn answer_began(self: Pin<&mut Self>) {
         crate::CallFuture::answer_began(self);
     }
+}
+
+pin_project_lite::pin_project! {
+    /// A call whose attempts the retry loop makes (`RetryLayer::grpc`): the attempt running
+    /// when the headers arrive is inside the loop, out of reach, so a stream it answers is
+    /// timed to its trailers (documented on `RetryLayer::grpc`).
+    pub(crate) struct Retried<F> {
+        #[pin]
+        pub(crate) future: F,
+    }
+}
+
+impl<F: Future> Future for Retried<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().future.poll(cx)
+    }
+}
+
+impl<B, F> Running<B> for Retried<F>
+where
+    F: Future<Output = Outcome<B>> + Send,
+{
+    fn answer_began(self: Pin<&mut Self>) {}
 }
 
 pin_project_lite::pin_project! {
@@ -559,5 +584,41 @@ impl<B> fmt::Debug for GrpcBody<B> {
         f.debug_struct("GrpcBody")
             .field("judged", &self.end.is_none())
             .finish_non_exhaustive()
+    }
+}
+
+/// One attempt of [`RetryLayer::grpc`](crate::retry::RetryLayer::grpc): the breaker's call of
+/// the `readied` service, as [`GrpcCircuitBreaker`] makes it, and where it hands its response
+/// out when the code waits for the trailers (a committed answer, never retried).
+pub(crate) fn attempt<S, ReqBody, B>(
+    readied: S,
+    req: http::Request<ReqBody>,
+) -> (
+    impl Future<Output = Judged<B>> + Send,
+    oneshot::Receiver<Handoff<B>>,
+)
+where
+    S: Service<http::Request<ReqBody>, Response = http::Response<B>> + Send,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    ReqBody: Send,
+    B: Send,
+{
+    let (handoff, handed) = oneshot::channel();
+    let call = Call::<S, _, B> {
+        call: Readied::new(readied, req),
+        handoff: Some(handoff),
+        verdict: None,
+    };
+    (call, handed)
+}
+
+impl<B> GrpcResponseFuture<B> {
+    /// The response future of a call made elsewhere (`RetryLayer::grpc`'s attempts).
+    pub(crate) fn new(call: Pending<B>, handed: oneshot::Receiver<Handoff<B>>) -> Self {
+        GrpcResponseFuture {
+            call: Some(call),
+            handed,
+        }
     }
 }

@@ -30,8 +30,11 @@ pub(crate) fn is_grpc(headers: &HeaderMap) -> bool {
 /// only for an answer that is not `OK`.
 pub(crate) fn judge(code: i32, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
     if code != OK {
-        if let Some(wait) = pushback() {
-            return Verdict::OpenFor(wait);
+        match pushback() {
+            // A pushback of 0 says "now is fine": one failure, not an opening.
+            Some(Duration::ZERO) => return Verdict::Failure,
+            Some(wait) => return Verdict::OpenFor(wait),
+            None => {}
         }
     }
     match code {

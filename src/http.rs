@@ -9,6 +9,7 @@
 //! | --- | --- | --- |
 //! | 1xx, 2xx, 3xx | `Success` | the server answered |
 //! | 429 Too Many Requests with `Retry-After` | `OpenFor(Retry-After)` | the server said how long to stay away |
+//! | 429 or 503 with `Retry-After: 0` (or a date already past) | `Failure` | "now is fine": one failure, and a retry may follow |
 //! | 429 without (or with a junk) `Retry-After` | `Failure` | one failure toward the trip rules: a quota on one path or one caller is no outage of the host |
 //! | 503 with `Retry-After` | `OpenFor(Retry-After)` | the server said for how long it is down |
 //! | 503 without, 500, 502, 504, other 5xx, 408 | `Failure` | the dependency is failing (408: it was too slow to read us) |
@@ -128,9 +129,11 @@ pub fn authority_and_path(uri: &http::Uri) -> String {
 /// caller), not an outage of the host, so one of them does not open the breaker on its own.
 pub fn verdict(status: StatusCode, headers: &HeaderMap) -> Verdict {
     match status.as_u16() {
+        // `Retry-After: 0` (or a date already past) says "now is fine": one failure, not
+        // an opening for the cool-off.
         429 | 503 => match retry_after(headers) {
-            Some(wait) => Verdict::OpenFor(wait),
-            None => Verdict::Failure,
+            Some(wait) if !wait.is_zero() => Verdict::OpenFor(wait),
+            _ => Verdict::Failure,
         },
         408 => Verdict::Failure,
         100..=399 => Verdict::Success,

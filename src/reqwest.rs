@@ -69,7 +69,7 @@
 //! (`"[::1]:8080"` for IPv6): two ports of one host are two breakers; the breakers are
 //! named `reqwest[host:port]` in errors, events and the registry. A `host:port` longer than
 //! 256 bytes (no DNS name is) is kept by a digest of it: its breaker is named
-//! `reqwest[{first 16 bytes}…#{16 hex digits}]`, and costs what a short host's does.
+//! `reqwest[{first 16 bytes}…#{32 hex digits}]`, and costs what a short host's does.
 
 use std::fmt::{self, Write as _};
 

@@ -1,4 +1,4 @@
-//! `retry`, `retry_budget` and `backoff` on `#[circuit_breaker]`: each attempt runs the body
+//! `retry`, `retry_budget`, `backoff` and `retry_within` on `#[circuit_breaker]`: each attempt runs the body
 //! again through the breaker, and the fallback sees the last attempt's error. Paused time.
 
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
@@ -198,4 +198,42 @@ async fn an_async_trait_method_retries() {
     };
     assert_eq!(flaky.quote("abc".to_owned()).await, Ok(3));
     assert_eq!(flaky.calls.load(SeqCst), 3);
+}
+
+static BOUNDED_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// Every failure asks for a 2 s wait (a `Retry-After: 2`).
+fn asks_two_seconds(r: &Result<(), Error>) -> Verdict {
+    match r {
+        Ok(()) => Verdict::Success,
+        Err(_) => Verdict::OpenFor(Duration::from_secs(2)),
+    }
+}
+
+#[circuit_breaker(
+    retry = 4,
+    retry_within = "3s",
+    classify = asks_two_seconds,
+    threshold = 100,
+    name = "retry::attr::within"
+)]
+async fn bounded() -> Result<(), Error> {
+    BOUNDED_CALLS.fetch_add(1, SeqCst);
+    Err(Error::Unavailable)
+}
+
+/// `retry_within = "3s"`: a second 2 s wait would end past 3 s, so the call ends after two
+/// attempts (not four, 6 s later).
+#[tokio::test(start_paused = true)]
+async fn retry_within_bounds_the_attempts_and_waits() {
+    let start = Instant::now();
+    assert_eq!(bounded().await, Err(Error::Unavailable));
+    assert_eq!(BOUNDED_CALLS.load(SeqCst), 2);
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    let stats = registry().get("retry::attr::within").unwrap().stats();
+    assert_eq!((stats.calls, stats.retries), (2, 1));
 }

@@ -43,7 +43,8 @@ fn a_config_round_trips_through_json() {
         Config::default()
             .retry(3)
             .retry_budget(10)
-            .backoff(250 * MS),
+            .backoff(250 * MS)
+            .retry_within(2 * SEC),
     ];
     for config in configs {
         let text = serde_json::to_string(&config).unwrap();

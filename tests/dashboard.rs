@@ -2035,3 +2035,49 @@ async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
     panic!("timed out after 20 s waiting for {what}");
 }
+
+/// The share of `name`'s "last 5 min" bar (its state band) that is empty: the canvas's
+/// transparent pixels along the band's middle.
+fn empty_share_of_bar(name: &str) -> String {
+    let name = serde_json::to_string(name).unwrap();
+    format!(
+        "(() => {{ for (const tr of document.querySelectorAll('#rows tr')) {{ \
+           if (tr.querySelector('td.name').textContent !== {name}) continue; \
+           const cv = tr.querySelector('td.timeline canvas'); \
+           const dpr = window.devicePixelRatio || 1; \
+           const px = cv.getContext('2d').getImageData(0, Math.floor(4 * dpr), cv.width, 1).data; \
+           let empty = 0; \
+           for (let i = 0; i < cv.width; i++) if (px[4 * i + 3] === 0) empty++; \
+           return empty / cv.width; }} \
+           return null; }})()"
+    )
+}
+
+/// Issue 40, finding 13: the "last 5 min" bar drew the time before a breaker existed as
+/// closed (the state before its first transition, stretched back to the bar's start). A
+/// breaker made a minute ago, open since, shows four minutes empty, then a minute closed.
+#[tokio::test(start_paused = true)]
+async fn the_history_bar_shows_the_time_before_a_breaker_existed_as_empty() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "dash_page::young";
+    let (base, _) = serve(breaker::dashboard::router()).await;
+    let young = Breaker::new(NAME, slow_to_open(1));
+    tokio::time::advance(Duration::from_secs(60)).await;
+    fail(&young).await;
+    assert_eq!(young.state(), State::Open);
+
+    let browser = Chromium::launch().await;
+    browser.open(&format!("{base}/")).await;
+    // The page learns of the opening from the stream's backlog, then draws with it.
+    browser
+        .wait_for(&format!("{}.length === 1", listed(NAME)), &listed(NAME))
+        .await;
+    browser.row_after_refresh(NAME, "open", 1).await;
+    let empty = browser.eval(&empty_share_of_bar(NAME)).await;
+    let empty = empty.as_f64().unwrap_or(-1.0);
+    assert!(
+        (0.75..=0.85).contains(&empty),
+        "four minutes of five are before the breaker existed: {empty} of the bar is empty"
+    );
+    browser.close().await;
+}

@@ -60,10 +60,12 @@ fn dates_in_the_past_are_zero_and_far_dates_are_clamped() {
     assert_eq!(retry_after(&headers(Some(&past))), Some(Duration::ZERO));
     let far = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(400 * 86_400));
     assert_eq!(retry_after(&headers(Some(&far))), Some(MAX_RETRY_AFTER));
+    // "Now is fine": one failure, not an opening for the cool-off (issue 40).
     assert_eq!(
         verdict(status(503), &headers(Some(&past))),
-        Verdict::OpenFor(Duration::ZERO)
+        Verdict::Failure
     );
+    assert_eq!(verdict(status(429), &headers(Some("0"))), Verdict::Failure);
 }
 
 #[test]

@@ -127,3 +127,75 @@ async fn the_reqwest_middleware_without_retry_sends_once() {
     client.get(server.url("/")).send().await.unwrap();
     assert_eq!(server.hits(), 1);
 }
+
+/// One GET through a hyper client behind `RetryLayer` on `b`: the last answer's status.
+async fn get_retried(b: &Breaker, url: String) -> u16 {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Empty<axum::body::Bytes>>();
+    let svc = RetryLayer::new(b.clone())
+        .clone_request(clone_http_request)
+        .layer(client);
+    let get = http::Request::get(url).body(Empty::new()).unwrap();
+    match svc.oneshot(get).await {
+        Ok(answer) => answer.status().as_u16(),
+        Err(e) => panic!("expected an answer, got {e:?}"),
+    }
+}
+
+/// Issue 40: `Retry-After: 0` ("now is fine") opened the breaker for its whole cool-off and
+/// the retry was refused. It is one failure, and the retry follows.
+#[tokio::test]
+async fn retry_after_zero_is_one_failure_and_the_retry_follows() {
+    let server = Server::start().await;
+    let config = retrying(2).threshold(5).cool_off(Duration::from_secs(30));
+    let b = Breaker::new("retry_http::retry_after_zero", config);
+    server.answer(503, Some("0"));
+    assert_eq!(get_retried(&b, server.url("/")).await, 503);
+    assert_eq!(server.hits(), 2, "the retry followed");
+    assert_eq!(b.state(), State::Closed);
+    assert_eq!(b.stats().failures, 2);
+}
+
+/// The times one call takes over a server answering 503 with `Retry-After: secs`, under
+/// `retry = 3` and the default bound of 5 s (paused time): (hits, elapsed).
+async fn under_retry_after(name: &str, secs: &str) -> (usize, Duration) {
+    let server = Server::start().await;
+    let b = Breaker::new(name, Config::default().retry(3).threshold(100));
+    server.answer(503, Some(secs));
+    let start = tokio::time::Instant::now();
+    assert_eq!(get_retried(&b, server.url("/")).await, 503);
+    (server.hits(), start.elapsed())
+}
+
+/// Issue 40: `Retry-After: 5` held the caller 10 s over 3 hits, `Retry-After: 6` returned at
+/// once. Under `retry_within` (default 5 s) they behave alike; a `Retry-After: 2` still fits.
+#[tokio::test(start_paused = true)]
+async fn retry_after_five_and_six_behave_alike_under_the_bound() {
+    let (hits, took) = under_retry_after("retry_http::ra5", "5").await;
+    assert_eq!(hits, 1, "a wait to 5 s leaves no time for the retry");
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let (hits, took) = under_retry_after("retry_http::ra6", "6").await;
+    assert_eq!(hits, 1);
+    assert!(took < Duration::from_secs(1), "{took:?}");
+    let (hits, took) = under_retry_after("retry_http::ra2", "2").await;
+    assert_eq!(hits, 3, "2 s and 2 s fit in 5 s");
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+}
+
+/// `retry_within` set shorter: a 2 s `Retry-After` no longer fits a bound of 1 s.
+#[tokio::test(start_paused = true)]
+async fn a_shorter_bound_returns_the_last_answer() {
+    let server = Server::start().await;
+    let config = Config::default()
+        .retry(3)
+        .threshold(100)
+        .retry_within(Duration::from_secs(1));
+    let b = Breaker::new("retry_http::within_1s", config);
+    server.answer(429, Some("2"));
+    let start = tokio::time::Instant::now();
+    assert_eq!(get_retried(&b, server.url("/")).await, 429);
+    assert_eq!(server.hits(), 1);
+    assert!(start.elapsed() < Duration::from_secs(1));
+}

@@ -159,6 +159,14 @@ impl Handle {
     pub fn same_breaker(&self, other: &Handle) -> bool {
         Arc::ptr_eq(&self.shared, &other.shared)
     }
+
+    /// How long ago the breaker was made, on its clock (tokio's): what the dashboard's
+    /// history bar leaves empty before it.
+    #[doc(hidden)]
+    pub fn age(&self) -> Duration {
+        use crate::clock::Clock as _;
+        Duration::from_nanos(self.shared.clock.now())
+    }
 }
 
 /// A [`Handle`] that does not keep its breaker alive (what a fleet holds of its members).

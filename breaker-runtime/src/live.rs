@@ -46,6 +46,8 @@ pub(crate) struct Live {
     dry_run: AtomicBool,
     /// `retry`, read once per retried call: see [`RETRY_ATTEMPTS`]; 0: no retry.
     retry: AtomicU64,
+    /// `retry_within` in nanoseconds, read with `retry` (no room left in its word).
+    retry_within: AtomicU64,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
     resolved: Mutex<Arc<Resolved>>,
@@ -92,6 +94,7 @@ impl Live {
             max_concurrent: AtomicU32::new(0),
             dry_run: AtomicBool::new(false),
             retry: AtomicU64::new(0),
+            retry_within: AtomicU64::new(0),
             resolved: Mutex::new(Arc::new(resolved)),
             changing: Mutex::new(()),
         };
@@ -117,6 +120,11 @@ impl Live {
         self.max_concurrent
             .store(policy.max_concurrent.unwrap_or(0), Relaxed);
         self.dry_run.store(policy.overload.dry_run, Relaxed);
+        let within = policy
+            .retry
+            .as_ref()
+            .map_or(0, |p| crate::clock::to_nanos(p.within));
+        self.retry_within.store(within, Relaxed);
         self.retry
             .store(policy.retry.as_ref().map_or(0, retry_word), Relaxed);
     }
@@ -176,6 +184,12 @@ impl Live {
             attempts: (w & RETRY_ATTEMPTS) as u32,
             percent: ((w >> RETRY_PERCENT_SHIFT) & 0x7f) as u32,
             backoff: Duration::from_nanos(w >> RETRY_BACKOFF_SHIFT),
+            // A second load: a reconfiguration racing it may pair one policy's attempts with
+            // the other's bound (both valid); never a zero bound.
+            within: match self.retry_within.load(Relaxed) {
+                0 => crate::config::DEFAULT_RETRY_WITHIN,
+                n => Duration::from_nanos(n),
+            },
         })
     }
 

@@ -189,9 +189,15 @@ pub const LONGEST_KEY: usize = 256;
 /// How much of a longer key its name shows.
 const PREFIX: usize = 16;
 
-/// A key's text as a name shows it: whole up to [`LONGEST_KEY`] bytes, else a prefix and a
-/// digest (`bounded_key("a".repeat(300))` is `aaa…a…#` and 16 hex digits). What the HTTP
-/// integrations key by, so the map keeps no more of a key than its name shows.
+/// Bytes of a longer key's SHA-256 its name shows (in hex): 128 bits, since a keyed map
+/// keeps a long key by it, and two keys of one digest would share a breaker (a birthday
+/// search finds such a pair in 2^64 tries here, in 2^32 with 64 bits).
+const DIGEST: usize = 16;
+
+/// A key's text as a name shows it and a keyed breaker keeps it: whole up to
+/// [`LONGEST_KEY`] bytes, else a prefix and a digest (`bounded_key("a".repeat(300))` is
+/// `aaaaaaaaaaaaaaaa…#` and 32 hex digits, 52 bytes). The one bounding of keys: the map
+/// keeps a `String` key in this form, the HTTP integrations key by it, and a name shows it.
 #[doc(hidden)]
 pub fn bounded_key(key: &str) -> Cow<'_, str> {
     if key.len() <= LONGEST_KEY {
@@ -220,10 +226,10 @@ impl Bounded {
             end -= 1;
         }
         let digest = self.digest.clone().map(|d| d.finish()).unwrap_or_default();
-        let mut shown = String::with_capacity(end + 3 + 1 + 16);
+        let mut shown = String::with_capacity(end + "…#".len() + 2 * DIGEST);
         shown.push_str(&self.head[..end]);
         shown.push_str("…#");
-        for b in &digest[..8] {
+        for b in &digest[..DIGEST] {
             let _ = write!(shown, "{b:02x}");
         }
         Cow::Owned(shown)

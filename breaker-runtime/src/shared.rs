@@ -98,6 +98,13 @@ impl Shared {
         self.retry.get_or_init(Box::default)
     }
 
+    /// Whether the retry budget is as a fresh breaker's (never used, or no more withdrawn
+    /// than deposited over its window): eviction keeps a key whose budget is spent.
+    pub(crate) fn retry_budget_full(&self) -> bool {
+        use crate::clock::Clock as _;
+        self.retry.get().is_none_or(|b| b.is_full(self.clock.now()))
+    }
+
     /// The counts: the engine's, and the retry budget's.
     pub(crate) fn stats(&self) -> crate::Stats {
         let mut stats = self.core.stats();

@@ -241,8 +241,8 @@ async fn reconfigure_gives_a_probe_and_keyed_breakers_refuse_one() {
     );
 }
 
-/// A probe that panics gives its slot back (its task unwinds; the lease does not have to
-/// run out), and the next call probes.
+/// A probe that panics is a failed probe: its slot is given back by the reopening (the
+/// lease does not have to run out), and the next cool-off probes again.
 #[tokio::test(start_paused = true)]
 async fn a_panicking_probe_gives_its_slot_back() {
     let runs = Arc::new(AtomicUsize::new(0));
@@ -250,9 +250,9 @@ async fn a_panicking_probe_gives_its_slot_back() {
     let config = Config::default().threshold(1).cool_off(SEC).probe(move || {
         let seen = seen.clone();
         async move {
-            seen.fetch_add(1, SeqCst);
+            let run = seen.fetch_add(1, SeqCst) + 1;
             tokio::task::yield_now().await;
-            if seen.load(SeqCst) > 0 {
+            if run == 1 {
                 panic!("the health check panicked");
             }
             Verdict::Success
@@ -263,11 +263,10 @@ async fn a_panicking_probe_gives_its_slot_back() {
     sleep(SEC).await;
     settle().await;
     assert_eq!(runs.load(SeqCst), 1);
-    assert_eq!(b.state(), State::HalfOpen);
-    assert_eq!(
-        b.call(async { Ok::<_, ()>("user") }).await,
-        Ok("user"),
-        "the slot is free"
-    );
+    assert_eq!(b.state(), State::Open, "the panic is a failure: reopened");
+    assert_eq!(b.stats().cancelled, 0, "not a cancellation");
+    sleep(b.handle().retry_in().unwrap_or(SEC) + SEC).await;
+    settle().await;
+    assert_eq!(runs.load(SeqCst), 2, "the next cool-off probes again");
     assert_eq!(b.state(), State::Closed);
 }

@@ -158,9 +158,15 @@ impl Fleet {
         // The configuration in force, as a file would write it (its keys are the attribute's;
         // `reconfigure` may have changed it since the breaker was made).
         let config = serde_json::to_value(h.config()).unwrap_or(Value::Null);
+        // How long it has existed: the page draws nothing of its history before that.
+        let age_ms = u64::try_from(h.age().as_millis()).unwrap_or(u64::MAX);
         super::with(
             h.snapshot(),
-            &[("fleet", Value::Bool(member)), ("config", config)],
+            &[
+                ("fleet", Value::Bool(member)),
+                ("config", config),
+                ("age_ms", Value::from(age_ms)),
+            ],
         )
     }
 }

@@ -29,7 +29,8 @@
 //! # JSON shapes
 //!
 //! `/snapshot.json` (the `serde` shape of [`Snapshot`](crate::Snapshot), [`Stats`](crate::Stats)
-//! and [`State`](crate::State), plus `fleet`, see below):
+//! and [`State`](crate::State), plus `fleet` (see below), `config`, and `age_ms`, how long
+//! ago the breaker was made: its "last 5 min" bar is empty before that):
 //!
 //! ```json
 //! {"breakers": [{
@@ -40,7 +41,8 @@
 //!   "failure_rate": 44.4,
 //!   "retry_in_ms": 4200,
 //!   "fleet": false,
-//!   "config": {"threshold": 5, "cool_off": "10s", "probes": 1, "max_keys": 10000, "idle": "10m"}
+//!   "config": {"threshold": 5, "cool_off": "10s", "probes": 1, "max_keys": 10000, "idle": "10m"},
+//!   "age_ms": 93000
 //! }],
 //! "keyed": [{"name": "reqwest", "keys": 100000, "not_closed": 3, "listed": 3,
 //!            "states": {"open": 2, "forced_open": 1, "half_open": 0, "disabled": 0,

@@ -15,10 +15,17 @@ use crate::{Breaker, CallError};
 /// [module docs](crate::retry)): what [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer)
 /// does, once per attempt. Use it *instead of* that layer, not around it.
 ///
-/// Each attempt sends a copy of the request (by `Clone`, or by
-/// [`clone_request`](Self::clone_request): an `http::Request` is not `Clone`, so pass
-/// [`clone_http_request`]) through a fresh clone of the inner service, readied, so the
-/// request is never sent while the breaker refuses. Judged by
+/// It keeps tower's contract: the first attempt is made by the inner service that
+/// `poll_ready` readied (so a `ConcurrencyLimit` permit or a `Buffer` slot it reserved is
+/// used, never held), and each retry by a clone readied *before* the breaker admits it, so
+/// waiting for the inner service's readiness is not the dependency's time (no `timeout`,
+/// `slow_call`, bulkhead seat or probe slot is held meanwhile). A retry whose clone is not
+/// ready within [`Config::retry_within`](crate::Config::retry_within) is not made: the last
+/// answer is returned. A retry's readiness error ends the call with that error, uncounted. Each attempt sends a copy of the request (by
+/// `Clone`, or by [`clone_request`](Self::clone_request): an `http::Request` is not `Clone`,
+/// so pass [`clone_http_request`]), and never while the breaker refuses. The retries follow
+/// the [module docs](crate::retry): counted when made, bounded by
+/// [`Config::retry_within`](crate::Config::retry_within). Judged by
 /// [`DefaultClassify`] (an `http::Response` by the [`http` preset](crate::http), so a 429's
 /// or a 503's `Retry-After` is the wait before the retry), or by
 /// [`classify`](Self::classify). The response future is boxed (one allocation per request).
@@ -174,23 +181,38 @@ where
     type Error = CallError<S::Error>;
     type Future = RetryFuture<S::Response, S::Error>;
 
-    /// The inner service's readiness (each attempt readies a clone of its own).
+    /// The inner service's readiness: the first attempt is made by the service readied
+    /// here (and whatever it reserved, a `ConcurrencyLimit` permit or a `Buffer` slot, goes
+    /// with it into the call).
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(CallError::Inner)
     }
 
     fn call(&mut self, req: Req) -> Self::Future {
         let breaker = self.breaker.clone();
-        let inner = self.inner.clone();
+        // tower's pattern: the readied service makes the first attempt; this one keeps a
+        // clone (not readied), and each retry readies a clone of that before the breaker
+        // admits it.
+        let spare = self.inner.clone();
+        let mut readied = Some(std::mem::replace(&mut self.inner, spare.clone()));
         let classify = self.classify.clone();
         let copy = self.copy.clone();
         let judge = Judge(move |r: &Result<S::Response, S::Error>| classify.classify(r));
-        Box::pin(breaker.call_retried_owned(judge, move || {
-            let (mut svc, req) = (inner.clone(), copy.clone_request(&req));
+        let prepare = move || {
+            let svc = readied.take().ok_or_else(|| spare.clone());
+            let req = copy.clone_request(&req);
             async move {
-                std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
-                svc.call(req).await
+                let mut svc = match svc {
+                    Ok(readied) => readied,
+                    Err(mut fresh) => {
+                        std::future::poll_fn(|cx| fresh.poll_ready(cx)).await?;
+                        fresh
+                    }
+                };
+                // Called when the breaker first polls it: once it admitted the attempt.
+                Ok(async move { svc.call(req).await })
             }
-        }))
+        };
+        Box::pin(breaker.call_retried_prepared(judge, prepare, |_: &Result<_, _>| false))
     }
 }

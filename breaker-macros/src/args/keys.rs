@@ -174,13 +174,16 @@ keys! {
         |k, v| at_most(k, &v, MAX_ADAPTIVE, ADAPTIVE_WHY),
         e.g. "100", policy true, needs None, excludes "max_concurrent",
         becomes Some("adaptive_concurrency");
-    /// Retries (part four): attempts in all, the budget's percent, the first wait.
+    /// Retries (part four): attempts in all, the budget's percent, the first wait, and the
+    /// bound on one retried call's attempts and waits.
     retry: u32, "retry", |k, v| attempts(k, &v),
         e.g. "3", policy false, needs None, becomes Some("retry");
     retry_budget: u32, "retry_budget", |k, v| percent(k, &v),
         e.g. "20", policy false, needs Some("retry"), becomes Some("retry_budget");
     backoff: Duration, "backoff", |k, v| duration(k, &v),
         e.g. "\"100ms\"", policy false, needs Some("retry"), becomes Some("backoff");
+    retry_within: Duration, "retry_within", |k, v| duration(k, &v),
+        e.g. "\"2s\"", policy false, needs Some("retry"), becomes Some("retry_within");
     /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
     probe: Expr, "probe",
         |k, v| callable(k, v, "an `async fn() -> Verdict` (or `-> Result<T, E>`)"),

@@ -152,6 +152,7 @@ keys! {
     retry: u32 = |c| c.retry.attempts, |c, v| c.retry.attempts = v;
     retry_budget: u32 = |c| c.retry.percent, |c, v| c.retry.percent = v;
     backoff: Duration = |c| c.retry.backoff, |c, v| c.retry.backoff = v;
+    retry_within: Duration = |c| c.retry.within, |c, v| c.retry.within = v;
 }
 
 fn show<T: Value>(value: Option<T>) -> String {

@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
-//! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
+//! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`, `retry_within`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `keys` | every key of a file, listed once: read, written, and logged when it changes |
@@ -37,7 +37,7 @@ pub use patch::ConfigPatch;
 pub(crate) use policy::{Policy, Resolved};
 pub(crate) use probe::ProbeFn;
 pub(crate) use retry::{RetryConfig, RetryPolicy};
-pub use retry::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
+pub use retry::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT, DEFAULT_RETRY_WITHIN};
 pub use values::ConfigValues;
 
 use std::{fmt, sync::Arc, time::Duration};
@@ -103,7 +103,7 @@ pub struct Config {
     pub(crate) max_open_percent: Option<u32>,
     /// Throttling, the ramp, dry run and the adaptive bulkhead (`overload::settings`).
     pub(crate) overload: OverloadConfig,
-    /// `retry`, `retry_budget`, `backoff` (`crate::retry`).
+    /// `retry`, `retry_budget`, `backoff`, `retry_within` (`crate::retry`).
     pub(crate) retry: RetryConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,

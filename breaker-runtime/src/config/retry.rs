@@ -1,4 +1,4 @@
-//! The retry keys of [`Config`] (`retry`, `retry_budget`, `backoff`): their builder
+//! The retry keys of [`Config`] (`retry`, `retry_budget`, `backoff`, `retry_within`): their builder
 //! methods, their checks, and what a validated configuration keeps of them
 //! ([`RetryPolicy`]). The retry loop and its budget are `crate::retry`'s.
 
@@ -10,12 +10,15 @@ use crate::{Config, ConfigError};
 pub const DEFAULT_BUDGET_PERCENT: u32 = 20;
 /// The default wait before the first retry; each next one doubles it, up to [`MAX_BACKOFF`](crate::retry::MAX_BACKOFF).
 pub const DEFAULT_BACKOFF: Duration = Duration::from_millis(100);
+/// The default bound on one retried call's attempts and waits ([`Config::retry_within`]).
+pub const DEFAULT_RETRY_WITHIN: Duration = Duration::from_secs(5);
 /// The retry keys of a [`Config`], as given.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct RetryConfig {
     pub(crate) attempts: Option<u32>,
     pub(crate) percent: Option<u32>,
     pub(crate) backoff: Option<Duration>,
+    pub(crate) within: Option<Duration>,
 }
 
 impl RetryConfig {
@@ -24,6 +27,7 @@ impl RetryConfig {
         attempts: None,
         percent: None,
         backoff: None,
+        within: None,
     };
 }
 
@@ -36,6 +40,8 @@ pub(crate) struct RetryPolicy {
     pub(crate) percent: u32,
     /// The wait before the first retry.
     pub(crate) backoff: Duration,
+    /// The bound on one retried call's attempts and waits (`retry_within`).
+    pub(crate) within: Duration,
 }
 
 impl RetryConfig {
@@ -44,6 +50,7 @@ impl RetryConfig {
             for (field, set) in [
                 ("retry_budget", self.percent.is_some()),
                 ("backoff", self.backoff.is_some()),
+                ("retry_within", self.within.is_some()),
             ] {
                 if set {
                     return Err(ConfigError::new(field, "has no effect without `retry`"));
@@ -71,10 +78,19 @@ impl RetryConfig {
         if backoff.is_zero() {
             return Err(ConfigError::new("backoff", "must not be zero"));
         }
+        let within = self.within.unwrap_or(DEFAULT_RETRY_WITHIN);
+        if within.is_zero() {
+            return Err(ConfigError::new(
+                "retry_within",
+                "must not be zero (it bounds the retries of a call: with no time, leave out \
+                 `retry`)",
+            ));
+        }
         Ok(Some(RetryPolicy {
             attempts,
             percent,
             backoff,
+            within,
         }))
     }
 }
@@ -102,6 +118,33 @@ impl Config {
     /// counts as that (it is kept in 41 bits of nanoseconds).
     pub const fn backoff(mut self, initial: Duration) -> Self {
         self.retry.backoff = Some(initial);
+        self
+    }
+    /// The bound on one retried call (default 5 s): its attempts and the waits between them
+    /// end within `bound` of its start. A wait that would end at or past it (the
+    /// [`backoff`](Self::backoff), an answer's `Retry-After` or gRPC pushback) is not waited:
+    /// the last answer is returned at once. So a `Retry-After: 5` and a `Retry-After: 6`
+    /// behave alike under the default bound (neither is waited), and a caller is never held
+    /// longer than the bound by waits. An attempt already running is not cut (its time is
+    /// [`timeout`](Self::timeout)'s). Needs [`retry`](Self::retry); must not be zero.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config, Verdict};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let config = Config::default().retry(3).retry_within(Duration::from_secs(2));
+    /// let b = Breaker::new("docs::retry_within", config.threshold(100));
+    /// let start = tokio::time::Instant::now();
+    /// // Every answer asks for 3 s (a `Retry-After: 3`): past the bound, not waited.
+    /// let asks_for_3s = |_: &Result<(), &str>| Verdict::OpenFor(Duration::from_secs(3));
+    /// let r = b.call_retried_classified(asks_for_3s, || async { Err("503") }).await;
+    /// assert!(r.is_err());
+    /// assert_eq!(start.elapsed(), Duration::ZERO);
+    /// # }
+    /// ```
+    pub const fn retry_within(mut self, bound: Duration) -> Self {
+        self.retry.within = Some(bound);
         self
     }
 }

@@ -74,6 +74,8 @@ pub struct ConfigValues {
     pub retry_budget: Option<u32>,
     /// [`Config::backoff`].
     pub backoff: Option<Duration>,
+    /// [`Config::retry_within`].
+    pub retry_within: Option<Duration>,
 }
 
 impl Config {
@@ -106,6 +108,7 @@ impl Config {
             retry: r.attempts,
             retry_budget: r.percent,
             backoff: r.backoff,
+            retry_within: r.within,
         }
     }
 }

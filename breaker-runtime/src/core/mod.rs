@@ -477,7 +477,8 @@ impl Core {
     /// Indistinguishable from a fresh breaker: closed, no failure streak, no failure in its
     /// window, nothing in flight under the bulkhead or as a probe, no overload state (not
     /// throttling nor ramping, the adaptive limit at its start). A keyed breaker evicts
-    /// these first (governor's rule: only drop state a new breaker would have anyway).
+    /// these first (governor's rule: only drop state a new breaker would have anyway), if
+    /// their retry budget (the breaker's, not the engine's) is full too.
     pub(crate) fn is_fresh(&self, clock: &impl Clock) -> bool {
         let w = self.word();
         if !w.is(State::Closed) {

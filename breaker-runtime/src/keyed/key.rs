@@ -18,6 +18,12 @@ use crate::Name;
 /// existing key's lookup allocates nothing. [`fmt_key`](Self::fmt_key) writes the key into
 /// its breaker's name, `{name}[{key}]`.
 ///
+/// **Memory.** A `String` key longer than 256 bytes is kept in the map as its name shows it,
+/// its first 16 bytes and 32 hex digits of its SHA-256 (52 bytes), never as the caller's
+/// bytes; a pair keeps each of its parts so. A key type of your own is kept as it is: it
+/// owns its memory, so a key built from a caller's input should bound its size itself (a
+/// long key's *name* is bounded whatever its type).
+///
 /// Your own key type:
 ///
 /// ```
@@ -44,6 +50,18 @@ use crate::Name;
 pub trait BreakerKey: Hash + Eq + Send + Sync + 'static {
     /// Writes the key as it appears in the breaker's name `{name}[{key}]`.
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
+
+    /// The form a keyed breaker keeps of a new key: the key itself, except a `String`
+    /// longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes, kept as the prefix and
+    /// digest its name shows (`bounded_key`), and a pair, kept as its parts are. A key type
+    /// of your own is kept as it is: leave this alone.
+    #[doc(hidden)]
+    fn into_kept(self) -> Self
+    where
+        Self: Sized,
+    {
+        self
+    }
 }
 
 /// Keys shown with `Display`.
@@ -58,12 +76,27 @@ macro_rules! display_keys {
 }
 
 display_keys!(
-    String, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr,
-    Ipv4Addr, Ipv6Addr, SocketAddr,
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, bool, char, IpAddr, Ipv4Addr,
+    Ipv6Addr, SocketAddr,
 );
 
 #[cfg(feature = "http")]
 display_keys!(http::uri::Authority);
+
+/// A `String` over [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes is kept as its bounded
+/// form: a caller's 60 KB key costs the map what a short one does.
+impl BreakerKey for String {
+    fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+
+    fn into_kept(self) -> String {
+        if self.len() <= crate::name::LONGEST_KEY {
+            return self;
+        }
+        crate::name::bounded_key(&self).into_owned()
+    }
+}
 
 /// A pair keys as `a:b`, say `(host, port)` as `example.com:443`, with any `:` and `\` of
 /// `a` escaped (`\:`, `\\`): the first unescaped `:` ends `a`, so two different pairs never
@@ -73,6 +106,10 @@ impl<A: BreakerKey, B: BreakerKey> BreakerKey for (A, B) {
         write!(EscapeSeparator(f), "{}", KeyText(&self.0))?;
         f.write_str(":")?;
         self.1.fmt_key(f)
+    }
+
+    fn into_kept(self) -> Self {
+        (self.0.into_kept(), self.1.into_kept())
     }
 }
 
@@ -173,8 +210,8 @@ where
 }
 
 /// A key's breaker name: `{name}[{key}]`, or `{name}[{prefix}…#{digest}]` for a key whose
-/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 16 bytes at most, and 16 hex digits
-/// of the SHA-256 of all of it).
+/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 16 bytes
+/// at most, and 32 hex digits of the SHA-256 of all of it).
 pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
 
 impl<K: BreakerKey> KeyName<'_, K> {
@@ -218,5 +255,51 @@ impl<K: BreakerKey> fmt::Display for KeyName<'_, K> {
         f.write_str("[")?;
         self.1.fmt_key(f)?;
         f.write_str("]")
+    }
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use super::*;
+    use crate::{Config, KeyedBreaker};
+
+    #[test]
+    fn a_long_string_is_kept_as_its_prefix_and_digest() {
+        let short = "s".repeat(crate::name::LONGEST_KEY);
+        assert_eq!(
+            short.clone().into_kept(),
+            short,
+            "up to 256 bytes, as it is"
+        );
+        let long = |tail: &str| format!("{}{tail}", "l".repeat(1_000));
+        let kept = long("a").into_kept();
+        assert_eq!(kept, crate::name::bounded_key(&long("a")));
+        assert_eq!(kept.len(), 16 + "…#".len() + 32);
+        assert_eq!(kept.clone().into_kept(), kept, "kept once for all");
+        assert_ne!(
+            kept,
+            long("b").into_kept(),
+            "the digest covers the whole key"
+        );
+        let pair = (long("a"), 443u16).into_kept();
+        assert_eq!(pair, (kept, 443));
+    }
+
+    /// A pair holding a long host is found again by the caller's form, with one breaker.
+    #[test]
+    fn a_pair_with_a_long_part_is_one_breaker() {
+        let k = KeyedBreaker::<(String, u16)>::new("key::long_pair", Config::default());
+        let key = ("h".repeat(10_000), 443);
+        let a = k.breaker(&key);
+        assert!(k.contains(&key));
+        assert!(a.handle().same_breaker(&k.breaker(&key).handle()));
+        assert_eq!(k.len(), 1);
+        let (entries, _) = k.entries();
+        assert_eq!(entries[0].0 .0.len(), 52, "kept bounded");
+        assert!(
+            a.name().starts_with("key::long_pair[hhhhhhhhhhhhhhhh…#"),
+            "{}",
+            a.name()
+        );
     }
 }

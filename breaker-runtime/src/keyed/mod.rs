@@ -40,14 +40,36 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// assert_eq!(hooks.len(), 2);
 /// ```
 ///
+/// # Keys
+///
+/// A key is looked up by the form you call with (`&str` for a `String` key) and kept as
+/// [`BreakerKey`] says: a `String` key longer than 256 bytes is kept as its first 16 bytes
+/// and 32 hex digits of its SHA-256 (128 bits), the form its name shows, so 10 000 keys of
+/// 60 KB cost what 10 000 short keys do. Two long keys that differ anywhere are two breakers;
+/// a short key equal to a long key's kept form (which only its digest gives) is that key.
+/// A long key's call pays for its digest (a short key's lookup allocates nothing). A key
+/// type of your own is kept as it is: it owns its memory.
+///
+/// ```
+/// use breaker::{Config, KeyedBreaker};
+///
+/// let tenants = KeyedBreaker::<String>::new("docs::tenants", Config::default());
+/// let long = "t".repeat(60_000);
+/// let b = tenants.breaker(long.as_str());
+/// assert_eq!(b.name().len(), "docs::tenants[".len() + 52 + 1);
+/// assert!(tenants.breaker(&long).handle().same_breaker(&b.handle()));
+/// ```
+///
 /// # Bounds
 ///
 /// At most [`Config::max_keys`] breakers (default 10 000). A breaker is *evictable* when it
 /// is indistinguishable from a fresh one: closed, no failure streak, no failure in its
 /// window, no call in flight (calls admitted less calls finished, read from the breaker's
 /// own counts, a dry run's shadows included), not throttling nor ramping, its adaptive
-/// limit at its start. An open or half-open breaker with no call in flight is evictable too
-/// once it has not been called for [`Config::idle`]: it protects nobody, and it frees its
+/// limit at its start, its retry budget full (no more retries withdrawn than first attempts
+/// deposited over its window: evicted, a key that spent its budget would find a whole one).
+/// An open or half-open breaker with no call in flight and its retry budget full is
+/// evictable too once it has not been called for [`Config::idle`]: it protects nobody, and it frees its
 /// [`max_open`](Config::max_open_percent) place (which counts only keys in the map, so a
 /// holder of an evicted key's breaker does not keep one). A breaker under manual control
 /// (forced open or disabled) is never evicted: if every key is, a new key's call runs on a
@@ -60,8 +82,9 @@ use crate::{future::CallFuture, Breaker, CallError, Config, ConfigError, EveryEr
 /// minutes) are dropped. At `max_keys` one goes for the new key, chosen by sampling as
 /// Redis does (at most 128 entries looked at, one shard locked at a time, whatever the
 /// size): the least recently used evictable breaker of the sample, else the least recently
-/// used closed one, else the least recently used of any state (one WARN a minute says so:
-/// raise `max_keys`). With up to 8 keys in each of the 16 shards the choice is exact;
+/// used closed one (a spent retry budget or a failure streak goes with it), else the least
+/// recently used of any state (one WARN a minute says so: raise `max_keys`; with
+/// `max_keys(1)` every new key evicts the one there, whatever it holds). With up to 8 keys in each of the 16 shards the choice is exact;
 /// beyond, a breaker with state goes before a fresh one only when none of the 128 draws
 /// finds a fresh one (see the `map` module's source for the figures). Recency is tracked
 /// without a clock read per call: an idle breaker goes no earlier than `idle` after its last
@@ -240,7 +263,7 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     pub fn contains<Q>(&self, key: &Q) -> bool
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         self.inner.get(key).is_ok()
     }

@@ -51,17 +51,66 @@ impl Budget {
         bucket.fetch_add(i64::from(percent), Relaxed);
     }
 
-    /// Asks for one retry at `now`: granted (and paid) while the balance holds its cost.
+    /// Asks for one retry at `now`: granted (and paid, and counted) while the balance holds
+    /// its cost. The retry loop pays with [`take`](Self::take) and counts with
+    /// [`spent`](Self::spent) when the attempt runs.
+    #[cfg(test)]
     pub(crate) fn withdraw(&self, now: u64) -> bool {
+        self.take(now).map(|_| self.spent()).is_some()
+    }
+
+    /// Takes one retry's cost at `now` while the balance holds it: the second it was charged
+    /// to, for [`refund`](Self::refund); `None` (counted as denied) when it does not.
+    /// Not yet a retry: [`spent`](Self::spent) counts it when its attempt runs.
+    pub(crate) fn take(&self, now: u64) -> Option<u64> {
         let bucket = self.turn(now / SECOND);
+        // The second `turn` charged (a reading older than the head counts in the head's).
+        let second = (now / SECOND).max(self.head.load(Relaxed));
         if self.balance() >= COST {
             bucket.fetch_sub(COST, Relaxed);
-            self.retries.fetch_add(1, Relaxed);
-            true
+            Some(second)
         } else {
             self.denied.fetch_add(1, Relaxed);
-            false
+            None
         }
+    }
+
+    /// A retry paid for by [`take`](Self::take) runs: counted.
+    pub(crate) fn spent(&self) {
+        self.retries.fetch_add(1, Relaxed);
+    }
+
+    /// A retry paid for by [`take`](Self::take) at `second` that did not run (its call was
+    /// cancelled while it waited, or the breaker refused it): its cost goes back to the
+    /// bucket it came from, unless that bucket already left the window (the cost went with
+    /// it). Lock-free; racing a turn of the window it is approximate, as a deposit is.
+    pub(crate) fn refund(&self, second: u64) {
+        if second + BUCKETS as u64 > self.head.load(Relaxed) {
+            self.buckets[(second % BUCKETS as u64) as usize].fetch_add(COST, Relaxed);
+        }
+    }
+
+    /// Whether the budget at `now` grants, from now on, at least what a new one would: no
+    /// more withdrawn than deposited over the window, nor over any of its newest seconds
+    /// (the older ones leave the window first: a spent budget is not made full by deposits
+    /// about to leave). One below full holds state a fresh breaker has not (a keyed breaker
+    /// evicting it would refill it). Reads only: the buckets of seconds that left the
+    /// window count nothing, whether or not a turn cleared them yet.
+    pub(crate) fn is_full(&self, now: u64) -> bool {
+        let second = now / SECOND;
+        let head = self.head.load(Relaxed);
+        let oldest = head.saturating_sub(BUCKETS as u64 - 1);
+        let mut net = 0i64;
+        for s in (oldest..=head)
+            .rev()
+            .filter(|s| second < s + BUCKETS as u64)
+        {
+            net += self.buckets[(s % BUCKETS as u64) as usize].load(Relaxed);
+            if net < 0 {
+                return false;
+            }
+        }
+        true
     }
 
     /// The balance in units, reserve included.
@@ -74,17 +123,31 @@ impl Budget {
     /// window since the head last moved. A reading older than the head (a thread that read
     /// the clock before another moved it) counts in the head's bucket.
     fn turn(&self, second: u64) -> &AtomicI64 {
-        let head = self.head.load(Relaxed);
-        if second > head
-            && self
+        self.turn_from(self.head.load(Relaxed), second)
+    }
+
+    /// [`turn`](Self::turn) by a thread that read `head` as the head. A compare-and-swap lost
+    /// to a thread that moved the head to an older second than this one is tried again from
+    /// that head: the seconds after it are this thread's to clear, or its bucket would still
+    /// hold a second ten seconds old (issue 40). One lost to a newer head leaves the
+    /// clearing to its winner: a reading in the few stores until then may count in a bucket
+    /// about to be cleared (the approximation the module's docs state).
+    fn turn_from(&self, mut head: u64, second: u64) -> &AtomicI64 {
+        while second > head {
+            match self
                 .head
-                .compare_exchange(head, second, Relaxed, Relaxed)
-                .is_ok()
-        {
-            // Seconds head+1..=second are new: their buckets held seconds now out of the window.
-            let stale = (second - head).min(BUCKETS as u64);
-            for s in (second + 1 - stale)..=second {
-                self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                .compare_exchange_weak(head, second, Relaxed, Relaxed)
+            {
+                Ok(_) => {
+                    // Seconds head+1..=second are new: their buckets held seconds now out
+                    // of the window.
+                    let stale = (second - head).min(BUCKETS as u64);
+                    for s in (second + 1 - stale)..=second {
+                        self.buckets[(s % BUCKETS as u64) as usize].store(0, Relaxed);
+                    }
+                    break;
+                }
+                Err(moved) => head = moved,
             }
         }
         let newest = second.max(self.head.load(Relaxed));
@@ -165,6 +228,82 @@ mod tests {
         });
         assert!((100..=100 + THREADS).contains(&granted), "{granted}");
         assert_eq!(b.counts().0 as usize, granted);
+    }
+
+    #[test]
+    fn a_refund_gives_the_cost_back_to_its_bucket() {
+        let b = Budget::default();
+        let taken: Vec<_> = (0..100).map(|_| b.take(0).unwrap()).collect();
+        assert_eq!(b.take(0), None, "the floor is spent");
+        b.refund(taken[0]);
+        assert_eq!(b.take(SECOND), Some(1), "one retry's cost came back");
+        assert_eq!(
+            b.counts(),
+            (0, 1),
+            "neither taken nor refunded counts as a retry"
+        );
+        // A refund for a bucket that left the window adds nothing.
+        let late = Budget::default();
+        let second = late.take(0).unwrap();
+        late.deposit(10 * SECOND, 1);
+        late.refund(second);
+        assert_eq!(late.balance(), RESERVE + 1);
+    }
+
+    /// Full: what a new budget would grant from now on, at least (eviction keeps a key
+    /// whose budget is not).
+    #[test]
+    fn full_is_what_a_new_budget_grants_from_now_on() {
+        let b = Budget::default();
+        assert!(b.is_full(0), "new");
+        b.deposit(0, 20);
+        assert!(b.is_full(0), "deposits only");
+        assert!(b.withdraw(SECOND));
+        assert!(
+            !b.is_full(SECOND),
+            "a retry more than the deposits paid for"
+        );
+        for _ in 0..10 {
+            b.deposit(SECOND, 20);
+        }
+        assert!(b.is_full(SECOND), "paid back in the same second");
+        // Deposits of second 1, withdrawals of second 5: full until second 1 leaves the
+        // window, and not before, since the deposits leave first.
+        for _ in 0..3 {
+            assert!(b.withdraw(5 * SECOND));
+        }
+        assert!(!b.is_full(5 * SECOND));
+        // Out of the window, as nobody turned the buckets since: full again.
+        assert!(b.is_full(15 * SECOND));
+        assert!(b.is_full(3_600 * SECOND));
+    }
+
+    /// Issue 40 (suspected, confirmed): a thread that read the head before another moved
+    /// it to an older second than this thread's lost its compare-and-swap and went on
+    /// without clearing: its bucket still held a second ten seconds old, counted in the
+    /// balance (a spent second 0 denied retries at second 10, until a later turn cleared
+    /// it, with this thread's deposits).
+    #[test]
+    fn a_turn_that_loses_its_race_still_clears_its_bucket() {
+        let b = Budget::default();
+        assert_eq!(
+            (0..200).filter(|_| b.withdraw(0)).count(),
+            100,
+            "second 0 spent"
+        );
+        // A thread reads the head (second 0); meanwhile another moves it to second 5.
+        let seen = b.head.load(Relaxed);
+        b.deposit(5 * SECOND, 1);
+        // The first thread, at second 10, turns from what it read.
+        let bucket = b.turn_from(seen, 10);
+        assert_eq!(
+            b.balance(),
+            RESERVE + 1,
+            "second 5's deposit and the reserve"
+        );
+        assert_eq!(bucket.load(Relaxed), 0, "second 0 left the window");
+        assert_eq!(b.head.load(Relaxed), 10);
+        assert!(b.withdraw(10 * SECOND));
     }
 
     /// The reference: every deposit and withdrawal with its second, summed over the window.

@@ -1,7 +1,7 @@
 //! Retries that know the breaker, and spend a budget.
 //!
 //! [`Breaker::call_retried`](crate::Breaker::call_retried) (and its siblings) makes up to
-//! [`Config::retry`](crate::Config::retry)(crate::Config::retry) attempts, each one a call through the breaker and
+//! [`Config::retry`](crate::Config::retry) attempts, each one a call through the breaker and
 //! judged by it:
 //!
 //! - a success or a neutral outcome (an error the judge calls the caller's fault) is
@@ -12,8 +12,17 @@
 //! - a failure (an error, a timeout, a classifier's `Failure`) is retried after
 //!   [`delay`]`(backoff, n)`, or after the answer's own `Retry-After` / pushback (a
 //!   classifier's [`Verdict::OpenFor`]) when that is longer;
+//! - the attempts and waits of one retried call end within
+//!   [`Config::retry_within`](crate::Config::retry_within) (default
+//!   [`DEFAULT_RETRY_WITHIN`], 5 s) of its start: a wait that would end at or past it is not
+//!   waited, and the last answer is returned at once (so `Retry-After: 5` and `6` behave
+//!   alike; an attempt already running is not cut: its time is `timeout`'s); a tower
+//!   service not ready for the retry by then gives the last answer too;
 //! - each retry is paid from the breaker's retry budget (one per breaker, one per key of a
-//!   keyed breaker); with the budget spent, the last answer is returned at once.
+//!   keyed breaker); with the budget spent, the last answer is returned at once. A retry
+//!   counts (`Stats::retries`, the budget's withdrawal) only when its attempt runs: a call
+//!   cancelled during its backoff, or whose retry the breaker refuses, gives the withdrawal
+//!   back.
 //!
 //! The budget (Finagle's `RetryBudget`, tower's `TpsBudget`): every first attempt that the
 //! breaker admits deposits, every retry withdraws; retries are allowed up to `retry_budget`
@@ -46,7 +55,7 @@ pub(crate) mod budget;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
-pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT};
+pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT, DEFAULT_RETRY_WITHIN};
 pub use budget::{FLOOR_PER_SECOND, WINDOW};
 
 use std::{
@@ -58,16 +67,18 @@ use std::{
 use crate::{clock::Clock, future::CallFuture, shared::Host, verdict::Judge, CallError, Verdict};
 
 /// The longest wait between two attempts (before jitter), or the configured backoff when
-/// that is longer. An answer that asks for a longer wait (`Retry-After`) is not retried.
+/// that is longer.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// The wait before retry `n` (1 for the first retry): `min(initial·2^(n−1), max)` with
 /// `max` [`MAX_BACKOFF`] (or `initial` when longer), times a random factor in 0.8..1.2
-/// (gRPC A6), so clients that failed together do not retry together.
+/// (gRPC A6), so clients that failed together do not retry together. Saturates: any
+/// `initial` and `n` give a duration (at most [`Duration::MAX`]), never a panic.
 pub fn delay(initial: Duration, n: u32) -> Duration {
     let base = ceiling(initial, n);
     let factor = 0.8 + 0.4 * crate::overload::random::unit(crate::overload::random::draw());
-    base.mul_f64(factor)
+    // `mul_f64` panics past `Duration::MAX` (an `initial` near it, times 1.2).
+    Duration::try_from_secs_f64(base.as_secs_f64() * factor).unwrap_or(Duration::MAX)
 }
 
 /// The wait before retry `n` before jitter.
@@ -130,7 +141,58 @@ enum Next {
     Retry(Duration),
 }
 
-/// The retry loop: attempts through the breaker `host`, judged by `judge`.
+/// A retry paid for from the budget and not yet made: its cost goes back if it is dropped
+/// before its attempt runs (the call was cancelled while it waited or readied, the breaker
+/// refused it); counted as a retry when it runs ([`Ran`]).
+struct Paid<'b> {
+    budget: &'b budget::Budget,
+    second: Option<u64>,
+}
+
+impl Paid<'_> {
+    /// The attempt runs: the retry is made.
+    fn spend(&mut self) {
+        if self.second.take().is_some() {
+            self.budget.spent();
+        }
+    }
+}
+
+impl Drop for Paid<'_> {
+    fn drop(&mut self) {
+        if let Some(second) = self.second.take() {
+            self.budget.refund(second);
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An attempt's future, which spends its retry's payment when first polled: the breaker
+    /// polls it only once it admitted the attempt.
+    struct Ran<'b, F> {
+        #[pin]
+        attempt: F,
+        paid: Option<Paid<'b>>,
+    }
+}
+
+impl<F: Future> Future for Ran<'_, F> {
+    type Output = F::Output;
+
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        if let Some(mut paid) = this.paid.take() {
+            paid.spend();
+        }
+        this.attempt.poll(cx)
+    }
+}
+
+/// The retry loop: attempts through the breaker `host`, judged by `judge`, each made by
+/// `make` (see [`run_prepared`]).
 pub(crate) async fn run<H, J, F, Fut, T, E>(
     host: H,
     judge: J,
@@ -142,23 +204,59 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, E>>,
 {
+    let prepare = move || std::future::ready(Ok::<_, E>(make()));
+    run_prepared(host, judge, prepare, |_: &Result<T, CallError<E>>| false).await
+}
+
+/// The retry loop. `prepare` makes each attempt's future, after waiting for what the
+/// attempt needs that is not the dependency's time (a tower service's readiness): it runs
+/// before the breaker admits the attempt, so no `timeout`, bulkhead seat or probe slot is
+/// held while it waits; its error ends the call, uncounted. A result `is_final` says so is
+/// returned whatever its verdict (an answer already handed to the caller).
+pub(crate) async fn run_prepared<H, J, F, P, Fut, T, E, D>(
+    host: H,
+    judge: J,
+    mut prepare: F,
+    is_final: D,
+) -> Result<T, CallError<E>>
+where
+    H: Host,
+    J: Judge<T, E> + Clone,
+    F: FnMut() -> P,
+    P: Future<Output = Result<Fut, E>>,
+    Fut: Future<Output = Result<T, E>>,
+    D: Fn(&Result<T, CallError<E>>) -> bool,
+{
     let shared = host.shared();
     // Read once per retried call (the policy in force: `reconfigure` may change it).
     let Some(policy) = shared.core.live.retry() else {
-        return CallFuture::new(host.clone(), judge, make()).await;
+        let attempt = prepare().await.map_err(CallError::Inner)?;
+        return CallFuture::new(host.clone(), judge, attempt).await;
     };
+    // The bound on the attempts and waits: from the first attempt's start.
+    let start = tokio::time::Instant::now();
+    let budget = shared.retry_budget();
     let slot = VerdictSlot::default();
+    let deadline = start.checked_add(policy.within);
+    let mut paid = None;
     let mut attempt = 1;
+    let mut made = prepare().await.map_err(CallError::Inner)?;
     loop {
         let recorder = Recorder {
             judge: judge.clone(),
             slot: &slot,
         };
-        let result = CallFuture::new(host.clone(), recorder, make()).await;
+        let ran = Ran {
+            attempt: made,
+            paid: paid.take(),
+        };
+        let result = CallFuture::new(host.clone(), recorder, ran).await;
         let verdict = slot.take();
         let next = match (&result, verdict) {
-            // The breaker's own refusal ends the retries, with its `retry_in`.
+            // The breaker's own refusal ends the retries, with its `retry_in` (a refused
+            // retry's payment went back with its unpolled attempt).
             (Err(CallError::Breaker(e)), _) if !e.is_timeout() => return result,
+            _ if is_final(&result) => Next::Done,
             // The breaker's timeout: a failure of the dependency.
             (Err(CallError::Breaker(_)), _) => Next::Retry(Duration::ZERO),
             // Judged inline as a success on the fast path (no verdict written).
@@ -168,7 +266,6 @@ where
             (_, Some(Verdict::Failure)) => Next::Retry(Duration::ZERO),
             (_, Some(Verdict::OpenFor(d))) => Next::Retry(d),
         };
-        let budget = shared.retry_budget();
         if attempt == 1 {
             budget.deposit(shared.clock.now(), policy.percent);
         }
@@ -178,17 +275,54 @@ where
         if attempt >= policy.attempts {
             return result;
         }
-        let wait = delay(policy.backoff, attempt);
-        // An answer that asks for more than the longest backoff is not retried: holding the
-        // caller that long is the caller's decision, not a retry's.
-        if pushback > MAX_BACKOFF.max(policy.backoff) {
+        let wait = delay(policy.backoff, attempt).max(pushback);
+        // A wait that would end at or past `retry_within` is not waited (it leaves no time
+        // for the retry): the caller gets the last answer now, not after the wait.
+        let ends = tokio::time::Instant::now().checked_add(wait);
+        if ends.is_none_or(|ends| ends.duration_since(start) >= policy.within) {
             return result;
         }
-        if !budget.withdraw(shared.clock.now()) {
+        let Some(second) = budget.take(shared.clock.now()) else {
             return result;
-        }
-        tokio::time::sleep(wait.max(pushback)).await;
+        };
+        paid = Some(Paid {
+            budget,
+            second: Some(second),
+        });
+        tokio::time::sleep(wait).await;
+        // The retry's readiness is a wait too: not ready within the bound, the caller gets
+        // the last answer (and the retry's payment goes back).
+        let ready = match deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, prepare()).await,
+            None => Ok(prepare().await),
+        };
+        made = match ready {
+            Ok(ready) => ready.map_err(CallError::Inner)?,
+            Err(_) => return result,
+        };
         attempt += 1;
+    }
+}
+
+impl crate::Breaker {
+    /// [`call_retried_owned`](Self::call_retried_owned) for tower's retry layers: `prepare`
+    /// readies each attempt before the breaker admits it (its error ends the call, uncounted),
+    /// and a result `is_final` calls final is returned without a retry. Not part of the API.
+    #[doc(hidden)]
+    pub fn call_retried_prepared<F, P, Fut, T, E, J, D>(
+        self,
+        judge: J,
+        prepare: F,
+        is_final: D,
+    ) -> impl Future<Output = Result<T, CallError<E>>>
+    where
+        F: FnMut() -> P,
+        P: Future<Output = Result<Fut, E>>,
+        Fut: Future<Output = Result<T, E>>,
+        J: Judge<T, E> + Clone,
+        D: Fn(&Result<T, CallError<E>>) -> bool,
+    {
+        run_prepared(self, judge, prepare, is_final)
     }
 }
 

@@ -191,7 +191,11 @@ async fn a_refusal_ends_the_retries_with_its_retry_in() {
         .unwrap_err()
         .is_open());
     assert_eq!(calls.load(Relaxed), 0);
-    assert_eq!(b.stats().retries, 2, "one before the opening, one refused");
+    assert_eq!(
+        b.stats().retries,
+        1,
+        "one before the opening; the refused one not made"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -304,4 +308,174 @@ fn the_retry_future_is_send() {
     fn send<T: Send>(_: T) {}
     let b = breaker("retry::send", Config::default().retry(2));
     send(b.call_retried(|| async { Ok::<u32, String>(1) }));
+}
+
+/// Issue 40: a call cancelled during its backoff made one attempt, and its retry was never
+/// made: it is not counted, and the budget gets its withdrawal back.
+#[tokio::test(start_paused = true)]
+async fn a_retry_cancelled_during_its_backoff_is_not_counted() {
+    let b = breaker(
+        "retry::cancelled_in_backoff",
+        Config::default().retry(3).threshold(100),
+    );
+    let calls = AtomicU32::new(0);
+    let r = tokio::time::timeout(
+        Duration::from_millis(50),
+        b.call_retried(flaky(u32::MAX, &calls)),
+    )
+    .await;
+    assert!(
+        r.is_err(),
+        "cancelled during the first backoff (80 ms at least)"
+    );
+    assert_eq!(calls.load(Relaxed), 1);
+    let s = b.stats();
+    assert_eq!((s.calls, s.retries, s.retries_denied), (1, 0, 0), "{s:?}");
+    // The withdrawal came back: the floor's 100 retries are all there.
+    let budget = b.shared.retry_budget();
+    let granted = (0..200).filter(|_| budget.take(0).is_some()).count();
+    assert_eq!(granted, 100);
+}
+
+/// Issue 40: a retry the breaker refuses is not made: not counted, its withdrawal returned.
+#[tokio::test(start_paused = true)]
+async fn a_refused_retry_is_not_counted() {
+    let config = Config::default()
+        .retry(3)
+        .threshold(1)
+        .cool_off(Duration::from_secs(10));
+    let b = breaker("retry::refused_not_counted", config);
+    let calls = AtomicU32::new(0);
+    let r = b.call_retried(flaky(u32::MAX, &calls)).await;
+    assert!(
+        r.unwrap_err().is_open(),
+        "the retry after the opening is refused"
+    );
+    assert_eq!(calls.load(Relaxed), 1);
+    assert_eq!(b.stats().retries, 0);
+    let budget = b.shared.retry_budget();
+    assert_eq!((0..200).filter(|_| budget.take(0).is_some()).count(), 100);
+}
+
+/// A retry that runs is counted when it runs, not when it is paid for.
+#[tokio::test(start_paused = true)]
+async fn a_retry_is_counted_when_its_attempt_runs() {
+    let b = breaker(
+        "retry::counted_when_run",
+        Config::default().retry(2).threshold(100),
+    );
+    let calls = AtomicU32::new(0);
+    let call = b.call_retried(flaky(1, &calls));
+    tokio::pin!(call);
+    assert!(futures_poll(call.as_mut()).is_none(), "waits its backoff");
+    assert_eq!(b.stats().retries, 0, "paid, not yet made");
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(call.await.unwrap(), 2);
+    assert_eq!(b.stats().retries, 1);
+}
+
+/// One poll of a future, by hand.
+fn futures_poll<F: std::future::Future>(f: std::pin::Pin<&mut F>) -> Option<F::Output> {
+    let waker = std::task::Waker::noop();
+    match f.poll(&mut std::task::Context::from_waker(waker)) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+#[test]
+fn delay_saturates_on_any_input() {
+    assert!(delay(Duration::MAX, 1) >= Duration::MAX.mul_f64(0.79));
+    assert!(delay(Duration::MAX, u32::MAX) >= Duration::MAX.mul_f64(0.79));
+    assert!(delay(Duration::from_secs(u64::MAX / 2), 3) >= Duration::from_secs(u64::MAX / 4));
+    assert!(delay(Duration::ZERO, 0).is_zero());
+}
+
+proptest::proptest! {
+    #[test]
+    fn delay_never_panics(secs in proptest::num::u64::ANY, nanos in 0u32..1_000_000_000, n in proptest::num::u32::ANY) {
+        let initial = Duration::new(secs, nanos);
+        let d = delay(initial, n);
+        let base = ceiling(initial, n);
+        proptest::prop_assert!(d >= base.mul_f64(0.79));
+    }
+}
+
+/// A wait of `secs` asked by every failed answer (a `Retry-After`), under the default
+/// bound: the times of the attempts.
+async fn attempts_under_pushback(name: &str, secs: u64, config: Config) -> Vec<Duration> {
+    let b = breaker(name, config.threshold(100));
+    let judge = move |r: &Result<u32, &str>| match r {
+        Err(_) if secs == 0 => Verdict::Failure,
+        Err(_) => Verdict::OpenFor(Duration::from_secs(secs)),
+        Ok(_) => Verdict::Success,
+    };
+    let start = Instant::now();
+    let times = std::sync::Mutex::new(Vec::new());
+    let _ = b
+        .call_retried_classified(judge, || {
+            times.lock().unwrap().push(start.elapsed());
+            async { Err::<u32, _>("503") }
+        })
+        .await;
+    times.into_inner().unwrap()
+}
+
+/// Issue 40: `Retry-After: 5` held the caller 10 s over 3 attempts, `Retry-After: 6`
+/// returned at once. Under the default bound of 5 s neither wait is waited.
+#[tokio::test(start_paused = true)]
+async fn no_cliff_between_five_and_six_seconds() {
+    let c = || Config::default().retry(3);
+    let five = attempts_under_pushback("retry::ra5", 5, c()).await;
+    let six = attempts_under_pushback("retry::ra6", 6, c()).await;
+    assert_eq!(
+        five,
+        vec![Duration::ZERO],
+        "a wait ending at 5 s leaves no time: not waited"
+    );
+    assert_eq!(six, vec![Duration::ZERO]);
+    // 2 s twice fits in 5 s: three attempts.
+    let two = attempts_under_pushback("retry::ra2", 2, c()).await;
+    assert_eq!(two.len(), 3, "{two:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attempts_and_waits_end_within_the_bound() {
+    let within = Duration::from_millis(500);
+    let config = Config::default()
+        .retry(10)
+        .backoff(Duration::from_millis(100))
+        .retry_within(within);
+    let times = attempts_under_pushback("retry::within", 0, config).await;
+    // Waits of 100, 200 (±20 %): a third of 400 would end past 500 ms.
+    assert_eq!(times.len(), 3, "{times:?}");
+    assert!(*times.last().unwrap() <= within);
+    // A longer bound lets a long `Retry-After` be waited.
+    let config = Config::default()
+        .retry(2)
+        .retry_within(Duration::from_secs(60));
+    let times = attempts_under_pushback("retry::within_long", 30, config).await;
+    assert_eq!(times, vec![Duration::ZERO, Duration::from_secs(30)]);
+}
+
+#[test]
+fn retry_within_is_validated() {
+    let field = |c: Config| {
+        Breaker::unlisted("retry::within_invalid".into(), c)
+            .unwrap_err()
+            .field()
+    };
+    assert_eq!(
+        field(Config::default().retry(2).retry_within(Duration::ZERO)),
+        "retry_within"
+    );
+    assert_eq!(
+        field(Config::default().retry_within(Duration::from_secs(1))),
+        "retry_within"
+    );
+    let b = breaker("retry::within_default", Config::default().retry(2));
+    assert_eq!(
+        b.shared.core.live.retry().unwrap().within,
+        crate::retry::DEFAULT_RETRY_WITHIN
+    );
 }

@@ -1,9 +1,9 @@
 //! A property test of the keyed map against what it promises, driven by what an adversary
 //! sends: random sequences of calls to a few steady keys, floods of one-shot failing keys
-//! (made-up hosts), an operator forcing keys open or disabling them and releasing them, time
+//! (made-up hosts, short or 1 KB long), an operator forcing keys open or disabling them and releasing them, time
 //! passing and sweeps, a caller holding keys' breakers, under `max_keys`, `max_open_percent` and, at random, a dry run.
 //! After every step:
-//! - the map holds at most `max_keys` keys;
+//! - the map holds at most `max_keys` keys, none kept longer than 256 bytes;
 //! - a key under manual control is in the map, in the state the operator set;
 //! - the `max_open` places taken are exactly the keys in the map that are open or
 //!   half-open (no place kept by a key that went, none lost);
@@ -21,8 +21,9 @@ use crate::{Config, KeyedBreaker, State};
 enum Op {
     /// A call to steady key `i`: a success or a failure.
     Call(u8, bool),
-    /// `n` made-up keys, each failing once (an attacker's, or decommissioned hosts).
-    Flood(u16),
+    /// `n` made-up keys, each failing once (an attacker's, or decommissioned hosts); long
+    /// ones (1 KB sharing all but their last bytes) with `true`.
+    Flood(u16, bool),
     /// The operator forces steady key `i` open (or disables it).
     Force(u8, bool),
     /// The operator resets steady key `i` (manual control ends).
@@ -40,7 +41,7 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         6 => (0u8..8, any::<bool>()).prop_map(|(i, ok)| Op::Call(i, ok)),
-        2 => (1u16..200).prop_map(Op::Flood),
+        2 => (1u16..200, any::<bool>()).prop_map(|(n, long)| Op::Flood(n, long)),
         1 => (0u8..8, any::<bool>()).prop_map(|(i, open)| Op::Force(i, open)),
         1 => (0u8..8).prop_map(Op::Release),
         2 => (1u16..400).prop_map(Op::Advance),
@@ -52,6 +53,12 @@ fn op() -> impl Strategy<Value = Op> {
 
 const IDLE: Duration = Duration::from_secs(60);
 
+/// What the long made-up keys share: all but their last bytes.
+fn long_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| "x".repeat(1_000))
+}
+
 fn check(
     k: &KeyedBreaker<String>,
     max_keys: usize,
@@ -59,6 +66,13 @@ fn check(
 ) -> Result<(), TestCaseError> {
     let (entries, taken) = k.entries();
     prop_assert!(entries.len() <= max_keys, "{} keys", entries.len());
+    for (key, _) in &entries {
+        prop_assert!(
+            key.len() <= crate::name::LONGEST_KEY,
+            "a key kept whole: {} bytes",
+            key.len()
+        );
+    }
     prop_assert_eq!(entries.len(), k.len());
     for (key, state) in manual {
         let found = entries.iter().find(|(k, _)| k == key);
@@ -117,10 +131,12 @@ proptest! {
                         let key = format!("steady-{i}");
                         let _ = k.call_sync(&key, || if ok { Ok(()) } else { Err(()) });
                     }
-                    Op::Flood(n) => {
+                    Op::Flood(n, long) => {
                         for _ in 0..n {
                             fresh += 1;
-                            let _ = k.call_sync(&format!("made-up-{fresh}"), || Err::<(), _>(()));
+                            let key = format!("made-up-{fresh}");
+                            let key = if long { format!("{}{key}", long_prefix()) } else { key };
+                            let _ = k.call_sync(&key, || Err::<(), _>(()));
                         }
                     }
                     Op::Force(i, open) => {

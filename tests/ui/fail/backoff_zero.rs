@@ -10,7 +10,13 @@ async fn no_unit() -> Result<u32, BreakerError> {
     Ok(1)
 }
 
+#[circuit_breaker(retry = 3, retry_within = "0ms")]
+async fn no_time() -> Result<u32, BreakerError> {
+    Ok(1)
+}
+
 fn main() {
     let _ = no_wait();
     let _ = no_unit();
+    let _ = no_time();
 }

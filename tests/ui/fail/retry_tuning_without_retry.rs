@@ -10,7 +10,13 @@ async fn backoff_alone() -> Result<u32, BreakerError> {
     Ok(1)
 }
 
+#[circuit_breaker(retry_within = "2s")]
+async fn bound_alone() -> Result<u32, BreakerError> {
+    Ok(1)
+}
+
 fn main() {
     let _ = budget_alone();
     let _ = backoff_alone();
+    let _ = bound_alone();
 }

@@ -1,4 +1,4 @@
-//! `retry`, `retry_budget`, `backoff`: with and without a fallback, a classifier, a key, a
+//! `retry`, `retry_budget`, `backoff`, `retry_within`: with and without a fallback, a classifier, a key, a
 //! `config`, owned and `mut` arguments the body consumes, `&self` methods.
 use breaker::{circuit_breaker, BreakerError, CallError, Config, Verdict};
 
@@ -15,7 +15,7 @@ async fn minimal() -> Result<u32, Error> {
     Err(Error::Unavailable)
 }
 
-#[circuit_breaker(retry = 2, retry_budget = 10, backoff = "250ms", timeout = "1s")]
+#[circuit_breaker(retry = 2, retry_budget = 10, backoff = "250ms", retry_within = "2s", timeout = "1s")]
 async fn consumes(body: String, mut tries: Vec<u8>) -> Result<usize, Error> {
     tries.push(1);
     let owned: String = body;

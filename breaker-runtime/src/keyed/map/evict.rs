@@ -1,8 +1,8 @@
 //! Eviction at `max_keys`: one breaker out for each new key, chosen by sampling.
 //!
 //! Eviction is governor's rule: drop first what is indistinguishable from a fresh breaker
-//! (closed, no failure streak, no failure in its window, no call in flight), read from the
-//! breaker itself. Idle ones go when a new key arrives (the only moment memory grows), so
+//! (closed, no failure streak, no failure in its window, no call in flight, its retry
+//! budget full), read from the breaker itself. Idle ones go when a new key arrives (the only moment memory grows), so
 //! there is no background task. An open or half-open breaker not called for `idle`, with
 //! no call in flight, goes as a fresh one does (it protects nobody, and holds a `max_open`
 //! place, freed as it leaves); one forced open or disabled never goes (an operator's hand
@@ -130,19 +130,25 @@ fn xorshift(mut x: u64) -> u64 {
 
 /// Indistinguishable from a fresh breaker, with no call in flight: read from the breaker
 /// itself, never from who holds it (a snapshot, the fleet, metrics or a user's clone holding
-/// it for a moment says nothing about its state).
+/// it for a moment says nothing about its state). A retry budget below full is state too:
+/// evicted, the key's next call would find a whole budget (issue 40).
 fn evictable(breaker: &Breaker) -> bool {
     let shared = &breaker.shared;
-    shared.core.is_fresh(&shared.clock) && shared.core.calls_in_flight() == 0
+    shared.core.is_fresh(&shared.clock)
+        && shared.core.calls_in_flight() == 0
+        && shared.retry_budget_full()
 }
 
 /// Evictable once unused for `idle`: evictable, or open or half-open with no call in
-/// flight (probes included). An open key nobody calls protects nobody, and it holds one of
-/// the `max_open` places; forced open and disabled keys are never evicted.
+/// flight (probes included) and its retry budget full. An open key nobody calls protects
+/// nobody, and it holds one of the `max_open` places; forced open and disabled keys are
+/// never evicted.
 pub(super) fn evictable_when_idle(breaker: &Breaker) -> bool {
     let core = &breaker.shared.core;
     match core.peek() {
-        crate::State::Open | crate::State::HalfOpen => core.calls_in_flight() == 0,
+        crate::State::Open | crate::State::HalfOpen => {
+            core.calls_in_flight() == 0 && breaker.shared.retry_budget_full()
+        }
         crate::State::Closed => evictable(breaker),
         crate::State::ForcedOpen | crate::State::Disabled => false,
     }
@@ -167,5 +173,72 @@ fn class(breaker: &Breaker, idle: bool) -> u8 {
         1
     } else {
         2
+    }
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use std::{
+        sync::atomic::{AtomicU32, Ordering::Relaxed},
+        time::Duration,
+    };
+
+    use crate::{Config, KeyedBreaker};
+
+    /// Key 0 fails once and succeeds on its retry; new keys come in between (churn at
+    /// `max_keys`, or none). The retries key 0 made: its attempts less
+    /// its calls.
+    async fn retries_of_key_0(max_keys: usize, churn: bool) -> u32 {
+        let k = KeyedBreaker::<String>::new(
+            "evict::retry_budget",
+            Config::default()
+                .retry(2)
+                .threshold(u32::MAX)
+                .backoff(Duration::from_millis(1))
+                .max_keys(max_keys),
+        );
+        let attempts = AtomicU32::new(0);
+        for i in 0..500 {
+            let mut first = true;
+            let _ = k
+                .call_retried("0", || {
+                    attempts.fetch_add(1, Relaxed);
+                    let fail = std::mem::replace(&mut first, false);
+                    async move {
+                        if fail {
+                            Err("503")
+                        } else {
+                            Ok(())
+                        }
+                    }
+                })
+                .await;
+            // Key 0 stamped as used now, two new keys after it: the second finds key 0
+            // the least recently used of the two keys in a map of two.
+            k.retain_active();
+            for new in ["a", "b"] {
+                tokio::time::advance(Duration::from_millis(10)).await;
+                if churn {
+                    k.call_sync(&format!("new-{i}-{new}"), || Ok::<_, ()>(()))
+                        .unwrap();
+                }
+            }
+        }
+        attempts.load(Relaxed) - 500
+    }
+
+    /// Issue 40, finding 8: eviction took a key whose retry budget was spent for a fresh one,
+    /// and its next call got a whole budget again (126 retries without eviction, 500 with
+    /// churn). A budget below full is state: a fresh key goes first.
+    #[tokio::test(start_paused = true)]
+    async fn eviction_keeps_a_spent_retry_budget() {
+        let kept = retries_of_key_0(10, false).await;
+        assert!(kept < 250, "the budget bounds the retries: {kept}");
+        let churned = retries_of_key_0(2, true).await;
+        // Alike but for the seconds the retries land in (the backoff is jittered).
+        assert!(
+            churned.abs_diff(kept) <= 10,
+            "churn at max_keys refilled key 0's budget: {churned} retries against {kept}"
+        );
     }
 }

@@ -228,16 +228,35 @@ impl<K: BreakerKey> Map<K> {
         Some(&node.breaker)
     }
 
-    /// An existing key's breaker, or the key's hash to insert it with.
-    #[inline]
+    /// An existing key's breaker (found by the form the map keeps, see
+    /// [`kept`](Self::kept)), or the key's hash to insert it with.
     pub(super) fn get<Q>(&self, key: &Q) -> Result<Breaker, u64>
     where
         K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
         let hash = self.hash(key);
         let guard = self.guard();
-        self.find(hash, key, &guard).cloned().ok_or(hash)
+        if let Some(found) = self.find(hash, key, &guard) {
+            return Ok(found.clone());
+        }
+        let (kept, kept_hash) = self.kept(key);
+        match self.find::<K>(kept_hash, &kept, &guard) {
+            Some(found) if kept_hash != hash => Ok(found.clone()),
+            _ => Err(hash),
+        }
+    }
+
+    /// The key as the map keeps it ([`BreakerKey::into_kept`]: a `String` over 256 bytes as
+    /// its prefix and digest), and that form's hash. A lookup by the caller's form finds no
+    /// long key (none is kept whole), so it ends here: a long key costs a lookup its digest.
+    fn kept<Q>(&self, key: &Q) -> (K, u64)
+    where
+        Q: ToOwned<Owned = K> + ?Sized,
+    {
+        let kept = key.to_owned().into_kept();
+        let hash = self.hash(&kept);
+        (kept, hash)
     }
 
     /// Creates `key`'s breaker (unless a racing caller just did), sweeping idle breakers
@@ -248,6 +267,14 @@ impl<K: BreakerKey> Map<K> {
         K: Borrow<Q>,
         Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
     {
+        let (key, kept_hash) = self.kept(key);
+        if kept_hash != hash {
+            // A long key: one kept already is found by its kept form, taking no place.
+            if let Some(found) = self.find::<K>(kept_hash, &key, &self.guard()) {
+                return found.clone();
+            }
+        }
+        let hash = kept_hash;
         let now = self.now();
         self.sweep_if_due(now);
         // A place: a new one below the bound; at it, the place of the breaker evicted for it
@@ -262,12 +289,12 @@ impl<K: BreakerKey> Map<K> {
                 }
                 // Every place is taken by a key being inserted right now: let them finish.
                 Eviction::Raced => std::thread::yield_now(),
-                Eviction::AllManual => return self.unkept(key, now),
+                Eviction::AllManual => return self.unkept(&key, now),
             }
         }
         let guard = self.guard();
         let mut records = lock(self.shard(hash));
-        let breaker = match self.index.get(&ByKey { hash, key }, &guard) {
+        let breaker = match self.index.get(&ByKey { hash, key: &key }, &guard) {
             Some(node) => {
                 self.len.fetch_sub(1, Relaxed); // a racing caller made it: give the place back
                 node.breaker.clone()
@@ -295,12 +322,8 @@ impl<K: BreakerKey> Map<K> {
     /// (detached at once: a later call for the key makes another), and one WARN a minute
     /// says so.
     #[cold]
-    fn unkept<Q>(&self, key: &Q, now: u64) -> Breaker
-    where
-        Q: ToOwned<Owned = K> + ?Sized,
-    {
-        let key = key.to_owned();
-        let breaker = self.breaker_for(&key);
+    fn unkept(&self, key: &K, now: u64) -> Breaker {
+        let breaker = self.breaker_for(key);
         breaker.shared.core.detach();
         if self.warn_due(now) {
             tracing::warn!(
@@ -336,18 +359,14 @@ impl<K: BreakerKey> Map<K> {
 
     /// Creates `key`'s breaker in the set and in its shard's `records` (under the shard's
     /// lock; its place already counted in `len`).
-    fn put<Q>(
+    fn put(
         &self,
         records: &mut Vec<ByBreaker>,
-        key: &Q,
+        key: K,
         hash: u64,
         now: u64,
         guard: &LocalGuard<'_>,
-    ) -> Breaker
-    where
-        Q: ToOwned<Owned = K> + ?Sized,
-    {
-        let key = key.to_owned();
+    ) -> Breaker {
         let breaker = self.breaker_for(&key);
         records.push(ByBreaker {
             hash,
