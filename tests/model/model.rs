@@ -547,11 +547,6 @@ impl Held {
         self.surely = self.surely.max(surely);
         self.maybe = self.maybe.max(maybe);
     }
-
-    /// From now on the model is not sure any more.
-    fn doubt(&mut self) {
-        self.surely = 0;
-    }
 }
 
 /// What the model knows of a key in the keyed breaker's map.
@@ -560,8 +555,11 @@ pub struct Key {
     pub streak: u32,
     pub open: bool,
     pub manual: Option<State>,
-    /// The retry budget below full (a retry made).
-    pub budget: Held,
+    /// The retry budget's buckets: net units (deposits less withdrawals) by second of the
+    /// key's clock (from its creation).
+    pub budget: BTreeMap<u64, i64>,
+    /// When its breaker was made (its clock's origin).
+    pub created: Ms,
     /// The throttle's window holding requests not accepted (failures, refusals).
     pub throttle: Held,
     /// Its streak and state are not known any more: in a dry run under a throttle that may
@@ -588,15 +586,57 @@ pub struct Keys {
     pub keys: BTreeMap<String, Key>,
 }
 
-/// The retry budget's window (`breaker::retry::WINDOW`: ten one-second buckets).
-pub const BUDGET_WINDOW: Ms = 10_000;
+/// The retry budget (`breaker::retry`): ten one-second buckets; a retried call's first
+/// attempt deposits `retry_budget` (20) units, a retry costs 100, given back if it does not
+/// run. A budget is full (a fresh breaker's) while no suffix of its window, newest second
+/// first, is in debt.
+const BUDGET_BUCKETS: u64 = 10;
+const DEPOSIT: i64 = 20;
+const COST: i64 = 100;
+
+impl Key {
+    fn second(&self, now: Ms) -> u64 {
+        (now - self.created) / 1_000
+    }
+
+    pub fn budget_full(&self, now: Ms) -> bool {
+        let second = self.second(now);
+        let mut net = 0;
+        for (_, units) in self
+            .budget
+            .iter()
+            .rev()
+            .filter(|(s, _)| second < *s + BUDGET_BUCKETS)
+        {
+            net += units;
+            if net < 0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// `units` into the bucket of `now`.
+    pub fn pay(&mut self, units: i64, now: Ms) {
+        let second = self.second(now);
+        *self.budget.entry(second).or_default() += units;
+    }
+
+    /// A retry's cost back into the bucket it came from.
+    pub fn refund(&mut self, now: Ms) {
+        self.pay(COST, now);
+    }
+
+    /// A retried call's first attempt ended (deposit), and a retry was paid for.
+    pub fn retry_paid(&mut self, now: Ms) {
+        self.pay(DEPOSIT, now);
+        self.pay(-COST, now);
+    }
+}
+
 /// The throttle's window (its default, 60 s in 20 buckets of 3 s).
 pub const THROTTLE_WINDOW: Ms = 60_000;
 const THROTTLE_BUCKET: Ms = 3_000;
-
-/// Whether a spent retry budget keeps a key from eviction (issue 40's fix (e)). Before it
-/// is merged, the model only doubts such a key.
-pub const BUDGET_IS_STATE: bool = false;
 
 impl Keys {
     pub fn fresh(&self, key: &Key, now: Ms) -> Fresh {
@@ -609,9 +649,9 @@ impl Keys {
         if key.open || key.streak > 0 {
             return Fresh::No;
         }
-        if now < key.budget.surely || now < key.throttle.surely {
+        if !key.budget_full(now) || now < key.throttle.surely {
             Fresh::No
-        } else if now < key.budget.maybe || now < key.throttle.maybe {
+        } else if now < key.throttle.maybe {
             Fresh::Unknown
         } else {
             Fresh::Yes
@@ -619,19 +659,21 @@ impl Keys {
     }
 
     /// Whether a sweep (or an eviction, first) may drop the key now: unused for `idle`, not
-    /// under manual control, and open or holding nothing the model knows of.
+    /// under manual control, and holding nothing the model knows of, or open with its retry
+    /// budget full.
     pub fn may_go(&self, key: &Key, now: Ms) -> bool {
         key.manual.is_none()
             && now >= key.used + self.idle
-            && (key.open || self.fresh(key, now) != Fresh::No)
+            && ((key.open && key.budget_full(now)) || self.fresh(key, now) != Fresh::No)
     }
 
-    /// Whether `retain_active` now must drop the key: it holds nothing (or is open), and a
-    /// sweep since its last use is `idle` old (that sweep stamped it unused, at the latest).
+    /// Whether `retain_active` now must drop the key: it holds nothing (or is open, its
+    /// budget full), and a sweep since its last use is `idle` old (that sweep stamped it
+    /// unused, at the latest).
     pub fn must_go(&self, key: &Key, now: Ms) -> bool {
         key.manual.is_none()
             && !key.unsure
-            && (key.open || self.fresh(key, now) == Fresh::Yes)
+            && ((key.open && key.budget_full(now)) || self.fresh(key, now) == Fresh::Yes)
             && self
                 .sweeps
                 .iter()
@@ -702,8 +744,6 @@ impl Keys {
         }
         let threshold = self.threshold;
         let key = self.keys.get_mut(name).unwrap();
-        // A first attempt deposits in the budget: it may be full again.
-        key.budget.doubt();
         match answer {
             KeyAnswer::Ok => key.streak = 0,
             KeyAnswer::Fail if key.manual.is_none() => {
@@ -716,28 +756,6 @@ impl Keys {
             KeyAnswer::Fail => {}
         }
         Ok(())
-    }
-
-    /// A retry to `name` was made at `now`.
-    pub fn retry_made(&mut self, name: &str, now: Ms) {
-        let key = self.keys.get_mut(name).expect("a key in the map");
-        let surely = if BUDGET_IS_STATE {
-            now + BUDGET_WINDOW - 1_000
-        } else {
-            0
-        };
-        key.budget.hold(surely, now + BUDGET_WINDOW + 1_000);
-    }
-
-    /// Something the model does not follow happened to `name`'s budget or window.
-    pub fn doubt(&mut self, name: &str, now: Ms) {
-        self.touch(name, now);
-        let key = self.keys.get_mut(name).expect("a key in the map");
-        key.budget.hold(0, now + BUDGET_WINDOW + 1_000);
-        key.throttle
-            .hold(0, now + THROTTLE_WINDOW + THROTTLE_BUCKET);
-        key.budget.doubt();
-        key.throttle.doubt();
     }
 
     /// `name` used now.
@@ -767,8 +785,7 @@ impl Keys {
                 key.open = false;
                 key.unsure = false;
                 key.streak = 0;
-                key.throttle = Held::default();
-                key.budget.doubt();
+                key.throttle = Held::default(); // the retry budget stays
             }
         }
     }

@@ -19,10 +19,6 @@ use super::{
     ops::{Answer, KeyAnswer, KeyedKnobs, Knobs, Manual, Ms, Op, PatchKey, ProbeAnswer},
 };
 
-/// Whether a retry cancelled in its backoff is left uncounted (issue 40's fix (c)); until
-/// it is merged the check is off.
-const RETRY_COUNTED_WHEN_MADE: bool = false;
-
 /// The keyed breaker's `idle`: a few `Advance`s.
 const KEY_IDLE: Ms = 3_000;
 
@@ -516,6 +512,7 @@ impl World {
         }
         let key = Key {
             used: self.now(),
+            created: self.now(),
             used_step: self.keys.step,
             ..Key::default()
         };
@@ -595,25 +592,33 @@ impl World {
         }
         let join = tokio::spawn(retried);
         settle().await;
-        let first = *tries.lock().unwrap();
-        if first == 0 {
-            // Refused at once (open, throttled): what it did to the window is not followed.
+        if *tries.lock().unwrap() == 0 {
+            // The first attempt refused (open, forced, throttled): nothing paid.
             ensure!(join.is_finished(), "a refused retried call ended");
-            self.keys.doubt(&name, now);
-            return Ok(());
+            let r = join.await.map_err(|e| format!("{e}"))?;
+            let refusal = match &r {
+                Err(CallError::Breaker(e)) if e.is_throttled() => Some(Refusal::Throttled),
+                Err(CallError::Breaker(e)) if e.is_open() => Some(Refusal::Open),
+                other => {
+                    return Err(format!(
+                        "{name}: a retried call that never ran returned {other:?}"
+                    ))
+                }
+            };
+            return self.keys.called(&name, KeyAnswer::Fail, refusal, now);
         }
+        // The first attempt failed: it deposited, and the retry was paid for.
         self.keys.called(&name, KeyAnswer::Fail, None, now)?;
+        self.keys.keys.get_mut(&name).unwrap().retry_paid(now);
         if cancel {
             join.abort();
             settle().await;
             let stats = self.keyed.breaker(&name).stats();
-            if RETRY_COUNTED_WHEN_MADE {
-                ensure!(
-                    stats.retries == before_stats.retries,
-                    "a retry cancelled in its backoff was counted: {before_stats:?} -> {stats:?}"
-                );
-            }
-            self.keys.doubt(&name, now);
+            ensure!(
+                stats.retries == before_stats.retries,
+                "a retry cancelled in its backoff was counted: {before_stats:?} -> {stats:?}"
+            );
+            self.keys.keys.get_mut(&name).unwrap().refund(now);
             return Ok(());
         }
         self.advance(20).await?;
@@ -621,20 +626,33 @@ impl World {
             join.is_finished(),
             "a retried call is still waiting after its backoff"
         );
-        let _ = join.await.map_err(|e| format!("{e}"))?;
+        let r = join.await.map_err(|e| format!("{e}"))?;
         let stats = self.keyed.breaker(&name).stats();
+        let later = self.now();
         if *tries.lock().unwrap() == 2 {
             ensure!(
                 stats.retries == before_stats.retries + 1,
                 "one retry made, counted {before_stats:?} -> {stats:?}"
             );
-            let later = self.now();
-            self.keys.called(&name, KeyAnswer::Ok, None, later)?;
-            self.keys.retry_made(&name, later);
+            self.keys.called(&name, KeyAnswer::Ok, None, later)
         } else {
-            self.keys.doubt(&name, now);
+            // The breaker refused the retry: its cost went back, it is not counted.
+            ensure!(
+                stats.retries == before_stats.retries,
+                "a refused retry was counted: {before_stats:?} -> {stats:?} ({r:?})"
+            );
+            self.keys.keys.get_mut(&name).unwrap().refund(now);
+            let refusal = match &r {
+                Err(CallError::Breaker(e)) if e.is_throttled() => Refusal::Throttled,
+                Err(CallError::Breaker(e)) if e.is_open() => Refusal::Open,
+                other => {
+                    return Err(format!(
+                        "{name}: a retry that did not run returned {other:?}"
+                    ))
+                }
+            };
+            self.keys.called(&name, KeyAnswer::Ok, Some(refusal), later)
         }
-        Ok(())
     }
 
     /// Keys eviction may drop, as the model sees them just before a new key comes.
