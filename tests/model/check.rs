@@ -106,36 +106,36 @@ pub fn after_step(w: &mut World) -> Checked {
 fn config_in_force(config: &breaker::Config, k: &Knobs) -> Checked {
     let v = config.values();
     let ms = |n: u64| Duration::from_millis(n);
-    let expected = (
-        k.threshold,
-        k.rate.map(|r| r.0),
-        k.rate.map(|r| Window::Calls(r.1)),
-        k.rate.map(|r| r.2),
-        v.cool_off == ms(k.cool_off),
-        v.max_cool_off == k.max_cool_off.map(ms),
-        v.probes == k.probes,
-        v.success_threshold == k.success_threshold,
-        v.max_concurrent == k.max_concurrent,
-        v.slow_call == k.slow_call.map(ms),
-        v.timeout == k.timeout.map(ms),
-        v.dry_run == k.dry_run,
-    );
-    let real = (
-        v.threshold,
-        v.failure_rate,
-        v.window,
-        v.min_calls,
-        true,
-        true,
-        true,
-        true,
-        true,
-        true,
-        true,
-        true,
+    let rules = (v.threshold, v.failure_rate, v.window, v.min_calls)
+        == (
+            k.threshold,
+            k.rate.map(|r| r.0),
+            k.rate.map(|r| Window::Calls(r.1)),
+            k.rate.map(|r| r.2),
+        );
+    let times = (v.cool_off, v.max_cool_off, v.slow_call, v.timeout, v.ramp)
+        == (
+            ms(k.cool_off),
+            k.max_cool_off.map(ms),
+            k.slow_call.map(ms),
+            k.timeout.map(ms),
+            k.ramp.map(ms),
+        );
+    let admission = (
+        v.probes,
+        v.success_threshold,
+        v.max_concurrent,
+        v.adaptive_concurrency,
+        v.dry_run,
+    ) == (
+        k.probes,
+        k.success_threshold,
+        k.max_concurrent,
+        k.adaptive,
+        k.dry_run,
     );
     ensure!(
-        real == expected,
+        rules && times && admission,
         "config() says {v:?}, the model runs {k:?}"
     );
     Ok(())
@@ -155,7 +155,9 @@ pub async fn at_rest(w: &mut World) -> Checked {
     ensure!(m.seats == 0, "the model holds {} seats at rest", m.seats);
     // Every seat free: a closed breaker admits `max_concurrent` calls at once.
     w.step(&Op::Manual(Manual::Reset)).await?;
-    let seats = w.model.k.max_concurrent.unwrap_or(3);
+    // (An adaptive limit is somewhere in 1..=max: one seat at least.)
+    let k = &w.model.k;
+    let seats = k.max_concurrent.or(k.adaptive.map(|_| 1)).unwrap_or(3);
     for _ in 0..seats {
         w.step(&Op::Start).await?;
         after_step(w)?;

@@ -17,8 +17,20 @@ pub enum Admit {
     /// Refused, open: `retry_in` in milliseconds (`None` when forced open).
     Open(Option<Ms>),
     Full,
+    /// Shed by the recovery ramp.
+    Throttled,
     /// A dry run's would-be refusal: the call runs, its outcome counts for nothing.
     Shadow,
+}
+
+/// Where the engine draws at random: the model takes what the engine drew, where the draw
+/// is allowed (`admit` asks only there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chance {
+    /// The recovery ramp sheds this call.
+    Ramp,
+    /// The adaptive limit, somewhere in `1..=max`, is reached.
+    AdaptiveFull,
 }
 
 /// How an admitted call ended, as the engine judges it.
@@ -26,6 +38,8 @@ pub enum Admit {
 pub enum Outcome {
     Success,
     Failure,
+    /// A failure that opens for this long (`Verdict::OpenFor`).
+    OpenFor(Ms),
     Neutral,
     Timeout,
     Cancelled,
@@ -47,6 +61,8 @@ pub struct Call {
     /// Its start, when `slow_call` was set at admission (the engine times only then).
     started: Option<Ms>,
     bulkhead: bool,
+    /// Holds a seat of the adaptive bulkhead.
+    aseat: bool,
     shadow: bool,
     /// Admitted on the closed fast path (no window, slow call, bulkhead or dry run then):
     /// its success is settled inline, judged only if a failure streak runs.
@@ -85,8 +101,11 @@ pub struct Model {
     reopenings: u32,
     leases: Vec<Option<Lease>>,
     next_lease: u64,
-    /// Bulkhead seats taken.
+    /// Bulkhead seats taken (fixed, adaptive).
     pub seats: u32,
+    pub aseats: u32,
+    /// When the recovery ramp began (a close from half-open).
+    ramp_start: Option<Ms>,
     pub stats: Stats,
     /// Resets so far; calls admitted before the last one are `carried`.
     epoch: u64,
@@ -110,6 +129,8 @@ impl Model {
             reopenings: 0,
             next_lease: 1,
             seats: 0,
+            aseats: 0,
+            ramp_start: None,
             stats: Stats::default(),
             epoch: 0,
             carried_done: 0,
@@ -124,13 +145,21 @@ impl Model {
     }
 
     fn to(&mut self, to: State, now: Ms) {
+        self.to_for(to, now, None);
+    }
+
+    /// A transition; an opening for `open_for` (a verdict's) instead of the cool-off.
+    fn to_for(&mut self, to: State, now: Ms, open_for: Option<Ms>) {
         self.generation += 1;
-        // A new period: the table empties (made again at its first claim).
+        self.ramp_start = None; // a ramp ends with its closed period
+                                // A new period: the table empties (made again at its first claim).
         self.leases.clear();
         self.probe_successes = 0;
         match to {
             State::Open => {
-                self.open_until = now + self.cool_off();
+                // A verdict's time, capped by `max_cool_off` (else 5 minutes), never raised.
+                let cap = self.k.max_cool_off.unwrap_or(300_000);
+                self.open_until = now + open_for.map_or_else(|| self.cool_off(), |d| d.min(cap));
                 // The probe task starts at an opening, unless one runs (it probes this one).
                 if self.own_probe.is_some() && self.task.is_none() {
                     self.task = Some(Task::Wait(now));
@@ -181,7 +210,12 @@ impl Model {
     /// No window, slow call, bulkhead nor dry run: a closed call takes the fast path.
     fn simple(&self) -> bool {
         let k = &self.k;
-        k.rate.is_none() && k.slow_call.is_none() && k.max_concurrent.is_none() && !k.dry_run
+        k.rate.is_none()
+            && k.slow_call.is_none()
+            && k.max_concurrent.is_none()
+            && !k.dry_run
+            && k.ramp.is_none()
+            && k.adaptive.is_none()
     }
 
     /// The table of a half-open period is made at its first claim, sized by `probes` then.
@@ -223,8 +257,8 @@ impl Model {
         }
     }
 
-    /// A call arrives.
-    pub fn admit(&mut self, now: Ms) -> (Admit, Option<Call>) {
+    /// A call arrives. `drawn` tells what the engine drew where it draws.
+    pub fn admit(&mut self, now: Ms, drawn: impl Fn(Chance) -> bool) -> (Admit, Option<Call>) {
         let mut probe = None;
         let mut refused = match self.read_state(now) {
             State::Closed | State::Disabled => None,
@@ -238,6 +272,27 @@ impl Model {
                 Err(left) => Some(Admit::Open(left)),
             },
         };
+        // The ramp sheds while closed only, with a probability growing over `ramp`.
+        let ramping = self
+            .ramp_start
+            .zip(self.k.ramp)
+            .is_some_and(|(at, r)| now < at + r);
+        if refused.is_none() && self.state == State::Closed && ramping && drawn(Chance::Ramp) {
+            refused = Some(Admit::Throttled);
+        }
+        // The adaptive limit is at least 1 and at most `max`: between, the engine decides.
+        let adaptive = self
+            .k
+            .adaptive
+            .filter(|_| self.state != State::Disabled && refused.is_none());
+        if let Some(max) = adaptive {
+            if self.aseats >= max || (self.aseats > 0 && drawn(Chance::AdaptiveFull)) {
+                if let Some(lease) = probe.take() {
+                    self.give_back(lease);
+                }
+                refused = Some(Admit::Full);
+            }
+        }
         let bulkhead = self
             .k
             .max_concurrent
@@ -256,6 +311,7 @@ impl Model {
             probe,
             started: self.k.slow_call.map(|_| now),
             bulkhead: false,
+            aseat: false,
             shadow: false,
             fast: self.state == State::Closed && self.simple(),
             deadline: self.k.timeout.map(|t| now + t),
@@ -264,6 +320,9 @@ impl Model {
         if let Some(refusal) = refused {
             if !self.k.dry_run {
                 self.stats.rejected += 1;
+                if refusal == Admit::Throttled {
+                    self.stats.throttled += 1;
+                }
                 return (refusal, None);
             }
             self.stats.shadow_rejected += 1;
@@ -273,6 +332,10 @@ impl Model {
         if bulkhead.is_some() {
             self.seats += 1;
             call.bulkhead = true;
+        }
+        if adaptive.is_some() {
+            self.aseats += 1;
+            call.aseat = true;
         }
         (Admit::Yes, Some(call))
     }
@@ -301,7 +364,7 @@ impl Model {
                 s.failures += 1;
             }
             Outcome::Success => s.successes += 1,
-            Outcome::Failure => s.failures += 1,
+            Outcome::Failure | Outcome::OpenFor(_) => s.failures += 1,
             Outcome::Timeout => {
                 s.timeouts += 1;
                 s.failures += 1;
@@ -312,7 +375,19 @@ impl Model {
         if call.bulkhead {
             self.seats -= 1;
         }
-        let failed = slow || matches!(outcome, Outcome::Failure | Outcome::Timeout);
+        if call.aseat {
+            self.aseats -= 1;
+        }
+        // A slow call is slow, whatever its verdict.
+        let outcome = match outcome {
+            Outcome::OpenFor(_) if slow => Outcome::Failure,
+            o => o,
+        };
+        let failed = slow
+            || matches!(
+                outcome,
+                Outcome::Failure | Outcome::Timeout | Outcome::OpenFor(_)
+            );
         if call.fast && outcome == Outcome::Success && self.streak == 0 {
             return; // settled inline: no streak to end
         }
@@ -340,11 +415,16 @@ impl Model {
         }
         if failed {
             self.reopenings += 1;
-            self.to(State::Open, now);
+            let open_for = match outcome {
+                Outcome::OpenFor(d) => Some(d),
+                _ => None,
+            };
+            self.to_for(State::Open, now, open_for);
         } else if outcome == Outcome::Success {
             self.probe_successes += 1;
             if self.probe_successes >= self.k.success_threshold() {
                 self.to(State::Closed, now);
+                self.ramp_start = self.k.ramp.map(|_| now); // recovery: the ramp begins
             }
         }
     }
@@ -355,6 +435,14 @@ impl Model {
         }
         if generation != self.generation {
             return; // from an older period: counted, no effect
+        }
+        if let Outcome::OpenFor(d) = outcome {
+            // Opens at once, whatever the threshold or rate (not while disabled).
+            if self.state == State::Closed {
+                self.reopenings = 0;
+                self.to_for(State::Open, now, Some(d));
+            }
+            return;
         }
         // The streak is kept only under a threshold.
         if let Some(threshold) = self.k.threshold() {
@@ -450,6 +538,7 @@ impl Model {
                 probe: Some(lease),
                 started,
                 bulkhead: false,
+                aseat: false,
                 shadow: false,
                 fast: false,
                 deadline: None,
@@ -490,6 +579,7 @@ impl Model {
                 probe: Some(lease),
                 started,
                 bulkhead: false,
+                aseat: false,
                 shadow: false,
                 fast: false,
                 deadline: None,

@@ -17,6 +17,8 @@ pub enum Answer {
     Neutral,
     /// The dependency's future panics.
     Panic,
+    /// An answer the classifier judges `Verdict::OpenFor(ms)` (a `Retry-After`).
+    OpenFor(Ms),
 }
 
 /// What the breaker's own probe (`Config::probe`) does when it runs.
@@ -53,6 +55,10 @@ pub struct Knobs {
     pub slow_call: Option<Ms>,
     pub timeout: Option<Ms>,
     pub dry_run: bool,
+    /// The recovery ramp and the adaptive bulkhead's `max`: fixed for a breaker's life
+    /// (`reconfigure` refuses to change them).
+    pub ramp: Option<Ms>,
+    pub adaptive: Option<u32>,
 }
 
 impl Knobs {
@@ -91,9 +97,17 @@ pub fn knobs() -> impl Strategy<Value = Knobs> {
             prop::option::of(2u64..12),
             prop::bool::weighted(0.15),
         ),
+        (
+            prop::option::weighted(0.25, 1u64..8),
+            prop::option::weighted(0.25, 1u32..6),
+        ),
     )
         .prop_map(
-            |((threshold, rate, cool, cap, probes), (st, max, slow, timeout, dry_run))| Knobs {
+            |(
+                (threshold, rate, cool, cap, probes),
+                (st, max, slow, timeout, dry_run),
+                (ramp, adaptive),
+            )| Knobs {
                 threshold,
                 rate: rate.map(|(p, w, m)| (p, w, m.min(w))),
                 cool_off: cool * 500,
@@ -104,6 +118,9 @@ pub fn knobs() -> impl Strategy<Value = Knobs> {
                 slow_call: slow.map(|s| s * 250),
                 timeout: timeout.map(|t| t * 250),
                 dry_run,
+                ramp: ramp.map(|r| r * 250),
+                // One bulkhead: fixed or adaptive.
+                adaptive: adaptive.filter(|_| max.is_none()),
             },
         )
 }
@@ -182,6 +199,7 @@ pub fn op() -> impl Strategy<Value = Op> {
             4 => Just(Answer::Fail),
             1 => Just(Answer::Neutral),
             1 => Just(Answer::Panic),
+            1 => (1u64..8).prop_map(|d| Answer::OpenFor(d * 250)),
         ]).prop_map(|(i, a)| Op::Finish(i, a)),
         2 => any::<usize>().prop_map(Op::Cancel),
         // Quarter-second steps land on cool-off, lease, timeout and slow-call boundaries.

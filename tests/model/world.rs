@@ -15,7 +15,7 @@ use breaker::{Breaker, CallError, Config, KeyedBreaker, State, Verdict};
 use tokio::{sync::oneshot, task::JoinHandle, time::Instant};
 
 use super::{
-    model::{Admit, Call, Fresh, Key, Keys, Model, Outcome, Refusal},
+    model::{Admit, Call, Chance, Fresh, Key, Keys, Model, Outcome, Refusal},
     ops::{Answer, KeyAnswer, KeyedKnobs, Knobs, Manual, Ms, Op, PatchKey, ProbeAnswer},
 };
 
@@ -29,6 +29,8 @@ pub const PLANNED: &str = "model: a planned panic";
 pub enum Kind {
     Fail,
     Neutral,
+    /// Judged `Verdict::OpenFor` this many milliseconds.
+    OpenFor(Ms),
 }
 
 fn classify(r: &Result<(), Kind>) -> Verdict {
@@ -36,6 +38,7 @@ fn classify(r: &Result<(), Kind>) -> Verdict {
         Ok(()) => Verdict::Success,
         Err(Kind::Fail) => Verdict::Failure,
         Err(Kind::Neutral) => Verdict::Neutral,
+        Err(Kind::OpenFor(ms)) => Verdict::OpenFor(Duration::from_millis(*ms)),
     }
 }
 
@@ -109,6 +112,12 @@ pub fn config(k: &Knobs, probe: Option<&Arc<Mutex<ProbeAnswer>>>) -> Config {
     }
     if let Some(t) = k.timeout {
         c = c.timeout(ms(t));
+    }
+    if let Some(r) = k.ramp {
+        c = c.ramp(ms(r));
+    }
+    if let Some(max) = k.adaptive {
+        c = c.adaptive_concurrency(max);
     }
     if let Some(cell) = probe {
         let cell = Arc::clone(cell);
@@ -226,10 +235,16 @@ impl World {
                 settle().await;
             }
             Op::Reconfigure(k) => {
+                // The overload keys cannot change on a running breaker: kept as they are.
+                let mut k = k.clone();
+                (k.ramp, k.adaptive) = (self.model.k.ramp, self.model.k.adaptive);
+                if k.adaptive.is_some() {
+                    k.max_concurrent = None;
+                }
                 let probe = self.model.own_probe.is_some().then_some(&self.probe_answer);
-                let r = self.breaker().reconfigure(config(k, probe));
+                let r = self.breaker().reconfigure(config(&k, probe));
                 ensure!(r.is_ok(), "a valid configuration refused: {r:?}");
-                self.model.reconfigure(k.clone());
+                self.model.reconfigure(k);
                 settle().await;
             }
             Op::Patch(keys) => self.patch(keys).await?,
@@ -252,42 +267,55 @@ impl World {
     }
 
     async fn start(&mut self, now: Ms) -> Checked {
-        let (expected, call) = self.model.admit(now);
         let (tx, rx) = oneshot::channel::<Answer>();
         let b = self.breaker().clone();
-        let join = tokio::spawn(b.call_owned_classified(classify, async move {
+        let before = b.stats();
+        let join = tokio::spawn(b.clone().call_owned_classified(classify, async move {
             match rx.await {
                 Ok(Answer::Ok) => Ok(()),
                 Ok(Answer::Fail) => Err(Kind::Fail),
                 Ok(Answer::Neutral) => Err(Kind::Neutral),
+                Ok(Answer::OpenFor(ms)) => Err(Kind::OpenFor(ms)),
                 Ok(Answer::Panic) => panic!("{PLANNED}"),
                 Err(_) => pending().await,
             }
         }));
         settle().await;
-        match call {
-            Some(call) => {
-                ensure!(
-                    !join.is_finished(),
-                    "{expected:?}: the call should run, it ended"
-                );
-                self.lives.push(Live {
-                    join,
-                    answer: Some(tx),
-                    call,
-                });
+        // What the engine drew (the ramp's shedding, the adaptive limit), read from what it
+        // did: refused so, or (a dry run) a shadow made.
+        let shadowed = b.stats().shadow_rejected > before.shadow_rejected;
+        let mut join = Some(join);
+        let ended = match join.as_ref().is_some_and(|j| j.is_finished()) {
+            true => Some(join.take().expect("a task").await),
+            false => None,
+        };
+        let refused = |is: fn(&breaker::BreakerError) -> bool| matches!(&ended, Some(Ok(Err(CallError::Breaker(e)))) if is(e));
+        let (throttled, full) = (refused(|e| e.is_throttled()), refused(|e| e.is_full()));
+        let (expected, call) = self.model.admit(now, |chance| match chance {
+            Chance::Ramp => throttled || shadowed,
+            Chance::AdaptiveFull => full || shadowed,
+        });
+        match (call, ended) {
+            (Some(call), None) => self.lives.push(Live {
+                join: join.expect("a running call's task"),
+                answer: Some(tx),
+                call,
+            }),
+            (Some(_), Some(ended)) => {
+                return Err(format!(
+                    "{expected:?}: the call should run, it ended: {ended:?}"
+                ))
             }
-            None => {
-                ensure!(
-                    join.is_finished(),
-                    "{expected:?}: the call should be refused, it runs"
-                );
-                let ended = join.await;
+            (None, None) => {
+                return Err(format!("{expected:?}: the call should be refused, it runs"))
+            }
+            (None, Some(ended)) => {
                 let ok = match (&ended, expected) {
                     (Ok(Err(CallError::Breaker(e))), Admit::Open(left)) => {
                         e.is_open() && e.retry_in() == left.map(Duration::from_millis)
                     }
                     (Ok(Err(CallError::Breaker(e))), Admit::Full) => e.is_full(),
+                    (Ok(Err(CallError::Breaker(e))), Admit::Throttled) => e.is_throttled(),
                     _ => false,
                 };
                 ensure!(ok, "expected {expected:?}, got {ended:?}");
@@ -318,6 +346,10 @@ impl World {
             Answer::Neutral => (
                 Outcome::Neutral,
                 matches!(ended, Ok(Err(CallError::Inner(Kind::Neutral)))),
+            ),
+            Answer::OpenFor(ms) => (
+                Outcome::OpenFor(ms),
+                matches!(ended, Ok(Err(CallError::Inner(Kind::OpenFor(m)))) if m == ms),
             ),
             Answer::Panic => (Outcome::Failure, matches!(&ended, Err(e) if e.is_panic())),
         };
@@ -421,6 +453,8 @@ impl World {
                     k.timeout = *t;
                     ("timeout", dur(*t))
                 }
+                // One bulkhead: with an adaptive one, a fixed one is not asked for.
+                PatchKey::MaxConcurrent(Some(_)) if k.adaptive.is_some() => continue,
                 PatchKey::MaxConcurrent(m) => {
                     k.max_concurrent = *m;
                     (
