@@ -652,6 +652,10 @@ pub struct Key {
     pub created: Ms,
     /// The throttle's window holding requests not accepted (failures, refusals).
     pub throttle: Held,
+    /// The throttle's requests: when, and whether accepted (a success or neutral answer).
+    pub requests: Vec<(Ms, bool)>,
+    /// Until then the window may hold requests the model did not see (a dry run's shadows).
+    pub unseen_until: Ms,
     /// Its streak and state are not known any more: in a dry run under a throttle that may
     /// shed, a call may have been a shadow (its outcome counted for nothing) or not.
     pub unsure: bool,
@@ -770,15 +774,29 @@ impl Keys {
                 .any(|(step, at)| key.used_step < *step && at + self.idle <= now)
     }
 
-    /// Whether the throttle may refuse this key now: not while every request in its window
-    /// was accepted (`(requests − 2·accepts) / (requests + 1)` is then below zero).
+    /// Whether the throttle may refuse this key now: only while its window may hold more
+    /// than twice as many requests as accepts (`(requests − 2·accepts) / (requests + 1)`
+    /// is above zero then). The window's edge moves by buckets: requests are counted over
+    /// its longest reach, accepts over its shortest.
     pub fn may_throttle(&self, key: &Key, now: Ms) -> bool {
-        self.throttle && now < key.throttle.maybe
+        let within = |at: Ms, reach: Ms| now < at + reach;
+        let requests = key
+            .requests
+            .iter()
+            .filter(|(at, _)| within(*at, THROTTLE_WINDOW + THROTTLE_BUCKET))
+            .count();
+        let accepts = key
+            .requests
+            .iter()
+            .filter(|(at, ok)| *ok && within(*at, THROTTLE_WINDOW - THROTTLE_BUCKET))
+            .count();
+        self.throttle && (now < key.unseen_until || requests > 2 * accepts)
     }
 
     /// A request the throttle's window counts unaccepted, at `now`.
     fn unaccepted(&mut self, name: &str, now: Ms) {
         let key = self.keys.get_mut(name).expect("a key in the map");
+        key.requests.push((now, false));
         key.throttle.hold(
             now + THROTTLE_WINDOW - THROTTLE_BUCKET,
             now + THROTTLE_WINDOW + THROTTLE_BUCKET,
@@ -818,19 +836,23 @@ impl Keys {
             }
             None => {}
         }
-        if throttle && dry_run && now < key.throttle.maybe && key.manual.is_none() {
+        if dry_run && self.may_throttle(&key, now) && key.manual.is_none() && !key.open {
             // A throttled shadow looks like any call here: its outcome may have counted for
             // nothing, and the window may hold it as unaccepted.
             let key = self.keys.get_mut(name).unwrap();
             key.throttle
                 .hold(0, now + THROTTLE_WINDOW + THROTTLE_BUCKET);
+            key.unseen_until = now + THROTTLE_WINDOW + THROTTLE_BUCKET;
             key.unsure = true;
         }
         if key.open || forced {
             return Ok(()); // a dry run's shadow: its outcome counts for nothing
         }
-        if answer == KeyAnswer::Fail && throttle {
-            self.unaccepted(name, now);
+        if throttle {
+            match answer {
+                KeyAnswer::Fail => self.unaccepted(name, now),
+                KeyAnswer::Ok => self.keys.get_mut(name).unwrap().requests.push((now, true)),
+            }
         }
         let threshold = self.threshold;
         let key = self.keys.get_mut(name).unwrap();
@@ -876,6 +898,8 @@ impl Keys {
                 key.unsure = false;
                 key.streak = 0;
                 key.throttle = Held::default(); // the retry budget stays
+                key.requests.clear();
+                key.unseen_until = 0;
             }
         }
     }
