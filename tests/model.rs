@@ -9,7 +9,7 @@
 //! The model is `model/model.rs` (a specification to read by eye), the operations
 //! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
 //!
-//! Bounded for CI: `PROPTEST_CASES` cases (default 512, a few seconds) of up to 60 steps. `scripts/soak
+//! Bounded for CI: `PROPTEST_CASES` cases (default 2048, about 20 s on one core) of up to 60 steps. `scripts/soak
 //! MINUTES` runs it with fresh seeds for as long as asked.
 
 #[path = "model/check.rs"]
@@ -59,7 +59,7 @@ fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|c| c.parse().ok())
-        .unwrap_or(512)
+        .unwrap_or(2048)
 }
 
 fn run(
