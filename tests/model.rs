@@ -1,7 +1,7 @@
 //! One model of the whole: random sequences of operations on a `Breaker` (calls with every
 //! outcome, cancelled, panicking, timing out, slow; time passing; reconfigurations and
 //! patches; an operator's hand; the breaker's own probe; `ready_when_closed` waiters; the
-//! breaker dropped and replaced) and on a `KeyedBreaker` (key churn past `max_keys`,
+//! breaker dropped and replaced) and on a `KeyedBreaker` (key churn past `max_keys`, sweeps,
 //! retries on a budget, throttling, a dry run, manual control), over the public API and
 //! paused tokio time. After every step the invariants of `model/check.rs` hold; at the end,
 //! everything is given back.
@@ -9,8 +9,20 @@
 //! The model is `model/model.rs` (a specification to read by eye), the operations
 //! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
 //!
-//! Bounded for CI: `PROPTEST_CASES` cases (default 2048, about 20 s on one core) of up to 60 steps. `scripts/soak
-//! MINUTES` runs it with fresh seeds for as long as asked.
+//! Exact: count windows and the threshold, slow calls, timeouts, the bulkhead, cool-off and
+//! its backoff, probes and their leases, `OpenFor` verdicts, the dry run, reconfigurations
+//! and patches, manual control, the own probe and its task, the retry budget bucket by
+//! bucket, eviction's and sweeps' choices where the map is small enough to be sampled
+//! whole. Bounds where the engine draws at random (the model takes the draw where it is
+//! allowed): the ramp sheds only while it runs, the adaptive limit is within `1..=max`,
+//! the throttle sheds only while its window may hold more than twice as many requests as
+//! accepts. Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
+//! windows, `max_open_percent`, fleets (Redis; `tests/fleet.rs`), streams (`tests/grpc.rs`),
+//! races between threads (loom, `breaker-runtime/src/tests/loom.rs`: one current-thread
+//! runtime never interleaves two calls of `reconfigure`).
+//!
+//! Bounded for CI: `PROPTEST_CASES` cases (default 2048, seconds) of up to 60 steps.
+//! `scripts/soak MINUTES` runs it with fresh seeds for as long as asked.
 
 #[path = "model/check.rs"]
 mod check;

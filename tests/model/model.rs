@@ -145,11 +145,11 @@ impl Model {
     }
 
     fn to(&mut self, to: State, now: Ms) {
-        self.to_for(to, now, None);
+        self.move_to(to, now, None);
     }
 
     /// A transition; an opening for `open_for` (a verdict's) instead of the cool-off.
-    fn to_for(&mut self, to: State, now: Ms, open_for: Option<Ms>) {
+    fn move_to(&mut self, to: State, now: Ms, open_for: Option<Ms>) {
         self.generation += 1;
         self.ramp_start = None; // a ramp ends with its closed period
                                 // A new period: the table empties (made again at its first claim).
@@ -419,7 +419,7 @@ impl Model {
                 Outcome::OpenFor(d) => Some(d),
                 _ => None,
             };
-            self.to_for(State::Open, now, open_for);
+            self.move_to(State::Open, now, open_for);
         } else if outcome == Outcome::Success {
             self.probe_successes += 1;
             if self.probe_successes >= self.k.success_threshold() {
@@ -440,7 +440,7 @@ impl Model {
             // Opens at once, whatever the threshold or rate (not while disabled).
             if self.state == State::Closed {
                 self.reopenings = 0;
-                self.to_for(State::Open, now, Some(d));
+                self.move_to(State::Open, now, Some(d));
             }
             return;
         }
