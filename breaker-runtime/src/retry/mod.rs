@@ -149,13 +149,21 @@ where
     };
     let slot = VerdictSlot::default();
     let mut attempt = 1;
+    // Feature `otel`: the call's span, its attempts its children (`crate::traced`).
+    #[cfg(feature = "otel")]
+    let mut traced = crate::traced::Retried::begin(shared);
     loop {
         let recorder = Recorder {
             judge: judge.clone(),
             slot: &slot,
         };
-        let result = CallFuture::new(host.clone(), recorder, make()).await;
+        let call = CallFuture::new(host.clone(), recorder, make());
+        #[cfg(feature = "otel")]
+        let call = call.attempt(traced.attempt(shared, attempt));
+        let result = call.await;
         let verdict = slot.take();
+        #[cfg(feature = "otel")]
+        traced.record(&result, verdict, attempt);
         let next = match (&result, verdict) {
             // The breaker's own refusal ends the retries, with its `retry_in`.
             (Err(CallError::Breaker(e)), _) if !e.is_timeout() => return result,
