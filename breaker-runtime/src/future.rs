@@ -319,6 +319,8 @@ where
                     }
                 }
             }
+            #[cfg(feature = "otel")]
+            call.watch.admitted(shared);
             if shared.core.timed() {
                 admitted_at = Some(Instant::now());
             }

@@ -4,9 +4,11 @@
 //! `breaker::otel::install` sets ([`time_calls`]).
 //!
 //! Without the feature none of this is compiled: a call future is what it was, to the
-//! instruction. With it, a call that neither a subscriber nor the hook wants pays, at its
-//! admission, a load of the hook and tracing's cached level filter (one compare each), and
-//! at its end one compare; the span, its clock readings and the hook's work are out of line.
+//! instruction. With it, a call that neither a subscriber nor the hook wants pays a load
+//! and compare of tracing's cached level filter before admission, one of the hook once
+//! admitted, and one at its end; the span, the clock readings and the hook's work are out of
+//! line. A call whose user's future panics is a failure in the statistics (so in
+//! `breaker.calls`); its span closes without an outcome, and it is not timed.
 //! The spans' target is [`TARGET`] at INFO, so a filter can drop them (`breaker::otel=off`)
 //! and keep the transitions' log lines (target `breaker`).
 
@@ -111,34 +113,45 @@ impl Watch {
         Watch { span, started: 0 }
     }
 
-    /// At admission: the span and the start time, if anyone wants them.
+    /// At the first poll, before admission: the call's span, if a subscriber wants it (an
+    /// attempt's was made by its retried call).
     #[inline(always)]
     pub(crate) fn begin(&mut self, shared: &Shared) {
-        if HOOK.get().is_some() || self.span.is_some() || tracing::level_enabled!(Level::INFO) {
-            self.begin_slow(shared);
+        if self.span.is_none() && tracing::level_enabled!(Level::INFO) {
+            self.make_span(shared);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn begin_slow(&mut self, shared: &Shared) {
-        if self.span.is_none() {
-            let span = tracing::info_span!(
-                target: TARGET,
-                "breaker.call",
-                otel.kind = "internal",
-                breaker.name = %shared.core.name,
-                breaker.outcome = Empty,
-                otel.status_code = Empty,
-                "error.type" = Empty,
-            );
-            if !span.is_disabled() {
-                self.span = Some(Box::new(span));
-            }
+    fn make_span(&mut self, shared: &Shared) {
+        let span = tracing::info_span!(
+            target: TARGET,
+            "breaker.call",
+            otel.kind = "internal",
+            breaker.name = %shared.core.name,
+            breaker.outcome = Empty,
+            otel.status_code = Empty,
+            "error.type" = Empty,
+        );
+        if !span.is_disabled() {
+            self.span = Some(Box::new(span));
         }
-        if HOOK.get().is_some() || self.span.is_some() {
-            self.started = shared.clock.now().max(1);
+    }
+
+    /// Admitted: the start, if the span or the hook wants the call's time (a refusal is not
+    /// timed, and pays no clock reading for it).
+    #[inline(always)]
+    pub(crate) fn admitted(&mut self, shared: &Shared) {
+        if self.span.is_some() || HOOK.get().is_some() {
+            self.start(shared);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start(&mut self, shared: &Shared) {
+        self.started = shared.clock.now().max(1);
     }
 
     /// The span entered while the user's future is polled (its spans are children).
@@ -196,7 +209,6 @@ impl Watch {
         if let Some(span) = self.span.take() {
             record(&span, Ended::Rejected, Some(refusal_type(refusal)));
         }
-        self.started = 0;
     }
 }
 
