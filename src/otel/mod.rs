@@ -27,8 +27,8 @@
 //! | `breaker.state` | gauge (observable) | `{breaker}` | `breaker.name`, `breaker.state` | 1 for the state in force, 0 for the four others; a keyed breaker's: its keys in each state |
 //! | `breaker.transitions` | counter | `{transition}` | `breaker.name`, `breaker.state.from`, `breaker.state.to`, `breaker.cause` | state changes, counted as they happen |
 //! | `breaker.retries` | counter (observable) | `{retry}` | `breaker.name`, `breaker.retry.result` | retries `made` (each also a call) and `denied` by the retry budget |
-//! | `breaker.hedges` | counter | `{hedge}` | `breaker.name` | reserved: hedged attempts, once the runtime counts them |
-//! | `breaker.ejections` | counter | `{ejection}` | `breaker.name` | reserved: outlier ejections, once the runtime counts them |
+//! | `breaker.hedges` | counter (observable) | `{hedge}` | `breaker.name` | reserved: hedged attempts, emitted once the runtime counts them (`Stats` has no such count yet) |
+//! | `breaker.ejections` | counter (observable) | `{ejection}` | `breaker.name` | reserved: outlier ejections, likewise |
 //!
 //! Every series carries `breaker.name`, and, for a keyed breaker, `breaker.key` only through
 //! the mapping you give ([`Options::key`]). The values:
@@ -89,7 +89,7 @@
 //!
 //! - `breaker.calls`, `breaker.state` and `breaker.retries` are observable: your SDK's reader
 //!   asks for them at each collection, and they are read then from every live breaker's
-//!   statistics (the registry, as [`crate::metrics`] and the dashboard read them). The call
+//!   statistics (the registry, as the `metrics` feature and the dashboard read them). The call
 //!   path does nothing for them. A breaker that goes (dropped, evicted) keeps its counts in
 //!   its series; what it counted between the last collection and its end is not seen, nor
 //!   what was counted between a collection and a `reset()`.
