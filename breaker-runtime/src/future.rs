@@ -108,6 +108,8 @@ impl<H: Host, P> Drop for Call<H, P> {
             let timer = release(&mut self.timer);
             cancelled(self.host.shared(), self.stage, self.held, self.flags, timer);
         }
+        #[cfg(feature = "otel")]
+        self.watch.release();
     }
 }
 
@@ -292,8 +294,6 @@ where
     let shared = call.host.shared();
     match call.stage {
         Stage::Idle => {
-            #[cfg(feature = "otel")]
-            call.watch.begin(shared);
             match shared.enter_closed() {
                 Some(ticket) => {
                     call.held.set_ticket(ticket.ticket());
@@ -306,7 +306,7 @@ where
                     if let Some(refused) = shared.refuse() {
                         call.stage = Stage::Done;
                         #[cfg(feature = "otel")]
-                        call.watch.refused(&refused);
+                        call.watch.refused(shared, &refused);
                         return Poll::Ready(Err(CallError::Breaker(refused)));
                     }
                     if let Err(refused) =
@@ -314,7 +314,7 @@ where
                     {
                         call.stage = Stage::Done;
                         #[cfg(feature = "otel")]
-                        call.watch.refused(&refused);
+                        call.watch.refused(shared, &refused);
                         return Poll::Ready(Err(CallError::Breaker(refused)));
                     }
                 }

@@ -4,15 +4,15 @@
 //! `breaker::otel::install` sets ([`time_calls`]).
 //!
 //! Without the feature none of this is compiled: a call future is what it was, to the
-//! instruction. With it, a call that neither a subscriber nor the hook wants pays a load
-//! and compare of tracing's cached level filter before admission, one of the hook once
-//! admitted, and one at its end; the span, the clock readings and the hook's work are out of
-//! line. A call whose user's future panics is a failure in the statistics (so in
+//! instruction. With it, a call that neither a subscriber nor the hook wants pays, once
+//! admitted, a load and compare of tracing's cached level filter and of the hook, and one
+//! compare at its end and at its drop; the span, the clock readings and the hook's work are
+//! out of line. A call whose user's future panics is a failure in the statistics (so in
 //! `breaker.calls`); its span closes without an outcome, and it is not timed.
 //! The spans' target is [`TARGET`] at INFO, so a filter can drop them (`breaker::otel=off`)
 //! and keep the transitions' log lines (target `breaker`).
 
-use std::{any::type_name, sync::OnceLock, time::Duration};
+use std::{any::type_name, mem::ManuallyDrop, sync::OnceLock, time::Duration};
 
 use tracing::{field::Empty, Level, Span};
 
@@ -97,61 +97,46 @@ pub fn time_calls(hook: fn(&CallEnd<'_>)) -> bool {
 /// What a call future keeps for its span and its timing: 16 bytes, nothing allocated unless
 /// a subscriber wants the span.
 pub(crate) struct Watch {
-    span: Option<Box<Span>>,
+    /// Released by hand ([`release`](Self::release), from the call's `Drop`): the drop glue
+    /// of a `Box<Span>` would be a call in every call future's drop, where one compare does.
+    span: ManuallyDrop<Option<Box<Span>>>,
     /// The breaker's clock at admission, at least 1; 0: the call is not timed.
     started: u64,
 }
 
 impl Watch {
     pub(crate) const NONE: Watch = Watch {
-        span: None,
+        span: ManuallyDrop::new(None),
         started: 0,
     };
 
     /// An attempt of a retried call, in its own span (already made, a child of the call's).
     pub(crate) fn attempt(span: Option<Box<Span>>) -> Watch {
-        Watch { span, started: 0 }
-    }
-
-    /// At the first poll, before admission: the call's span, if a subscriber wants it (an
-    /// attempt's was made by its retried call).
-    #[inline(always)]
-    pub(crate) fn begin(&mut self, shared: &Shared) {
-        if self.span.is_none() && tracing::level_enabled!(Level::INFO) {
-            self.make_span(shared);
+        Watch {
+            span: ManuallyDrop::new(span),
+            started: 0,
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn make_span(&mut self, shared: &Shared) {
-        let span = tracing::info_span!(
-            target: TARGET,
-            "breaker.call",
-            otel.kind = "internal",
-            breaker.name = %shared.core.name,
-            breaker.outcome = Empty,
-            otel.status_code = Empty,
-            "error.type" = Empty,
-        );
-        if !span.is_disabled() {
-            self.span = Some(Box::new(span));
-        }
-    }
-
-    /// Admitted: the start, if the span or the hook wants the call's time (a refusal is not
-    /// timed, and pays no clock reading for it).
+    /// Admitted: the call's span if a subscriber wants it (an attempt's was made by its
+    /// retried call), and its start if the span or the hook wants its time. One check of
+    /// each when neither does; the rest out of line.
     #[inline(always)]
     pub(crate) fn admitted(&mut self, shared: &Shared) {
-        if self.span.is_some() || HOOK.get().is_some() {
-            self.start(shared);
+        if self.span.is_some() || tracing::level_enabled!(Level::INFO) || HOOK.get().is_some() {
+            self.begin(shared);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn start(&mut self, shared: &Shared) {
-        self.started = shared.clock.now().max(1);
+    fn begin(&mut self, shared: &Shared) {
+        if self.span.is_none() {
+            *self.span = call_span(shared);
+        }
+        if self.span.is_some() || HOOK.get().is_some() {
+            self.started = shared.clock.now().max(1);
+        }
     }
 
     /// The span entered while the user's future is polled (its spans are children).
@@ -188,7 +173,7 @@ impl Watch {
         let error_type = outcome
             .is_error()
             .then(|| error_type.unwrap_or(outcome.as_str()));
-        if let Some(span) = self.span.take() {
+        if let Some(span) = self.take_span() {
             record(&span, outcome, error_type);
         }
         if let Some(hook) = HOOK.get() {
@@ -203,13 +188,57 @@ impl Watch {
         }
     }
 
-    /// A call the breaker refused (not timed: it did not reach the dependency).
+    /// The span, ended.
+    fn take_span(&mut self) -> Option<Box<Span>> {
+        self.span.take()
+    }
+
+    /// As the call future goes: a span no end took (a call never polled, or whose future
+    /// panicked) is closed. Called by the call's own `Drop`, whose one compare of the stage
+    /// this joins, so the call future's drop glue stays inlined.
     #[inline(always)]
-    pub(crate) fn refused(&mut self, refusal: &BreakerError) {
-        if let Some(span) = self.span.take() {
+    pub(crate) fn release(&mut self) {
+        if self.span.is_some() {
+            drop_span(&mut self.span);
+        }
+    }
+
+    /// A call the breaker refused (not timed: it did not reach the dependency), in its span
+    /// if a subscriber wants it.
+    #[inline(always)]
+    pub(crate) fn refused(&mut self, shared: &Shared, refusal: &BreakerError) {
+        if self.span.is_some() || tracing::level_enabled!(Level::INFO) {
+            self.refused_span(shared, refusal);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refused_span(&mut self, shared: &Shared, refusal: &BreakerError) {
+        if let Some(span) = self.take_span().or_else(|| call_span(shared)) {
             record(&span, Ended::Rejected, Some(refusal_type(refusal)));
         }
     }
+}
+
+/// A call's span, if a subscriber wants it.
+fn call_span(shared: &Shared) -> Option<Box<Span>> {
+    let span = tracing::info_span!(
+        target: TARGET,
+        "breaker.call",
+        otel.kind = "internal",
+        breaker.name = %shared.core.name,
+        breaker.outcome = Empty,
+        otel.status_code = Empty,
+        "error.type" = Empty,
+    );
+    (!span.is_disabled()).then(|| Box::new(span))
+}
+
+#[cold]
+#[inline(never)]
+fn drop_span(span: &mut Option<Box<Span>>) {
+    drop(span.take());
 }
 
 /// The outcome on a span, and an error's status and type.
