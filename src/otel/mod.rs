@@ -102,6 +102,13 @@
 //! - Without the feature none of this is compiled: a call costs what it did, to the
 //!   instruction.
 //!
+//! Measured with callgrind (instructions per closed async call ready at once, release build,
+//! current-thread runtime): 123 without the feature; 152 with it, when no subscriber wants
+//! the spans and nothing is installed (a WARN-level `fmt` subscriber alike); about 1 720
+//! installed (an SDK meter, no spans), of which about 1 200 are the SDK's
+//! `Histogram::record` (it hashes the attribute set at every record) and the rest the two
+//! clock readings and finding the bound attributes. A refusal is not timed.
+//!
 //! # Keyed breakers: bounded series
 //!
 //! Keys come from users' data, so a [`KeyedBreaker`](crate::KeyedBreaker)'s series are its
