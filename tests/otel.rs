@@ -243,12 +243,11 @@ fn metric<'m>(metrics: &'m [(String, String, Metric)], name: &str) -> &'m Metric
 
 /// A counter's or a gauge's points: attributes → value.
 fn points(m: &Metric) -> Vec<(BTreeMap<String, String>, i64)> {
-    let (points, monotonic) = match m.data.as_ref().unwrap() {
-        Data::Sum(sum) => (&sum.data_points, sum.is_monotonic),
-        Data::Gauge(gauge) => (&gauge.data_points, false),
+    let points = match m.data.as_ref().unwrap() {
+        Data::Sum(sum) => &sum.data_points,
+        Data::Gauge(gauge) => &gauge.data_points,
         other => panic!("{} is not a counter or a gauge: {other:?}", m.name),
     };
-    let _ = monotonic;
     points
         .iter()
         .map(|p| {
