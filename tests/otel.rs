@@ -16,6 +16,7 @@ use std::{
     alloc::{GlobalAlloc, Layout, System},
     cell::Cell,
     collections::BTreeMap,
+    future::Future as _,
     sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
@@ -642,4 +643,56 @@ async fn a_call_allocates_nothing_for_the_metrics() {
         .map(|p| p.count)
         .sum();
     assert_eq!(count, 1_003);
+}
+
+/// A stream judged at its headers (the gRPC layer's `answer_began`): a healthy 400 ms stream
+/// under `slow_call = 200ms` is a success in the schema too, as the breaker judges it; one
+/// whose headers came after 250 ms is slow.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_stream_is_judged_slow_at_its_headers() {
+    fixture();
+    let ms = Duration::from_millis;
+    let b = Breaker::new(
+        "otel::stream",
+        Config::default().threshold(100).slow_call(ms(200)),
+    );
+    let stream = |headers: Duration, end: Duration| async move {
+        tokio::time::sleep(headers).await;
+        tokio::time::sleep(end).await;
+        Ok::<(), Unavailable>(())
+    };
+    for (headers, end) in [(ms(10), ms(390)), (ms(250), ms(150))] {
+        let mut call = std::pin::pin!(b.call(stream(headers, end)));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(headers).await;
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        call.as_mut().answer_began();
+        assert!(call.await.is_ok());
+    }
+    let stats = b.stats();
+    assert_eq!((stats.successes, stats.slow_calls), (1, 1));
+
+    let metrics = flush_metrics();
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!()
+    };
+    let mut outcomes: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count, p.sum.unwrap_or(0.0)))
+        .filter(|(a, _, _)| a["breaker.name"] == "otel::stream")
+        .map(|(a, n, sum)| (a["breaker.outcome"].clone(), n, (sum * 1000.0).round()))
+        .collect();
+    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+    // Timed to the end of the stream, judged at its headers.
+    assert_eq!(
+        outcomes,
+        [
+            ("slow".to_owned(), 1, 400.0),
+            ("success".to_owned(), 1, 400.0)
+        ]
+    );
 }

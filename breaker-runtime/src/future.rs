@@ -199,6 +199,8 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
             release_timer(&mut call.timer);
         }
         let shared = call.host.shared();
+        #[cfg(feature = "otel")]
+        call.watch.answer_began(shared);
         let admission = Admission::join(call.held, call.flags);
         call.flags = shared.core.answer_began(admission, &shared.clock);
     }

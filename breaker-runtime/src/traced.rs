@@ -100,9 +100,18 @@ pub(crate) struct Watch {
     /// Released by hand ([`release`](Self::release), from the call's `Drop`): the drop glue
     /// of a `Box<Span>` would be a call in every call future's drop, where one compare does.
     span: ManuallyDrop<Option<Box<Span>>>,
-    /// The breaker's clock at admission, at least 1; 0: the call is not timed.
+    /// The breaker's clock at admission, at least 1 ([`AT`]); 0: the call is not timed. Its
+    /// top bits say whether its slowness was judged when its answer began ([`SLOW`],
+    /// [`NOT_SLOW`]), as the breaker judged it.
     started: u64,
 }
+
+/// [`Watch::started`]: judged slow when its answer began.
+const SLOW: u64 = 1 << 63;
+/// [`Watch::started`]: judged not slow when its answer began.
+const NOT_SLOW: u64 = 1 << 62;
+/// [`Watch::started`]: the admission's time.
+const AT: u64 = NOT_SLOW - 1;
 
 impl Watch {
     pub(crate) const NONE: Watch = Watch {
@@ -135,8 +144,25 @@ impl Watch {
             *self.span = call_span(shared);
         }
         if self.span.is_some() || HOOK.get().is_some() {
-            self.started = shared.clock.now().max(1);
+            self.started = (shared.clock.now() & AT).max(1);
         }
+    }
+
+    /// The call's answer began (a stream's headers): its slowness is judged now, as the
+    /// breaker judges it (`CallFuture::answer_began`).
+    #[inline(always)]
+    pub(crate) fn answer_began(&mut self, shared: &Shared) {
+        if self.started != 0 && self.started & (SLOW | NOT_SLOW) == 0 {
+            self.judge_slow_now(shared);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn judge_slow_now(&mut self, shared: &Shared) {
+        let elapsed = shared.clock.now().saturating_sub(self.started & AT);
+        let slow = shared.core.live.slow_call().is_some_and(|s| elapsed >= s);
+        self.started |= if slow { SLOW } else { NOT_SLOW };
     }
 
     /// The span entered while the user's future is polled (its spans are children).
@@ -162,9 +188,13 @@ impl Watch {
     #[cold]
     #[inline(never)]
     fn end_slow(&mut self, shared: &Shared, outcome: Ended, error_type: Option<&'static str>) {
-        let elapsed = shared.clock.now().saturating_sub(self.started);
+        let elapsed = shared.clock.now().saturating_sub(self.started & AT);
+        let slow = match self.started & (SLOW | NOT_SLOW) {
+            SLOW => true,
+            NOT_SLOW => false,
+            _ => shared.core.live.slow_call().is_some_and(|s| elapsed >= s),
+        };
         self.started = 0;
-        let slow = shared.core.live.slow_call().is_some_and(|s| elapsed >= s);
         let (outcome, error_type) = match outcome {
             Ended::Success if slow => (Ended::Slow, Some(Ended::Slow.as_str())),
             Ended::Cancelled if slow => (Ended::Abandoned, Some(Ended::Abandoned.as_str())),
