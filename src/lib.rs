@@ -73,6 +73,8 @@ mod grpc_table;
 pub mod http;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;

@@ -77,6 +77,8 @@ mod snapshot;
 mod state;
 mod stats;
 mod sync;
+#[cfg(feature = "otel")]
+mod traced;
 mod verdict;
 mod window;
 
@@ -109,6 +111,9 @@ pub mod __internals {
     pub use crate::registry::departures::{
         take as take_departures, watch as watch_departures, Departed,
     };
+    /// Feature `otel`: the spans' target and each call's end for `breaker::otel`.
+    #[cfg(feature = "otel")]
+    pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
         keyed::KeyArg,
