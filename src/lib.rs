@@ -57,7 +57,7 @@ pub mod fleet;
 pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State, Stats,
+    ConfigError, Handle, KeyedBreaker, Name, Observer, Outliers, Registry, Snapshot, State, Stats,
     Transition, Verdict, Window,
 };
 

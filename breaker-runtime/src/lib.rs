@@ -66,6 +66,7 @@ mod judged;
 mod keyed;
 mod live;
 mod name;
+mod outliers;
 mod overload;
 mod probe;
 mod ready;
@@ -89,6 +90,7 @@ pub use crate::{
     handle::{Handle, WeakHandle},
     keyed::{BreakerKey, KeyedBreaker},
     name::Name,
+    outliers::Outliers,
     registry::{registry, Registry},
     snapshot::Snapshot,
     state::State,

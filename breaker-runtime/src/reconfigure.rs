@@ -53,6 +53,7 @@ impl Handle {
         if self.shared.family.is_some() {
             return Err(refuse_key());
         }
+        crate::outliers::refuse_plain(&config)?;
         let core = &self.shared.core;
         let probe = config.probe.is_some();
         let settings = core.live.replace(config)?;

@@ -7,11 +7,13 @@
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
+//! | `outliers` | the `outliers` key: its builder method (the rules are `crate::outliers`') |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod outliers;
 mod overload;
 mod policy;
 mod probe;
@@ -98,6 +100,8 @@ pub struct Config {
     pub(crate) retry: RetryConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
+    /// Outlier ejection, keyed breakers only (`crate::outliers`).
+    pub(crate) outliers: Option<crate::Outliers>,
 }
 
 impl Default for Config {
@@ -144,6 +148,7 @@ impl Config {
         overload: OverloadConfig::DEFAULT,
         retry: RetryConfig::DEFAULT,
         probe: None,
+        outliers: None,
     };
 
     /// The most [`probes`](Self::probes) a breaker accepts. Each probe slot is a lease that
@@ -325,6 +330,7 @@ impl PartialEq for Config {
             && self.max_open_percent == other.max_open_percent
             && self.overload == other.overload
             && self.retry == other.retry
+            && self.outliers == other.outliers
     }
 }
 
@@ -350,6 +356,7 @@ impl fmt::Debug for Config {
             .field("overload", &self.overload)
             .field("retry", &self.retry)
             .field("probe", &self.probe.is_some())
+            .field("outliers", &self.outliers)
             .finish()
     }
 }

@@ -8,6 +8,7 @@
 //! | `map::entry` | the set's entries and how they are found: by a borrowed key, or by breaker from a shard's record |
 //! | `map::sweep` | sweeps of idle keys, a step per new key |
 //! | `map::evict` | eviction by sampling at the bound (its accuracy is stated there) |
+//! | `map::outliers` | outlier detection's walk over the keys (the rules are `crate::outliers`') |
 
 mod key;
 mod map;
@@ -113,9 +114,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config.resolve()?)),
-        })
+        let inner = Arc::new(Map::new(name.as_ref(), config.resolve()?));
+        crate::outliers::task::start(&inner);
+        Ok(KeyedBreaker { inner })
     }
 
     /// Changes every key's configuration while they run, now and for keys made later,
@@ -125,7 +126,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// and the error names the field.
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        self.inner.reconfigure(config)
+        self.inner.reconfigure(config)?;
+        crate::outliers::task::start(&self.inner);
+        Ok(())
     }
 
     /// The name every key's breaker is named after.
@@ -167,7 +170,10 @@ impl<K: BreakerKey> KeyedBreaker<K> {
             return f(found);
         }
         drop(guard);
-        f(&self.inner.insert(key, hash))
+        let made = self.inner.insert(key, hash);
+        // Outlier detection, if made outside a runtime (one relaxed load without outliers).
+        crate::outliers::task::start(&self.inner);
+        f(&made)
     }
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
