@@ -95,7 +95,7 @@ impl fmt::Display for Cause {
             } => write!(
                 f,
                 "an outlier among its peers: {failed:.1}% of its last {calls} calls failed \
-                 (ejected below {threshold:.1}% success)"
+                 (their bar: {threshold:.1}% success)"
             ),
         }
     }

@@ -31,6 +31,9 @@ pub(crate) trait Detector: Send + Sync + 'static {
     fn detect(&self);
     /// The task's place.
     fn slot(&self) -> &Slot;
+    /// Whether it has no key yet: a task started then judges its first interval (else its
+    /// first walk only takes readings, the counts before being no interval's).
+    fn is_empty(&self) -> bool;
 }
 
 /// The detector task's place in its keyed breaker.
@@ -41,7 +44,8 @@ pub(crate) struct Slot {
     wanted: AtomicBool,
     /// The running task's stop signal: dropped with the keyed breaker, which stops the task.
     stop: Mutex<Option<oneshot::Sender<()>>>,
-    /// The task has read every key once: counts from then on are an interval's.
+    /// The task has read every key once (or started on an empty map): counts from then on
+    /// are an interval's.
     pub(crate) primed: AtomicBool,
     /// The jitter's state (splitmix64).
     rng: AtomicU64,
@@ -101,7 +105,7 @@ pub(crate) fn start<D: Detector>(detector: &Arc<D>) {
     }
     let (tx, rx) = oneshot::channel();
     *stop = Some(tx);
-    slot.primed.store(false, Relaxed);
+    slot.primed.store(detector.is_empty(), Relaxed);
     drop(stop);
     runtime.spawn(run(Arc::downgrade(detector), rx));
 }

@@ -36,6 +36,10 @@ impl<K: BreakerKey> Detector for Map<K> {
         &self.outliers
     }
 
+    fn is_empty(&self) -> bool {
+        self.len.load(Relaxed) == 0
+    }
+
     /// One interval: O(keys in the map) to read them, O(k log k) to judge the k with
     /// outcomes, then one transition per ejection.
     fn detect(&self) {
@@ -45,7 +49,7 @@ impl<K: BreakerKey> Detector for Map<K> {
         };
         let dry_run = settings.policy.overload.dry_run;
         drop(settings);
-        // The first walk only takes the readings: counts before it are not an interval's.
+        // The first walk of a task started on a map with keys only takes the readings.
         let primed = self.outliers.primed.swap(true, Relaxed);
         let guard = self.guard();
         let mut samples = Vec::new();
