@@ -171,3 +171,70 @@ impl<K: BreakerKey> Map<K> {
         }
     }
 }
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::{Config, KeyedBreaker, Outliers};
+
+    /// Keys the detector keeps something of.
+    fn tracked(k: &KeyedBreaker<String>) -> usize {
+        let guard = k.inner.guard();
+        k.inner
+            .index
+            .iter(&guard)
+            .filter(|n| n.outlier.get().is_some())
+            .count()
+    }
+
+    /// A hostile stream of keys (each called once, never again) does not grow what the
+    /// detector keeps beyond the keys the map holds: it keeps it in their entries.
+    #[tokio::test(start_paused = true)]
+    async fn a_hostile_key_stream_does_not_grow_the_detectors_memory() {
+        let config = Config::default()
+            .outliers(Outliers::default())
+            .max_keys(1_000);
+        let k = KeyedBreaker::<String>::new("outliers::hostile", config);
+        assert!(k.inner.outliers.running());
+        for round in 0..20 {
+            for i in 0..2_500 {
+                let _ = k.call_sync(&format!("k{round}-{i}"), || Ok::<_, ()>(()));
+            }
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            assert!(k.len() <= 1_000);
+            assert!(tracked(&k) <= k.len(), "{} > {}", tracked(&k), k.len());
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        assert!(tracked(&k) > 0, "the detector did walk the keys");
+        assert!(tracked(&k) <= k.len());
+    }
+
+    /// The cost of one interval's walk over 100 000 keys, each called in the interval.
+    /// `cargo test -p breaker-runtime --release --lib a_walk_of_100_000_keys -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore = "a measurement"]
+    fn a_walk_of_100_000_keys() {
+        let config = Config::default()
+            .outliers(Outliers::default())
+            .max_keys(100_000);
+        let k = KeyedBreaker::<String>::new("outliers::walk", config);
+        let keys: Vec<String> = (0..100_000)
+            .map(|i| format!("10.{}.{}.{}:80", i >> 16, (i >> 8) & 255, i & 255))
+            .collect();
+        let mut best = std::time::Duration::MAX;
+        for _ in 0..5 {
+            for key in &keys {
+                for _ in 0..2 {
+                    let _ = k.call_sync(key.as_str(), || Ok::<_, ()>(()));
+                }
+            }
+            let t = Instant::now();
+            k.inner.detect();
+            best = best.min(t.elapsed());
+        }
+        println!("a walk of {} keys: {best:?}", k.len());
+    }
+}
