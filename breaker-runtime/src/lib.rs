@@ -83,14 +83,13 @@ mod window;
 
 pub use crate::{
     breaker::Breaker,
-    config::{Config, ConfigError, Window},
+    config::{Config, ConfigError, Outliers, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
     handle::{Handle, WeakHandle},
     keyed::{BreakerKey, KeyedBreaker},
     name::Name,
-    outliers::Outliers,
     registry::{registry, Registry},
     snapshot::Snapshot,
     state::State,

@@ -53,7 +53,7 @@ impl Handle {
         if self.shared.family.is_some() {
             return Err(refuse_key());
         }
-        crate::outliers::refuse_plain(&config)?;
+        crate::config::refuse_outliers(&config)?;
         let core = &self.shared.core;
         let probe = config.probe.is_some();
         let settings = core.live.replace(config)?;

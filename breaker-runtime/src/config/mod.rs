@@ -7,7 +7,7 @@
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
-//! | `outliers` | the `outliers` key: its builder method (the rules are `crate::outliers`') |
+//! | `outliers` | the `outliers` key: [`Outliers`], its builder methods and checks, [`OutlierPolicy`] (detection is `crate::outliers`') |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
@@ -22,6 +22,8 @@ mod retry;
 mod serde;
 
 pub use error::ConfigError;
+pub use outliers::Outliers;
+pub(crate) use outliers::{refuse_plain as refuse_outliers, OutlierPolicy};
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
 pub(crate) use policy::{Policy, Resolved};
 pub(crate) use probe::ProbeFn;
@@ -101,7 +103,7 @@ pub struct Config {
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
     /// Outlier ejection, keyed breakers only (`crate::outliers`).
-    pub(crate) outliers: Option<crate::Outliers>,
+    pub(crate) outliers: Option<Outliers>,
 }
 
 impl Default for Config {

@@ -198,7 +198,7 @@ pub(crate) struct Policy {
     /// `None`: no retries.
     pub(crate) retry: Option<RetryPolicy>,
     /// Outlier ejection (a keyed breaker's; `None`: off).
-    pub(crate) outliers: Option<crate::outliers::OutlierPolicy>,
+    pub(crate) outliers: Option<super::OutlierPolicy>,
 }
 
 impl Policy {

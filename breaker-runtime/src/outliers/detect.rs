@@ -2,7 +2,11 @@
 //! which keys to eject; and how long an ejection lasts. No clock, no map, no randomness
 //! but the draw it is given: every rule is tested here exhaustively.
 
-use super::{OutlierPolicy, FAILURE_PERCENTAGE_VOLUME};
+use crate::config::OutlierPolicy;
+
+/// Calls a key needs in an interval before the failure-percentage rule judges it (Envoy's
+/// `failure_percentage_request_volume`, A50's default).
+const FAILURE_PERCENTAGE_VOLUME: u64 = 50;
 
 /// One key's interval, as the walk read it.
 #[derive(Debug, Clone, Copy, PartialEq)]
