@@ -9,6 +9,11 @@ use std::{
 
 use breaker::{Breaker, Cause, Config, KeyedBreaker, Outliers, State};
 
+#[cfg(feature = "redis")]
+#[path = "support/redis.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
 const SEC: Duration = Duration::from_secs(1);
 
 /// A transition as the hook saw it: key, state entered, cause, cool-off, seconds since start.
@@ -495,5 +500,96 @@ async fn a_dry_run_ejects_nothing_and_says_would_eject() {
     for s in &said {
         assert!(s.contains("would eject"), "{said:?}");
         assert!(s.contains("outliers::dry[10.0.0.7:80]"), "{said:?}");
+    }
+}
+
+/// A fleet shares an ejection as it shares any opening: decided on one instance (its
+/// peers judged there), it holds on the other for the ejection's time.
+#[cfg(feature = "redis")]
+mod fleet {
+    use std::time::{Duration, Instant};
+
+    use super::redis_server::RedisServer;
+    use breaker::{fleet::Fleet, Cause, Config, KeyedBreaker, Outliers, State};
+
+    use super::{a_tenth_percent, eight_percent, key};
+
+    async fn fleet(server: &RedisServer, instance: &str) -> Fleet {
+        Fleet::builder(server.url())
+            .instance(instance)
+            .prefix("outliers")
+            .quorum(1)
+            .connect()
+            .await
+            .expect("connect to the test's redis-server")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_ejection_decided_on_one_instance_holds_on_the_other() {
+        let server = RedisServer::start();
+        let outliers = Outliers::default().interval(Duration::from_millis(200));
+        let causes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = causes.clone();
+        let on_b_config = Config::default()
+            .outliers(outliers)
+            .on_state_change(move |t| seen.lock().unwrap().push((t.to, t.cause, t.cool_off)));
+        let a = fleet(&server, "outliers::fleet#a").await;
+        let b = fleet(&server, "outliers::fleet#b").await;
+        let on_a =
+            KeyedBreaker::<String>::new("outliers::fleet", Config::default().outliers(outliers));
+        let on_b = KeyedBreaker::<String>::new("outliers::fleet", on_b_config);
+        a.join_keyed(&on_a);
+        b.join_keyed(&on_b);
+        let seven_on_b = on_b.breaker(&key(7));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        // Instance a's traffic: endpoint 7 at 8 %, its peers at 0.1 %; b gets none.
+        let mut made = [0u64; 20];
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while on_a.breaker(&key(7)).state() == State::Closed {
+            assert!(
+                Instant::now() < deadline,
+                "instance a never ejected endpoint 7"
+            );
+            for (e, made) in made.iter_mut().enumerate() {
+                for _ in 0..60 {
+                    let _ = on_a.call_sync(&key(e), || {
+                        *made += 1;
+                        let fails = if e == 7 {
+                            eight_percent(*made)
+                        } else {
+                            a_tenth_percent(*made)
+                        };
+                        if fails {
+                            Err("502")
+                        } else {
+                            Ok(())
+                        }
+                    });
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        while seven_on_b.state() != State::Open {
+            assert!(
+                Instant::now() < deadline,
+                "instance b never heard of the ejection"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let causes = causes.lock().unwrap().clone();
+        let (_, cause, cool_off) = causes[0];
+        assert_eq!(cause, Cause::Fleet, "{causes:?}");
+        let cool_off = cool_off.unwrap();
+        assert!(
+            cool_off > Duration::from_secs(25),
+            "the ejection's time: {cool_off:?}"
+        );
+        // It holds there: b refuses endpoint 7, and only it.
+        assert!(on_b
+            .call_sync(&key(7), || Ok::<_, ()>(()))
+            .unwrap_err()
+            .is_open());
+        assert!(on_b.call_sync(&key(8), || Ok::<_, ()>(())).is_ok());
     }
 }
