@@ -9,6 +9,10 @@ use std::{
 
 use breaker::{Breaker, Cause, Config, KeyedBreaker, Outliers, State};
 
+#[cfg(feature = "reqwest")]
+#[path = "support/http.rs"]
+mod http_server;
+
 #[cfg(feature = "redis")]
 #[path = "support/redis.rs"]
 #[allow(dead_code)]
@@ -591,5 +595,54 @@ mod fleet {
             .unwrap_err()
             .is_open());
         assert!(on_b.call_sync(&key(8), || Ok::<_, ()>(())).is_ok());
+    }
+}
+
+/// The reqwest middleware keys by host: its `Config` with outliers judges each host
+/// against the others. Ten loopback hosts; one fails a quarter of its requests (never five
+/// in a row, so its own breaker stays closed) and is ejected; then refused, and only it.
+#[cfg(feature = "reqwest")]
+#[tokio::test]
+async fn the_reqwest_middleware_ejects_the_outlier_host() {
+    use breaker::reqwest::CircuitBreakerMiddleware;
+    use std::time::Instant;
+
+    let mut hosts = Vec::new();
+    for _ in 0..10 {
+        hosts.push(http_server::Server::start().await);
+    }
+    let outliers = Outliers::default()
+        .interval(Duration::from_millis(200))
+        .request_volume(10);
+    let breakers = CircuitBreakerMiddleware::with_config(Config::default().outliers(outliers));
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(breakers.clone())
+        .build();
+    let sick = &hosts[0];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut n = 0u64;
+    while breakers.breaker(&sick.host_port()).state() == State::Closed {
+        assert!(
+            Instant::now() < deadline,
+            "the sick host was never ejected: {:?} {:?} {n}",
+            breakers.breaker(&sick.host_port()).stats(),
+            breakers.breaker(&hosts[1].host_port()).stats()
+        );
+        for h in &hosts {
+            if std::ptr::eq(h, sick) {
+                n += 1;
+                sick.answer(if n % 4 == 0 { 500 } else { 200 }, None);
+            }
+            let _ = client.get(h.url("/")).send().await;
+        }
+    }
+    let refused = client.get(sick.url("/")).send().await;
+    assert!(matches!(
+        refused,
+        Err(reqwest_middleware::Error::Middleware(_))
+    ));
+    for h in &hosts[1..] {
+        assert_eq!(breakers.breaker(&h.host_port()).state(), State::Closed);
+        assert_eq!(client.get(h.url("/")).send().await.unwrap().status(), 200);
     }
 }
