@@ -631,7 +631,7 @@ async fn the_reqwest_middleware_ejects_the_outlier_host() {
         for h in &hosts {
             if std::ptr::eq(h, sick) {
                 n += 1;
-                sick.answer(if n % 4 == 0 { 500 } else { 200 }, None);
+                sick.answer(if n.is_multiple_of(4) { 500 } else { 200 }, None);
             }
             let _ = client.get(h.url("/")).send().await;
         }
