@@ -8,7 +8,7 @@
 //!
 //! Phases, the same traffic through each (one request after another):
 //!
-//! 1. **baseline**: every endpoint fails 0.1 % of its requests.
+//! 1. **baseline**: every endpoint answers.
 //! 2. **incident**: endpoint 7 fails 8 %. Outlier detection ejects it within two intervals
 //!    and p2c drains it: its share of requests and the callers' errors fall.
 //! 3. **three degraded**: endpoints 7, 11 and 13 fail 8 %: at most two out at once (10 %
@@ -23,10 +23,14 @@
 //! BREAKER_QUICK=1 cargo run --example outliers --features tower # interval 1 s: seconds
 //! ```
 //!
-//! A note on the baseline: the success-rate rule (Envoy's, gRPC A50's) ejects a key below
-//! its peers' mean − 1.9 σ. When peers agree closely (most with no failure at all in an
-//! interval), σ is small and one failure can put a healthy endpoint below the bar: the run
-//! counts those ejections. The cap bounds their cost (at most 10 % out, for the base time).
+//! Why the healthy endpoints fail nothing here: the success-rate rule (Envoy's, gRPC A50's)
+//! ejects a key below its peers' mean − 1.9 σ, and σ is only the peers' spread. Peers at
+//! 0.1 %, a failure or two an interval each, spread by chance alone, and the tail of that
+//! spread falls below the bar: a run at 0.1 % ejected two healthy endpoints in its first
+//! three intervals, whose 30 s then held the cap (10 % of 20) and kept the 8 % one in
+//! (Envoy users meet the same: envoyproxy/envoy#18752). The cap keeps such ejections
+//! harmless; a larger `stdev_factor` or `request_volume` makes them rarer. The tests
+//! (`tests/outliers.rs`) judge the 8 %-among-0.1 % case with failures that fall alike.
 
 use std::{
     sync::{
@@ -126,7 +130,6 @@ impl Run {
         let mut endpoints = Vec::new();
         for _ in 0..ENDPOINTS {
             let e = Arc::new(Endpoint::default());
-            e.failing.store(1, Relaxed);
             addrs.push(serve(e.clone()).await?);
             endpoints.push(e);
         }
@@ -172,7 +175,7 @@ impl Run {
 
     fn fail(&self, which: &[usize], per_mille: u32) {
         for (i, e) in self.endpoints.iter().enumerate() {
-            let p = if which.contains(&i) { per_mille } else { 1 };
+            let p = if which.contains(&i) { per_mille } else { 0 };
             e.failing.store(p, Relaxed);
         }
     }
@@ -305,11 +308,8 @@ async fn main() -> Result<(), BoxError> {
     let mut run = Run::start("outliers::p2c", Some(outliers)).await?;
     let start = Instant::now();
     let baseline = run.phase(phase(3)).await;
-    report("baseline (all at 0.1 %)", &baseline, &[7]);
-    let false_positives = run.ejections_since(start).len();
-    println!(
-        "    healthy endpoints ejected (one failure against peers with none): {false_positives}"
-    );
+    report("baseline (all healthy)", &baseline, &[7]);
+    println!("    ejected: {:?}", run.ejections_since(start));
 
     run.fail(&[7], 80);
     let incident = Instant::now();
@@ -333,6 +333,9 @@ async fn main() -> Result<(), BoxError> {
         .filter(|&i| i != 7)
         .collect();
     println!("    others ejected meanwhile: {wrongly:?}");
+    if !wrongly.is_empty() {
+        return Err("a healthy endpoint was ejected".into());
+    }
 
     run.fail(&[7, 11, 13], 80);
     let three = Instant::now();
@@ -347,12 +350,15 @@ async fn main() -> Result<(), BoxError> {
     let all = Instant::now();
     let failing = run.phase(phase(3)).await;
     report("all failing", &failing, &[7]);
+    // From the first interval judged wholly on the failing endpoints (the tick just after
+    // the switch judges the interval before it).
+    let judged = all + interval + interval / 2;
     println!(
         "    outlier ejections: {}, openings by the per-key breakers: {}",
-        run.ejections_since(all).len(),
+        run.ejections_since(judged).len(),
         run.openings_since(all)
     );
-    let no_cascade = run.ejections_since(all).is_empty();
+    let no_cascade = run.ejections_since(judged).is_empty();
     drop(run);
 
     println!("per-key breakers only (no outliers), the same incident:");

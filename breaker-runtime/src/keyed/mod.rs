@@ -170,10 +170,20 @@ impl<K: BreakerKey> KeyedBreaker<K> {
             return f(found);
         }
         drop(guard);
+        f(&self.make(key, hash))
+    }
+
+    /// Creates `key`'s breaker; starts outlier detection if the keyed breaker was made
+    /// outside a runtime (one relaxed load without outliers).
+    #[cold]
+    fn make<Q>(&self, key: &Q, hash: u64) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
         let made = self.inner.insert(key, hash);
-        // Outlier detection, if made outside a runtime (one relaxed load without outliers).
         crate::outliers::task::start(&self.inner);
-        f(&made)
+        made
     }
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup

@@ -80,7 +80,7 @@ impl Slot {
     }
 
     /// Whether a task runs now (for tests).
-    #[cfg(test)]
+    #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn running(&self) -> bool {
         lock(&self.stop).as_ref().is_some_and(|s| !s.is_closed())
     }
