@@ -314,6 +314,35 @@ async fn jitter_spreads_the_returns() {
     assert_eq!(times.len(), 4, "each returns at its own time: {times:?}");
 }
 
+/// Keys idle in the map (called once, long ago) are no peers: they neither count in the
+/// statistics nor widen the cap, which stays 10 % of the twenty in use, not of 220.
+#[tokio::test(start_paused = true)]
+async fn idle_keys_leave_the_statistics_and_do_not_widen_the_cap() {
+    let config = Config::default().outliers(Outliers::default());
+    let mut f = Pool::new("outliers::idle", 20, config);
+    for i in 0..200 {
+        let _ = f
+            .endpoints
+            .call_sync(&format!("idle-{i}"), || Ok::<_, ()>(()));
+    }
+    // An interval with their calls, then they are idle.
+    tokio::time::sleep(Duration::from_millis(20_500)).await;
+    assert_eq!(f.endpoints.len(), 200);
+    let bad = [3, 9, 15, 16];
+    for _ in 0..60 {
+        f.second(100, |e, i| {
+            if bad.contains(&e) {
+                eight_percent(i)
+            } else {
+                a_tenth_percent(i)
+            }
+        })
+        .await;
+        assert!(f.not_closed() <= 2, "10 % of the 20 in use");
+    }
+    assert!(f.ejections().len() >= 2);
+}
+
 /// A key evicted from the map leaves the detector with it: made again, its next
 /// ejection is a first one (30 s), where the same key kept would have had its second (60 s).
 #[tokio::test(start_paused = true)]
