@@ -59,8 +59,8 @@ pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::ConfigPatch;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State,
-    Stats, Transition, Verdict, Window,
+    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Outliers, Registry, Snapshot,
+    State, Stats, Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]

@@ -91,6 +91,7 @@ impl Breaker {
     }
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
+        crate::config::refuse_outliers(&config)?;
         let probe = config.probe.is_some();
         let shared = Arc::new(Shared::new(name, config.resolve()?.into(), true, None));
         shared.list(false);
@@ -317,7 +318,9 @@ impl Breaker {
         let (shared, existed) = match index::index().newest::<Shared>(&name) {
             Some(found) => (found, true),
             None => {
-                let settings = match config.clone().resolve() {
+                let settings = match crate::config::refuse_outliers(&config)
+                    .and_then(|()| config.clone().resolve())
+                {
                     Ok(settings) => settings,
                     Err(e) => panic!("{e}"),
                 };

@@ -66,6 +66,7 @@ mod judged;
 mod keyed;
 mod live;
 mod name;
+mod outliers;
 mod overload;
 mod probe;
 mod ready;
@@ -84,7 +85,7 @@ mod window;
 
 pub use crate::{
     breaker::Breaker,
-    config::{Config, ConfigError, ConfigValues, Window},
+    config::{Config, ConfigError, ConfigValues, Outliers, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,

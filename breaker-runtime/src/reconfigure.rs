@@ -112,6 +112,7 @@ impl Handle {
         if self.shared.family.is_some() {
             return Err(refuse_key());
         }
+        crate::config::refuse_outliers(&config)?;
         let core = &self.shared.core;
         let probe = config.probe.is_some();
         core.reconfigure(config)?;

@@ -7,6 +7,7 @@
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`, `retry_within`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
+//! | `outliers` | the `outliers` key: [`Outliers`], its builder methods and checks, [`OutlierPolicy`] (detection is `crate::outliers`') |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `keys` | every key of a file, listed once: read, written, and logged when it changes |
 //! | `patch` | feature `serde`: [`ConfigPatch`], a file that changes only the keys it names; one key's value in a file |
@@ -17,6 +18,7 @@
 
 mod error;
 mod keys;
+mod outliers;
 mod overload;
 #[cfg(feature = "serde")]
 mod patch;
@@ -31,6 +33,8 @@ mod values;
 
 pub use error::ConfigError;
 pub(crate) use keys::log_change;
+pub use outliers::Outliers;
+pub(crate) use outliers::{refuse_plain as refuse_outliers, OutlierPolicy};
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
 #[cfg(feature = "serde")]
 pub use patch::ConfigPatch;
@@ -107,6 +111,8 @@ pub struct Config {
     pub(crate) retry: RetryConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
+    /// Outlier ejection, keyed breakers only (`crate::outliers`).
+    pub(crate) outliers: Option<Outliers>,
 }
 
 impl Default for Config {
@@ -153,6 +159,7 @@ impl Config {
         overload: OverloadConfig::DEFAULT,
         retry: RetryConfig::DEFAULT,
         probe: None,
+        outliers: None,
     };
 
     /// The most [`probes`](Self::probes) a breaker accepts. Each probe slot is a lease that
@@ -334,6 +341,7 @@ impl PartialEq for Config {
             && self.max_open_percent == other.max_open_percent
             && self.overload == other.overload
             && self.retry == other.retry
+            && self.outliers == other.outliers
     }
 }
 
@@ -359,6 +367,7 @@ impl fmt::Debug for Config {
             .field("overload", &self.overload)
             .field("retry", &self.retry)
             .field("probe", &self.probe.is_some())
+            .field("outliers", &self.outliers)
             .finish()
     }
 }

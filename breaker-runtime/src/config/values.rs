@@ -76,6 +76,8 @@ pub struct ConfigValues {
     pub backoff: Option<Duration>,
     /// [`Config::retry_within`].
     pub retry_within: Option<Duration>,
+    /// [`Config::outliers`].
+    pub outliers: Option<super::Outliers>,
 }
 
 impl Config {
@@ -109,6 +111,7 @@ impl Config {
             retry_budget: r.percent,
             backoff: r.backoff,
             retry_within: r.within,
+            outliers: self.outliers,
         }
     }
 }

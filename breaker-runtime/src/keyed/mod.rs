@@ -8,6 +8,7 @@
 //! | `map::entry` | the set's entries and how they are found: by a borrowed key, or by breaker from a shard's record |
 //! | `map::sweep` | sweeps of idle keys, a step per new key |
 //! | `map::evict` | eviction by sampling at the bound (its accuracy is stated there) |
+//! | `map::outliers` | outlier detection's walk over the keys (the rules are `crate::outliers`') |
 
 mod key;
 mod map;
@@ -136,9 +137,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config.resolve()?)),
-        })
+        let inner = Arc::new(Map::new(name.as_ref(), config.resolve()?));
+        crate::outliers::task::start(&inner);
+        Ok(KeyedBreaker { inner })
     }
 
     /// Changes every key's configuration while they run, now and for keys made later,
@@ -148,7 +149,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// and the error names the field.
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        self.inner.reconfigure(|_| Ok(config))
+        self.inner.reconfigure(|_| Ok(config))?;
+        crate::outliers::task::start(&self.inner);
+        Ok(())
     }
 
     /// Changes the keys `patch` names in every key's configuration, keeping the others (see
@@ -156,7 +159,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// [`reconfigure`](Self::reconfigure).
     #[cfg(feature = "serde")]
     pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
-        self.inner.reconfigure(|config| patch.applied_to(config))
+        self.inner.reconfigure(|config| patch.applied_to(config))?;
+        crate::outliers::task::start(&self.inner);
+        Ok(())
     }
 
     /// The name every key's breaker is named after.
@@ -198,7 +203,20 @@ impl<K: BreakerKey> KeyedBreaker<K> {
             return f(found);
         }
         drop(guard);
-        f(&self.inner.insert(key, hash))
+        f(&self.make(key, hash))
+    }
+
+    /// Creates `key`'s breaker; starts outlier detection if the keyed breaker was made
+    /// outside a runtime (one relaxed load without outliers).
+    #[cold]
+    fn make<Q>(&self, key: &Q, hash: u64) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let made = self.inner.insert(key, hash);
+        crate::outliers::task::start(&self.inner);
+        made
     }
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
