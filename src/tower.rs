@@ -1,4 +1,4 @@
-//! A tower layer (feature `tower`): every request through a [`Service`] goes through a breaker.
+//! A tower layer (feature `tower`): every request through a [tower service](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html) goes through a breaker.
 //!
 //! ```
 //! use std::time::Duration;
@@ -68,7 +68,7 @@ use breaker_runtime::Classify as Judge;
 
 use crate::{Breaker, BreakerKey, CallError, CallFuture, KeyedBreaker, Verdict};
 
-/// A [`Layer`] that puts a breaker in front of a service; see the [module docs](self).
+/// A [tower layer](https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html) that puts a breaker in front of a service; see the [module docs](self).
 ///
 /// `T` picks the breaker of each request ([`Breaker`] itself, or [`Keyed`]); `C` judges each
 /// finished call ([`DefaultClassify`], or what [`classify`](Self::classify) gave).
