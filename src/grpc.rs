@@ -144,6 +144,14 @@ fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
 /// [`verdict`] with the status's metadata. For `classify = breaker::grpc::classify` on an
 /// annotated function that returns `Result<T, tonic::Status>`, or
 /// [`Breaker::call_classified`](crate::Breaker::call_classified).
+///
+/// ```
+/// use breaker::{grpc::classify, Verdict};
+///
+/// assert_eq!(classify(&Ok::<_, tonic::Status>(())), Verdict::Success);
+/// assert_eq!(classify::<()>(&Err(tonic::Status::unavailable("down"))), Verdict::Failure);
+/// assert_eq!(classify::<()>(&Err(tonic::Status::not_found("no sku"))), Verdict::Neutral);
+/// ```
 pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
     match result {
         Ok(_) => Verdict::Success,

@@ -81,6 +81,20 @@ pub struct CircuitBreakerLayer<T = Breaker, C = DefaultClassify> {
 
 impl CircuitBreakerLayer {
     /// Every request goes through `breaker` (clones of the layer and of its services share it).
+    ///
+    /// ```
+    /// use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    /// use tower::{service_fn, ServiceBuilder, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let inventory = Breaker::new("docs::layer_new", Config::default());
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::new(inventory.clone()))
+    ///     .service(service_fn(|sku: u32| async move { Ok::<_, std::io::Error>(sku * 2) }));
+    /// assert_eq!(svc.oneshot(21).await.unwrap(), 42);
+    /// assert_eq!(inventory.stats().successes, 1);
+    /// # }
+    /// ```
     pub fn new(breaker: Breaker) -> Self {
         CircuitBreakerLayer {
             pick: breaker,
