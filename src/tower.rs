@@ -144,14 +144,26 @@ impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
     /// as an `http::uri::Authority` (its clone shares the bytes) or an integer, over a
     /// `String` built per request.
     ///
+    /// A closure names the request type of the service it goes over (here
+    /// `http::Request<String>`; a hyper client's body type, say, for a hyper client):
+    ///
     /// ```
     /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+    /// use tower::{service_fn, ServiceBuilder, ServiceExt};
     ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let per_host = KeyedBreaker::<String>::new("docs::hosts", Config::default());
-    /// let layer = CircuitBreakerLayer::keyed(per_host, |req: &http::Request<()>| {
-    ///     req.uri().authority().map_or_else(String::new, |a| a.to_string())
-    /// });
-    /// # let _ = layer;
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::keyed(per_host.clone(), |req: &http::Request<String>| {
+    ///         req.uri().authority().map_or_else(String::new, |a| a.to_string())
+    ///     }))
+    ///     .service(service_fn(|_req: http::Request<String>| async {
+    ///         Ok::<_, std::io::Error>(http::Response::new(String::new()))
+    ///     }));
+    /// let req = http::Request::builder().uri("http://a.example/x").body(String::new()).unwrap();
+    /// assert_eq!(svc.oneshot(req).await.unwrap().status(), 200);
+    /// assert!(per_host.contains("a.example"));
+    /// # }
     /// ```
     pub fn keyed<Req, Q>(keyed: KeyedBreaker<K>, key: F) -> Self
     where
