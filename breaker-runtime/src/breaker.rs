@@ -255,6 +255,17 @@ impl Breaker {
     /// `call` is: for `tokio::spawn` and tower services. The caller clones explicitly, as
     /// with tokio's `acquire_owned`: `tokio::spawn(breaker.clone().call_owned(fut))`.
     /// [`call`](Self::call) keeps borrowing, with no reference-count traffic per call.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = Breaker::new("docs::call_owned", Config::default());
+    /// let task = tokio::spawn(b.clone().call_owned(async { Ok::<_, std::io::Error>(42) }));
+    /// assert_eq!(task.await.unwrap().unwrap(), 42);
+    /// assert_eq!(b.stats().successes, 1);
+    /// # }
+    /// ```
     pub fn call_owned<F, T, E>(self, call: F) -> CallFuture<'static, F, EveryError, Breaker>
     where
         F: Future<Output = Result<T, E>>,
@@ -420,6 +431,17 @@ impl Breaker {
     }
 
     /// This breaker as the registry reports it.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::snapshot", Config::default().threshold(1));
+    /// let _ = b.call_sync(|| Err::<(), _>("503"));
+    /// let s = b.snapshot();
+    /// assert_eq!(s.state, State::Open);
+    /// assert_eq!(s.stats.failures, 1);
+    /// assert!(s.retry_in.is_some());
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         self.handle().snapshot()
     }
