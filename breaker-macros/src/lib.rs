@@ -106,7 +106,7 @@ use proc_macro::TokenStream;
 /// `run_keyed`, taking the key's breaker, looked up when the function is called. With a
 /// `fallback`, `retry`, `config = …`, a judge closure or a pattern parameter, the function
 /// returns an `async move` block of its own, which owns the arguments, around the call
-/// (README, *What it expands to*, has every case); with `fallback = cached_receipt` the result goes to
+/// (the guide's attribute page, `breaker::guide::attribute`, has the shapes); with `fallback = cached_receipt` the result goes to
 /// `__private::recover(call(..).await, move |__breaker_err| …)`, which calls
 /// `FallbackProbe::<_, _, Result<Receipt, GatewayError>>::new(cached_receipt, (card, cents,
 /// __breaker_err)).__fallback()` on an error. The probe calls a fallback of the right shape;

@@ -49,7 +49,8 @@
 #![forbid(unsafe_code)]
 // docs.rs builds every feature and marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![warn(missing_docs, missing_debug_implementations)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod breaker;
 mod clock;
