@@ -223,7 +223,7 @@ impl<T, E> Fallible for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot hold a `breaker::BreakerError`",
     label = "the breaker's own errors (open, timeout, full) must go somewhere",
-    note = "implement `From<breaker::BreakerError>` for `{Self}`, or add a `fallback = …` to the attribute"
+    note = "write `impl From<breaker::BreakerError> for {Self}` (thiserror: a variant with `#[from] breaker::BreakerError`), or add a `fallback = …` to the attribute, which receives a `breaker::CallError<{Self}>`"
 )]
 pub trait FromBreakerError {
     /// Converts the breaker's error.
