@@ -63,7 +63,16 @@ pub(super) fn call_expr(
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
     let judge = judge(args, &ret);
-    let k = krate_at(args, ret_span);
+    // Every token of the entry call at the return type, `crate = "…"`'s path too: a bound the
+    // call's path and its `.await` both require (a missing `From<BreakerError>`) is then
+    // reported once, there, not again over the span from the literal to the return type.
+    let k: TokenStream = krate_at(args, ret_span)
+        .into_iter()
+        .map(|mut t| {
+            t.set_span(ret_span);
+            t
+        })
+        .collect();
     let body = if is_async {
         // Returned, the body's block owns the arguments; in a block, that block does.
         let prelude = match frame {
