@@ -230,12 +230,14 @@ use proc_macro::TokenStream;
 /// `classify = judge` with `fn judge(r: &Result<T, E>) -> breaker::Verdict` judges every
 /// finished call: `Success`, `Failure` (an `Ok` answer that means failure, a 503 say),
 /// `Neutral` (counts for nothing) or `OpenFor(duration)` (opens the breaker at once, for at
-/// least `cool_off`). A path is checked against that `fn` pointer type, with the function's
-/// own `T` and `E`: one of another type is one error on the path, saying
+/// least `cool_off`). A path (a generic function too, like `breaker::http::classify`) is
+/// checked at compile time against that signature with the function's own `T` and `E`, and
+/// called directly: one of another type is one error on the path, saying
 /// ``"`classify` must be a `fn(&Result<u32, QuoteError>) -> breaker::Verdict`"`` (and
 /// pointing to `is_failure = f` with a `fn(&E) -> bool` for judging only the errors). A
 /// closure's parameter type is inferred; one written with another type gets rustc's "type
-/// mismatch in closure arguments", naming the signature it expected. It replaces
+/// mismatch in closure arguments", naming the signature it expected (followed by a second
+/// error, that the closure is not a judge). It replaces
 /// `is_failure` (both together is a compile error). Classification changes what the breaker
 /// counts, never what the caller gets: an `Ok` judged a failure is still returned, and the
 /// fallback still runs for every `Err` and every refusal. A panic in `classify` counts as a
