@@ -53,6 +53,9 @@ pub mod __private {
     pub use core::time::Duration;
     pub use core::{concat, module_path};
 
+    pub use crate::glue::classify::{
+        ClassifierSignature, ClassifyFits, ClassifyMisfits, ClassifyProbe,
+    };
     pub use crate::glue::fallback::*;
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;

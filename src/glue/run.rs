@@ -14,9 +14,6 @@ use breaker_runtime::{CallFuture, Classify, Judge};
 
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
-// `classify = path`'s probe, re-exported with the other judges (`__private` globs this room).
-pub use super::classify::{ClassifierSignature, ClassifyFits, ClassifyMisfits, ClassifyProbe};
-
 /// `is_failure = path`, coerced to the `fn` pointer `P` it must be
 /// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`):
 /// a wrong signature is one `E0308` on the path naming both types.
