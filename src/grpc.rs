@@ -144,6 +144,14 @@ fn judge(code: Code, pushback: impl FnOnce() -> Option<Duration>) -> Verdict {
 /// [`verdict`] with the status's metadata. For `classify = breaker::grpc::classify` on an
 /// annotated function that returns `Result<T, tonic::Status>`, or
 /// [`Breaker::call_classified`](crate::Breaker::call_classified).
+///
+/// ```
+/// use breaker::{grpc::classify, Verdict};
+///
+/// assert_eq!(classify(&Ok::<_, tonic::Status>(())), Verdict::Success);
+/// assert_eq!(classify::<()>(&Err(tonic::Status::unavailable("down"))), Verdict::Failure);
+/// assert_eq!(classify::<()>(&Err(tonic::Status::not_found("no sku"))), Verdict::Neutral);
+/// ```
 pub fn classify<T>(result: &Result<T, Status>) -> Verdict {
     match result {
         Ok(_) => Verdict::Success,
@@ -196,6 +204,23 @@ impl CircuitBreakerLayer {
     /// responses): every call goes through `breaker`, judged by its `grpc-status` (in the
     /// headers, or in the trailers at the end of the response body), and a refusal reaches
     /// the caller as a [`tonic::Status`]. See the [module docs](crate::grpc).
+    ///
+    /// ```no_run
+    /// use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    /// use tower::ServiceBuilder;
+    ///
+    /// # async fn run() -> Result<(), breaker::grpc::BoxError> {
+    /// let channel = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051")
+    ///     .connect()
+    ///     .await?;
+    /// let inventory = Breaker::new("docs::grpc_layer", Config::default().threshold(5));
+    /// let channel = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::grpc(inventory))
+    ///     .service(channel);
+    /// let mut client = tonic::client::Grpc::new(channel); // or `InventoryClient::new(channel)`
+    /// client.ready().await?;
+    /// # Ok(()) }
+    /// ```
     pub fn grpc(breaker: Breaker) -> GrpcLayer {
         GrpcLayer { pick: breaker }
     }

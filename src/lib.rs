@@ -1,45 +1,6 @@
-//! # breaker
-//!
-//! A circuit breaker you put in front of a flaky dependency with one attribute. This crate
-//! re-exports the attribute ([`circuit_breaker`]) and the runtime ([`Breaker`], [`Config`],
-//! [`registry()`], …); the README tells the whole story.
-//!
-//! ```
-//! use breaker::{circuit_breaker, registry, CallError, State};
-//!
-//! #[derive(Debug)]
-//! struct GatewayDown;
-//!
-//! // Two failures open the breaker for five seconds; while it is open the fallback
-//! // queues the charge instead of calling the gateway.
-//! #[circuit_breaker(threshold = 2, cool_off = "5s", name = "docs::charge", fallback = queue)]
-//! async fn charge(cents: u64, gateway_up: bool) -> Result<&'static str, GatewayDown> {
-//!     if gateway_up { Ok("charged") } else { Err(GatewayDown) }
-//! }
-//!
-//! async fn queue(cents: u64, _up: bool, err: CallError<GatewayDown>) -> Result<&'static str, GatewayDown> {
-//!     match err {
-//!         CallError::Breaker(_) => Ok("queued for later"),
-//!         CallError::Inner(e) => Err(e),
-//!     }
-//! }
-//!
-//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
-//! # async fn main() {
-//! assert_eq!(charge(500, true).await.unwrap(), "charged");
-//! assert!(charge(500, false).await.is_err());
-//! assert!(charge(500, false).await.is_err());
-//! // Open: the gateway is not called, the fallback answers.
-//! assert_eq!(charge(500, true).await.unwrap(), "queued for later");
-//! assert_eq!(registry().get("docs::charge").unwrap().state(), State::Open);
-//!
-//! tokio::time::advance(std::time::Duration::from_secs(5)).await;
-//! assert_eq!(charge(500, true).await.unwrap(), "charged"); // the probe closes it
-//! assert_eq!(registry().get("docs::charge").unwrap().state(), State::Closed);
-//! # }
-//! ```
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 // docs.rs builds every feature and marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -53,14 +14,15 @@ mod sync;
     allow(rustdoc::broken_intra_doc_links)
 )]
 pub mod fleet;
+pub mod guide;
 
 pub use breaker_macros::circuit_breaker;
 #[cfg(feature = "serde")]
 pub use breaker_runtime::ConfigPatch;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State,
-    Stats, Transition, Verdict, Window,
+    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Outliers, Registry, Snapshot,
+    State, Stats, Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]
@@ -73,6 +35,8 @@ mod grpc_table;
 pub mod http;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+#[cfg(feature = "otel")]
+pub mod otel;
 #[cfg(feature = "reqwest")]
 pub mod reqwest;
 pub mod retry;
@@ -89,6 +53,9 @@ pub mod __private {
     pub use core::time::Duration;
     pub use core::{concat, module_path};
 
+    pub use crate::glue::classify::{
+        ClassifierSignature, ClassifyFits, ClassifyMisfits, ClassifyProbe,
+    };
     pub use crate::glue::fallback::*;
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;

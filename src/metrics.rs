@@ -1,4 +1,4 @@
-//! Prometheus-style series of every breaker, through the [`metrics`] facade (feature
+//! Prometheus-style series of every breaker, through the [`metrics`](https://docs.rs/metrics) facade (feature
 //! `metrics`), so any exporter works: Prometheus, StatsD, OpenTelemetry, …
 //!
 //! | series | kind | labels | what |

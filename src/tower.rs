@@ -1,4 +1,4 @@
-//! A tower layer (feature `tower`): every request through a [`Service`] goes through a breaker.
+//! A tower layer (feature `tower`): every request through a [tower service](https://docs.rs/tower-service/0.3/tower_service/trait.Service.html) goes through a breaker.
 //!
 //! ```
 //! use std::time::Duration;
@@ -68,7 +68,7 @@ use breaker_runtime::Classify as Judge;
 
 use crate::{Breaker, BreakerKey, CallError, CallFuture, KeyedBreaker, Verdict};
 
-/// A [`Layer`] that puts a breaker in front of a service; see the [module docs](self).
+/// A [tower layer](https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html) that puts a breaker in front of a service; see the [module docs](self).
 ///
 /// `T` picks the breaker of each request ([`Breaker`] itself, or [`Keyed`]); `C` judges each
 /// finished call ([`DefaultClassify`], or what [`classify`](Self::classify) gave).
@@ -81,6 +81,20 @@ pub struct CircuitBreakerLayer<T = Breaker, C = DefaultClassify> {
 
 impl CircuitBreakerLayer {
     /// Every request goes through `breaker` (clones of the layer and of its services share it).
+    ///
+    /// ```
+    /// use breaker::{tower::CircuitBreakerLayer, Breaker, Config};
+    /// use tower::{service_fn, ServiceBuilder, ServiceExt};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let inventory = Breaker::new("docs::layer_new", Config::default());
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::new(inventory.clone()))
+    ///     .service(service_fn(|sku: u32| async move { Ok::<_, std::io::Error>(sku * 2) }));
+    /// assert_eq!(svc.oneshot(21).await.unwrap(), 42);
+    /// assert_eq!(inventory.stats().successes, 1);
+    /// # }
+    /// ```
     pub fn new(breaker: Breaker) -> Self {
         CircuitBreakerLayer {
             pick: breaker,
@@ -130,14 +144,26 @@ impl<K, F> CircuitBreakerLayer<Keyed<K, F>> {
     /// as an `http::uri::Authority` (its clone shares the bytes) or an integer, over a
     /// `String` built per request.
     ///
+    /// A closure names the request type of the service it goes over (here
+    /// `http::Request<String>`; a hyper client's body type, say, for a hyper client):
+    ///
     /// ```
     /// use breaker::{tower::CircuitBreakerLayer, Config, KeyedBreaker};
+    /// use tower::{service_fn, ServiceBuilder, ServiceExt};
     ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
     /// let per_host = KeyedBreaker::<String>::new("docs::hosts", Config::default());
-    /// let layer = CircuitBreakerLayer::keyed(per_host, |req: &http::Request<()>| {
-    ///     req.uri().authority().map_or_else(String::new, |a| a.to_string())
-    /// });
-    /// # let _ = layer;
+    /// let svc = ServiceBuilder::new()
+    ///     .layer(CircuitBreakerLayer::keyed(per_host.clone(), |req: &http::Request<String>| {
+    ///         req.uri().authority().map_or_else(String::new, |a| a.to_string())
+    ///     }))
+    ///     .service(service_fn(|_req: http::Request<String>| async {
+    ///         Ok::<_, std::io::Error>(http::Response::new(String::new()))
+    ///     }));
+    /// let req = http::Request::builder().uri("http://a.example/x").body(String::new()).unwrap();
+    /// assert_eq!(svc.oneshot(req).await.unwrap().status(), 200);
+    /// assert!(per_host.contains("a.example"));
+    /// # }
     /// ```
     pub fn keyed<Req, Q>(keyed: KeyedBreaker<K>, key: F) -> Self
     where

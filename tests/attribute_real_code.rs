@@ -263,8 +263,12 @@ async fn a_config_expression_runs_when_the_future_first_runs() {
 /// (48 bytes around the body's; with a key it owns the key's breaker), and the body's block
 /// owns the arguments. A fallback (which receives the arguments after the body) needs a
 /// block of the function's own around the call: it owns the arguments, the body borrows.
+///
+/// Feature `otel` adds 16 bytes to every call future (its span and start: the cost of the
+/// feature when on, none when off), so the bound is 80 there.
 #[test]
 fn an_annotated_future_is_at_most_64_bytes_over_the_plain_one() {
+    let bound = if cfg!(feature = "otel") { 64 + 16 } else { 64 };
     let plain = size_of_val(&plain(1, "h"));
     for (shape, size) in [
         ("annotated", size_of_val(&annotated(1, "h"))),
@@ -274,8 +278,8 @@ fn an_annotated_future_is_at_most_64_bytes_over_the_plain_one() {
     ] {
         println!("{shape}: {size} bytes = plain {plain} + {}", size - plain);
         assert!(
-            size <= plain + 64,
-            "{shape}: {size} bytes, {} over the plain future's {plain} (at most 64)",
+            size <= plain + bound,
+            "{shape}: {size} bytes, {} over the plain future's {plain} (at most {bound})",
             size - plain
         );
     }

@@ -106,7 +106,7 @@ use proc_macro::TokenStream;
 /// `run_keyed`, taking the key's breaker, looked up when the function is called. With a
 /// `fallback`, `retry`, `config = …`, a judge closure or a pattern parameter, the function
 /// returns an `async move` block of its own, which owns the arguments, around the call
-/// (README, *What it expands to*, has every case); with `fallback = cached_receipt` the result goes to
+/// (the guide's attribute page, `breaker::guide::attribute`, has the shapes); with `fallback = cached_receipt` the result goes to
 /// `__private::recover(call(..).await, move |__breaker_err| …)`, which calls
 /// `FallbackProbe::<_, _, Result<Receipt, GatewayError>>::new(cached_receipt, (card, cents,
 /// __breaker_err)).__fallback()` on an error. The probe calls a fallback of the right shape;
@@ -230,8 +230,14 @@ use proc_macro::TokenStream;
 /// `classify = judge` with `fn judge(r: &Result<T, E>) -> breaker::Verdict` judges every
 /// finished call: `Success`, `Failure` (an `Ok` answer that means failure, a 503 say),
 /// `Neutral` (counts for nothing) or `OpenFor(duration)` (opens the breaker at once, for at
-/// least `cool_off`). A path is checked against that `fn` pointer type, so a classifier of the
-/// wrong type is an error naming it; a closure's parameter type is inferred. It replaces
+/// least `cool_off`). A path (a generic function too, like `breaker::http::classify`) is
+/// checked at compile time against that signature with the function's own `T` and `E`, and
+/// called directly: one of another type is one error on the path, saying
+/// ``"`classify` must be a `fn(&Result<u32, QuoteError>) -> breaker::Verdict`"`` (and
+/// pointing to `is_failure = f` with a `fn(&E) -> bool` for judging only the errors). A
+/// closure's parameter type is inferred; one written with another type gets rustc's "type
+/// mismatch in closure arguments", naming the signature it expected (followed by a second
+/// error, that the closure is not a judge). It replaces
 /// `is_failure` (both together is a compile error). Classification changes what the breaker
 /// counts, never what the caller gets: an `Ok` judged a failure is still returned, and the
 /// fallback still runs for every `Err` and every refusal. A panic in `classify` counts as a
@@ -260,7 +266,11 @@ use proc_macro::TokenStream;
 ///
 /// - The return type must be a `Result<T, E>` or an alias of one (`io::Result<T>`,
 ///   `anyhow::Result<T>`). Without a fallback `E` must implement
-///   `From<breaker::BreakerError>`.
+///   `From<breaker::BreakerError>`; if it does not, that is one error, on the return type:
+///   ``"`QuoteError` cannot hold a `breaker::BreakerError`"``, noting to write `impl
+///   From<breaker::BreakerError> for QuoteError` (with thiserror, a variant with `#[from]
+///   breaker::BreakerError`) or to add a `fallback`, which receives a
+///   `breaker::CallError<QuoteError>` instead.
 /// - With a fallback, parameters must be plain names, and the body must not consume an
 ///   argument the fallback needs (take it by reference). A parameter under `#[cfg(…)]` is
 ///   passed to the fallback only where it is compiled in; give the fallback's parameter the

@@ -64,6 +64,18 @@ impl Breaker {
     ///
     /// If `config` is invalid, with the [`ConfigError`] message naming the field. Use
     /// [`try_new`](Self::try_new) for configuration that comes from outside the program.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let tax = Breaker::new(
+    ///     "docs::new",
+    ///     Config::default().threshold(5).cool_off(Duration::from_secs(10)),
+    /// );
+    /// assert_eq!(tax.name(), "docs::new");
+    /// assert_eq!(tax.state(), State::Closed);
+    /// ```
     #[track_caller]
     pub fn new(name: impl AsRef<str>, config: Config) -> Breaker {
         match Breaker::try_new(name, config) {
@@ -76,6 +88,15 @@ impl Breaker {
     ///
     /// It stays listed while it lives: when its last clone and [`Handle`] are dropped it
     /// leaves the registry and its memory, name included, is freed.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// // A configuration read from outside the program: an invalid one names its field.
+    /// let err = Breaker::try_new("docs::try_new", Config::default().failure_rate(150)).unwrap_err();
+    /// assert_eq!(err.field(), "failure_rate");
+    /// assert!(Breaker::try_new("docs::try_new", Config::default().failure_rate(50)).is_ok());
+    /// ```
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
         Breaker::try_named(Name::from(name.as_ref()), config)
     }
@@ -91,6 +112,7 @@ impl Breaker {
     }
 
     fn try_named(name: Name, config: Config) -> Result<Breaker, ConfigError> {
+        crate::config::refuse_outliers(&config)?;
         let probe = config.probe.is_some();
         let shared = Arc::new(Shared::new(name, config.resolve()?.into(), true, None));
         shared.list(false);
@@ -135,16 +157,50 @@ impl Breaker {
     }
 
     /// The current state. Reading it after the cool-off moves an open breaker to half-open.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::state", Config::default().threshold(1).cool_off(Duration::from_secs(5)));
+    /// let _ = b.call(async { Err::<(), _>("down") }).await;
+    /// assert_eq!(b.state(), State::Open);
+    /// tokio::time::advance(Duration::from_secs(5)).await;
+    /// assert_eq!(b.state(), State::HalfOpen); // the cool-off is over: the next call probes
+    /// # }
+    /// ```
     pub fn state(&self) -> State {
         self.shared.core.state(&self.shared.clock)
     }
 
     /// Counts since creation or the last reset.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::stats", Config::default().threshold(2));
+    /// let _ = b.call_sync(|| Ok::<_, ()>(1));
+    /// let _ = b.call_sync(|| Err::<u32, _>("503"));
+    /// let stats = b.stats();
+    /// assert_eq!((stats.calls, stats.successes, stats.failures), (2, 1, 1));
+    /// ```
     pub fn stats(&self) -> Stats {
         self.shared.stats()
     }
 
     /// A handle for manual control and inspection.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::handle", Config::default());
+    /// let handle = b.handle(); // what `registry().get(name)` returns too
+    /// handle.force_open();
+    /// assert_eq!(b.state(), State::ForcedOpen);
+    /// handle.reset();
+    /// assert_eq!(b.state(), State::Closed);
+    /// ```
     pub fn handle(&self) -> Handle {
         Handle {
             shared: self.shared.clone(),
@@ -152,6 +208,18 @@ impl Breaker {
     }
 
     /// How long until a call may be admitted (see [`BreakerError::retry_in`](crate::BreakerError::retry_in)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::retry_in", Config::default().threshold(1).cool_off(Duration::from_secs(10)));
+    /// assert_eq!(b.retry_in(), None); // closed
+    /// let _ = b.call(async { Err::<(), _>("down") }).await;
+    /// assert_eq!(b.retry_in(), Some(Duration::from_secs(10)));
+    /// # }
+    /// ```
     pub fn retry_in(&self) -> Option<Duration> {
         self.shared.core.retry_in(&self.shared.clock)
     }
@@ -161,6 +229,22 @@ impl Breaker {
     /// The future is polled only if the call is admitted, which happens on the first poll. If
     /// it is dropped before it finishes, the call counts for nothing and gives its slots back.
     /// A panic in it counts as a failure and unwinds to the caller unchanged.
+    ///
+    /// ```
+    /// use breaker::{Breaker, CallError, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let fraud = Breaker::new("docs::call", Config::default().threshold(1));
+    /// let score = fraud.call(async { Ok::<u32, std::io::Error>(7) }).await;
+    /// assert_eq!(score.unwrap(), 7);
+    ///
+    /// let failed = fraud.call(async { Err::<u32, _>(std::io::Error::other("timeout")) }).await;
+    /// assert!(matches!(failed, Err(CallError::Inner(_)))); // the dependency's own error
+    /// // Open now: the future below is never polled.
+    /// let refused = fraud.call(async { Ok::<u32, std::io::Error>(7) }).await;
+    /// assert!(matches!(refused, Err(CallError::Breaker(e)) if e.is_open()));
+    /// # }
+    /// ```
     pub fn call<F, T, E>(&self, call: F) -> CallFuture<'_, F, EveryError>
     where
         F: Future<Output = Result<T, E>>,
@@ -172,6 +256,17 @@ impl Breaker {
     /// `call` is: for `tokio::spawn` and tower services. The caller clones explicitly, as
     /// with tokio's `acquire_owned`: `tokio::spawn(breaker.clone().call_owned(fut))`.
     /// [`call`](Self::call) keeps borrowing, with no reference-count traffic per call.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = Breaker::new("docs::call_owned", Config::default());
+    /// let task = tokio::spawn(b.clone().call_owned(async { Ok::<_, std::io::Error>(42) }));
+    /// assert_eq!(task.await.unwrap().unwrap(), 42);
+    /// assert_eq!(b.stats().successes, 1);
+    /// # }
+    /// ```
     pub fn call_owned<F, T, E>(self, call: F) -> CallFuture<'static, F, EveryError, Breaker>
     where
         F: Future<Output = Result<T, E>>,
@@ -183,6 +278,27 @@ impl Breaker {
     /// included (see [`Verdict`]). What the caller receives does not change: an `Ok` judged
     /// a failure is still returned as it is. A panic in `classify` counts as a failure and
     /// unwinds into the caller, as one in `is_failure` does.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, Verdict};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = Breaker::new("docs::call_classified", Config::default().threshold(1));
+    /// // An `Ok(503)` judged a failure: the caller still gets it, and it trips the breaker.
+    /// let status = b
+    ///     .call_classified(
+    ///         |r: &Result<u16, ()>| match r {
+    ///             Ok(s) if *s >= 500 => Verdict::Failure,
+    ///             Ok(_) => Verdict::Success,
+    ///             Err(_) => Verdict::Failure,
+    ///         },
+    ///         async { Ok(503) },
+    ///     )
+    ///     .await;
+    /// assert_eq!(status.unwrap(), 503);
+    /// assert_eq!(b.stats().failures, 1);
+    /// # }
+    /// ```
     pub fn call_classified<F, T, E, C>(
         &self,
         classify: C,
@@ -221,6 +337,19 @@ impl Breaker {
 
     /// Like [`call`](Self::call), with `is_failure` deciding which errors count against the
     /// dependency; an error it returns `false` for is neutral (counts for nothing).
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = Breaker::new("docs::call_with", Config::default().threshold(1));
+    /// // A 404 is the caller's question, not the dependency's health: neutral.
+    /// let r = b.call_with(|status: &u16| *status >= 500, async { Err::<(), u16>(404) }).await;
+    /// assert!(r.is_err());
+    /// assert_eq!(b.state(), State::Closed);
+    /// assert_eq!(b.stats().neutral, 1);
+    /// # }
+    /// ```
     pub fn call_with<F, T, E, P>(&self, is_failure: P, call: F) -> CallFuture<'_, F, P>
     where
         F: Future<Output = Result<T, E>>,
@@ -232,6 +361,15 @@ impl Breaker {
     /// Runs one blocking call through the breaker; every `Err` counts as a failure. Works
     /// outside any async runtime. A configured `timeout` is not enforced here (a blocking
     /// call cannot be cut short); `slow_call` still measures it.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let disk = Breaker::new("docs::call_sync", Config::default().threshold(3));
+    /// let text = disk.call_sync(|| std::fs::read_to_string("/no/such/file"));
+    /// assert!(text.unwrap_err().into_dependency_error().is_some()); // io::Error, counted
+    /// assert_eq!(disk.stats().failures, 1);
+    /// ```
     #[inline]
     pub fn call_sync<T, E>(&self, call: impl FnOnce() -> Result<T, E>) -> Result<T, CallError<E>> {
         self.call_sync_with(EveryError, call)
@@ -294,6 +432,17 @@ impl Breaker {
     }
 
     /// This breaker as the registry reports it.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::snapshot", Config::default().threshold(1));
+    /// let _ = b.call_sync(|| Err::<(), _>("503"));
+    /// let s = b.snapshot();
+    /// assert_eq!(s.state, State::Open);
+    /// assert_eq!(s.stats.failures, 1);
+    /// assert!(s.retry_in.is_some());
+    /// ```
     pub fn snapshot(&self) -> Snapshot {
         self.handle().snapshot()
     }
@@ -317,7 +466,9 @@ impl Breaker {
         let (shared, existed) = match index::index().newest::<Shared>(&name) {
             Some(found) => (found, true),
             None => {
-                let settings = match config.clone().resolve() {
+                let settings = match crate::config::refuse_outliers(&config)
+                    .and_then(|()| config.clone().resolve())
+                {
                     Ok(settings) => settings,
                     Err(e) => panic!("{e}"),
                 };

@@ -84,11 +84,31 @@ impl BreakerError {
     }
 
     /// The call timed out.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, CallError, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::is_timeout", Config::default().timeout(Duration::from_secs(1)));
+    /// let r = b.call(std::future::pending::<Result<(), ()>>()).await;
+    /// assert!(matches!(r, Err(CallError::Breaker(e)) if e.is_timeout()));
+    /// # }
+    /// ```
     pub fn is_timeout(&self) -> bool {
         matches!(self, BreakerError::Timeout { .. })
     }
 
     /// The bulkhead was full: the dependency was not called.
+    ///
+    /// ```
+    /// use breaker::{Breaker, CallError, Config};
+    ///
+    /// let b = Breaker::new("docs::is_full", Config::default().max_concurrent(1));
+    /// // A blocking call holds the only seat while it runs; a call made meanwhile is refused.
+    /// let inner = b.call_sync(|| Ok::<_, ()>(b.call_sync(|| Ok::<_, ()>(()))));
+    /// assert!(matches!(inner.unwrap(), Err(CallError::Breaker(e)) if e.is_full()));
+    /// ```
     pub fn is_full(&self) -> bool {
         matches!(self, BreakerError::Full { .. })
     }
@@ -97,6 +117,14 @@ impl BreakerError {
     /// called, though the breaker is closed. Unlike [`is_open`](Self::is_open) this is not
     /// final for a retry loop: the next call may well go through, but a retry adds load to
     /// an overloaded dependency, so retry with backoff, or not at all.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::is_throttled", Config::default().throttle(1.1));
+    /// let err = b.call_sync(|| Err::<(), _>("503")).unwrap_err();
+    /// assert!(!err.breaker_error().is_some_and(|e| e.is_throttled())); // the dependency's own error
+    /// ```
     pub fn is_throttled(&self) -> bool {
         matches!(self, BreakerError::Throttled { .. })
     }
@@ -106,6 +134,18 @@ impl BreakerError {
     /// decided the refusal (it costs the refusal one subtraction), so an error kept for
     /// later still says what it said then; subtract the time since from it, or ask the
     /// breaker ([`Handle::snapshot`](crate::Handle::snapshot)`.retry_in`) for the time left now.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::error_retry_in", Config::default().threshold(1).cool_off(Duration::from_secs(5)));
+    /// let _ = b.call(async { Err::<(), _>("down") }).await;
+    /// let refused = b.call(async { Ok::<_, &str>(()) }).await.unwrap_err().into_breaker().unwrap();
+    /// assert_eq!(refused.retry_in(), Some(Duration::from_secs(5))); // wait at least this
+    /// # }
+    /// ```
     pub fn retry_in(&self) -> Option<Duration> {
         match self {
             BreakerError::Open { retry_in, .. } => *retry_in,
@@ -196,6 +236,14 @@ pub enum CallError<E> {
 
 impl<E> CallError<E> {
     /// The dependency's error, if that is what this is; `None` for the breaker's own.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::into_dependency_error", Config::default());
+    /// let err = b.call_sync(|| Err::<(), _>("gateway 502")).unwrap_err();
+    /// assert_eq!(err.into_dependency_error(), Some("gateway 502"));
+    /// ```
     pub fn into_dependency_error(self) -> Option<E> {
         match self {
             CallError::Inner(e) => Some(e),
@@ -204,6 +252,16 @@ impl<E> CallError<E> {
     }
 
     /// The breaker's error, if that is what this is; `None` for the dependency's own.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::into_breaker", Config::default());
+    /// b.handle().force_open();
+    /// let err = b.call_sync(|| Ok::<_, ()>(())).unwrap_err();
+    /// let refusal = err.into_breaker().unwrap();
+    /// assert_eq!(refusal.name(), "docs::into_breaker");
+    /// ```
     pub fn into_breaker(self) -> Option<BreakerError> {
         match self {
             CallError::Breaker(e) => Some(e),
@@ -228,6 +286,16 @@ impl<E> CallError<E> {
     }
 
     /// Whether the breaker was open (the dependency was not called).
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let b = Breaker::new("docs::call_error_is_open", Config::default().threshold(1));
+    /// let failed = b.call_sync(|| Err::<(), _>("503")).unwrap_err();
+    /// assert!(!failed.is_open()); // the dependency answered: it was called
+    /// let refused = b.call_sync(|| Ok::<(), &str>(())).unwrap_err();
+    /// assert!(refused.is_open()); // not called: the breaker is open
+    /// ```
     pub fn is_open(&self) -> bool {
         self.breaker_error().is_some_and(BreakerError::is_open)
     }

@@ -45,6 +45,21 @@ pub enum Cause {
     },
     /// Another instance of the fleet opened, probed or closed this breaker's twin.
     Fleet,
+    /// Outlier ejection ([`Config::outliers`](crate::Config::outliers)): in the last
+    /// interval this key's success rate fell below its peers' (or failed the
+    /// failure-percentage rule); it is open for `open_for`.
+    Outlier {
+        /// Percent of its calls that failed in the interval.
+        failed: f64,
+        /// Its calls (successes and failures) in the interval.
+        calls: u64,
+        /// The success rate, in percent, below which a key was ejected: the peers' mean
+        /// less `stdev_factor` standard deviations, or 100 − `failure_percentage`.
+        threshold: f64,
+        /// How long it is ejected: `base_ejection_time` × its ejections so far, at most
+        /// `max_ejection_time`, plus jitter.
+        open_for: Duration,
+    },
 }
 
 impl fmt::Display for Cause {
@@ -72,6 +87,16 @@ impl fmt::Display for Cause {
                 )
             }
             Cause::Fleet => f.write_str("the fleet"),
+            Cause::Outlier {
+                failed,
+                calls,
+                threshold,
+                ..
+            } => write!(
+                f,
+                "an outlier among its peers: {failed:.1}% of its last {calls} calls failed \
+                 (their bar: {threshold:.1}% success)"
+            ),
         }
     }
 }

@@ -91,6 +91,9 @@ struct Call<H: Host, P> {
     flags: u8,
     stage: Stage,
     judge: Option<P>,
+    /// Feature `otel`: the call's span and start, if anyone wants them (`crate::traced`).
+    #[cfg(feature = "otel")]
+    watch: crate::traced::Watch,
 }
 
 impl<H: Host, P> Drop for Call<H, P> {
@@ -99,9 +102,14 @@ impl<H: Host, P> Drop for Call<H, P> {
         // One compare inline (a call that ended is `Done`), the rest out of line: the drop
         // glue of a call future stays small.
         if matches!(self.stage, Stage::Fast | Stage::Held) {
+            #[cfg(feature = "otel")]
+            self.watch
+                .end(self.host.shared(), crate::traced::Ended::Cancelled, None);
             let timer = release(&mut self.timer);
             cancelled(self.host.shared(), self.stage, self.held, self.flags, timer);
         }
+        #[cfg(feature = "otel")]
+        self.watch.release();
     }
 }
 
@@ -159,6 +167,8 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
                 flags: 0,
                 stage: Stage::Idle,
                 judge: Some(judge),
+                #[cfg(feature = "otel")]
+                watch: crate::traced::Watch::NONE,
             },
             _borrow: std::marker::PhantomData,
         }
@@ -166,6 +176,13 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
 }
 
 impl<F, P, H: Host> CallFuture<'_, F, P, H> {
+    /// An attempt of a retried call, in its own span (feature `otel`).
+    #[cfg(feature = "otel")]
+    pub(crate) fn attempt(mut self, span: Option<Box<tracing::Span>>) -> Self {
+        self.call.watch = crate::traced::Watch::attempt(span);
+        self
+    }
+
     /// The call's answer has begun (a streamed response's headers arrived) and its outcome
     /// comes later, when this future ends: from here on the call is not timed. Its `timeout`
     /// no longer applies; `slow_call` is judged now (a call not slow yet will not be, however
@@ -182,6 +199,8 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
             release_timer(&mut call.timer);
         }
         let shared = call.host.shared();
+        #[cfg(feature = "otel")]
+        call.watch.answer_began(shared);
         let admission = Admission::join(call.held, call.flags);
         call.flags = shared.core.answer_began(admission, &shared.clock);
     }
@@ -288,16 +307,22 @@ where
                     // to move the error through.
                     if let Some(refused) = shared.refuse() {
                         call.stage = Stage::Done;
+                        #[cfg(feature = "otel")]
+                        call.watch.refused(shared, &refused);
                         return Poll::Ready(Err(CallError::Breaker(refused)));
                     }
                     if let Err(refused) =
                         admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
                     {
                         call.stage = Stage::Done;
+                        #[cfg(feature = "otel")]
+                        call.watch.refused(shared, &refused);
                         return Poll::Ready(Err(CallError::Breaker(refused)));
                     }
                 }
             }
+            #[cfg(feature = "otel")]
+            call.watch.admitted(shared);
             if shared.core.timed() {
                 admitted_at = Some(Instant::now());
             }
@@ -313,7 +338,11 @@ where
         flags: call.flags,
         timer: &mut call.timer,
     };
+    #[cfg(feature = "otel")]
+    let entered = call.watch.enter();
     let polled = inner.poll(cx);
+    #[cfg(feature = "otel")]
+    drop(entered);
     std::mem::forget(unwinding);
     let result = match polled {
         // The fast success, inline: no judge to run (unless a classifier must see every
@@ -321,6 +350,8 @@ where
         Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
             call.stage = Stage::Done;
             succeeded(shared, admitted_here, &call.held, &mut call.timer);
+            #[cfg(feature = "otel")]
+            call.watch.end(shared, crate::traced::Ended::Success, None);
             return Poll::Ready(Ok(value));
         }
         Poll::Ready(result) => Ok(result),
@@ -396,7 +427,25 @@ fn end<T, E, P: Judge<T, E>, H: Host>(
         unreachable!("a running call has its judge")
     };
     let admission = Admission::join(call.held, call.flags);
-    conclude(call.host.shared(), fast, admission, result, judge)
+    #[cfg(not(feature = "otel"))]
+    return conclude(call.host.shared(), fast, admission, result, judge);
+    // Feature `otel`: the verdict seen on the way, for the span and the timing.
+    #[cfg(feature = "otel")]
+    {
+        use crate::traced::{judged, Ended, Witness};
+        let ended = match &result {
+            Err(Stop::Timeout(_)) => Some((Ended::Timeout, None)),
+            Ok(_) => None,
+        };
+        let is_err = matches!(result, Ok(Err(_)));
+        let seen = std::cell::Cell::new(None);
+        let judge = Witness { judge, seen: &seen };
+        let shared = call.host.shared();
+        let output = conclude(shared, fast, admission, result, judge);
+        let (outcome, error_type) = ended.unwrap_or_else(|| judged::<E>(is_err, seen.get()));
+        call.watch.end(shared, outcome, error_type);
+        output
+    }
 }
 
 #[cfg(all(test, not(breaker_loom)))]
@@ -429,9 +478,14 @@ mod tests {
         let b = Breaker::unlisted("future::small".into(), Config::default()).unwrap();
         let inner = std::future::ready(Ok::<u64, ()>(1));
         let overhead = |size: usize| size - std::mem::size_of_val(&inner);
-        assert_eq!(overhead(std::mem::size_of_val(&b.call(inner.clone()))), 48);
+        // Feature `otel`: 16 more, its span (boxed) and its start (`crate::traced::Watch`).
+        let expected = if cfg!(feature = "otel") { 64 } else { 48 };
+        assert_eq!(
+            overhead(std::mem::size_of_val(&b.call(inner.clone()))),
+            expected
+        );
         let owned = b.clone().call_owned(inner.clone());
-        assert_eq!(overhead(std::mem::size_of_val(&owned)), 48);
+        assert_eq!(overhead(std::mem::size_of_val(&owned)), expected);
     }
 
     /// A call whose answer began (a stream's headers) is timed no longer: its `timeout` does

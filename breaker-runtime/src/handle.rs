@@ -49,16 +49,49 @@ impl Handle {
     }
 
     /// Opens the breaker until [`reset`](Self::reset): every call fails fast.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::force_open", Config::default());
+    /// b.handle().force_open(); // an operator takes the dependency out
+    /// let refused = b.call_sync(|| Ok::<_, ()>(1)).unwrap_err();
+    /// assert!(refused.is_open());
+    /// assert_eq!(b.state(), State::ForcedOpen); // until `reset`
+    /// ```
     pub fn force_open(&self) {
         self.shared.core.set(State::ForcedOpen, &self.shared.clock);
     }
 
     /// Admits every call, still counting outcomes; the state no longer changes by itself.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::disable", Config::default().threshold(1));
+    /// b.handle().disable();
+    /// for _ in 0..3 {
+    ///     let _ = b.call_sync(|| Err::<(), _>("503")); // every call is made
+    /// }
+    /// assert_eq!(b.state(), State::Disabled);
+    /// assert_eq!(b.stats().failures, 3); // and counted
+    /// ```
     pub fn disable(&self) {
         self.shared.core.set(State::Disabled, &self.shared.clock);
     }
 
     /// Closes the breaker and clears its counts and [`Stats`].
+    ///
+    /// ```
+    /// use breaker::{registry, Breaker, Config, State};
+    ///
+    /// let _b = Breaker::new("docs::handle_reset", Config::default().threshold(1));
+    /// let handle = registry().get("docs::handle_reset").unwrap();
+    /// handle.force_open();
+    /// handle.reset();
+    /// assert_eq!(handle.state(), State::Closed);
+    /// assert_eq!(handle.stats().calls, 0);
+    /// ```
     pub fn reset(&self) {
         self.shared.core.set(State::Closed, &self.shared.clock);
         self.shared.reset_retry_counts();

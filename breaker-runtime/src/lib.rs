@@ -49,7 +49,8 @@
 #![forbid(unsafe_code)]
 // docs.rs builds every feature and marks each item with the feature it needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
-#![warn(missing_docs, missing_debug_implementations)]
+#![deny(missing_docs)]
+#![warn(missing_debug_implementations)]
 
 mod breaker;
 mod clock;
@@ -66,6 +67,7 @@ mod judged;
 mod keyed;
 mod live;
 mod name;
+mod outliers;
 mod overload;
 mod probe;
 mod ready;
@@ -77,12 +79,14 @@ mod snapshot;
 mod state;
 mod stats;
 mod sync;
+#[cfg(feature = "otel")]
+mod traced;
 mod verdict;
 mod window;
 
 pub use crate::{
     breaker::Breaker,
-    config::{Config, ConfigError, ConfigValues, Window},
+    config::{Config, ConfigError, ConfigValues, Outliers, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,
@@ -109,6 +113,9 @@ pub mod __internals {
     pub use crate::registry::departures::{
         take as take_departures, watch as watch_departures, Departed,
     };
+    /// Feature `otel`: the spans' target and each call's end for `breaker::otel`.
+    #[cfg(feature = "otel")]
+    pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
         keyed::KeyArg,

@@ -76,6 +76,23 @@ impl Breaker {
     /// in force as [`reconfigure`](Self::reconfigure) does. Patches applied at once from
     /// several threads are applied one after the other, none losing another's keys. See
     /// [`ConfigPatch`](crate::ConfigPatch) for the file's form.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config};
+    ///
+    /// let search = Breaker::new(
+    ///     "docs::apply",
+    ///     Config::default().dry_run(true).timeout(Duration::from_secs(2)),
+    /// );
+    /// // A configuration file names only what changes (feature `serde`).
+    /// let patch = serde_json::from_str(r#"{ "dry_run": false, "threshold": 3 }"#).unwrap();
+    /// search.apply(&patch).unwrap();
+    /// let now = search.config().values();
+    /// assert!(!now.dry_run);
+    /// assert_eq!(now.threshold, Some(3));
+    /// assert_eq!(now.timeout, Some(Duration::from_secs(2))); // not named: kept
+    /// ```
     #[cfg(feature = "serde")]
     pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
         self.handle().apply(patch)
@@ -99,6 +116,17 @@ impl Breaker {
 
     /// Closes the breaker and clears its counts and [`Stats`](crate::Stats), as
     /// [`Handle::reset`] does.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::reset", Config::default().threshold(1));
+    /// let _ = b.call_sync(|| Err::<(), _>("down"));
+    /// assert_eq!(b.state(), State::Open);
+    /// b.reset();
+    /// assert_eq!(b.state(), State::Closed);
+    /// assert_eq!(b.stats().calls, 0);
+    /// ```
     pub fn reset(&self) {
         self.handle().reset();
     }
@@ -112,6 +140,7 @@ impl Handle {
         if self.shared.family.is_some() {
             return Err(refuse_key());
         }
+        crate::config::refuse_outliers(&config)?;
         let core = &self.shared.core;
         let probe = config.probe.is_some();
         core.reconfigure(config)?;
@@ -133,6 +162,14 @@ impl Handle {
     }
 
     /// The configuration in force (its `on_state_change` hook included).
+    ///
+    /// ```
+    /// use breaker::{registry, Breaker, Config};
+    ///
+    /// let _b = Breaker::new("docs::handle_config", Config::default().threshold(4));
+    /// let handle = registry().get("docs::handle_config").unwrap();
+    /// assert_eq!(handle.config().values().threshold, Some(4));
+    /// ```
     pub fn config(&self) -> Config {
         self.shared.core.live.resolved().config.clone()
     }

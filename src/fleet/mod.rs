@@ -275,6 +275,16 @@ impl Fleet {
     /// reqwest middleware (`fleet.join_keyed(middleware.keyed_breaker())`). Keys made before
     /// the call stay local: join before the first request. A keyed breaker joins one fleet;
     /// a second call is ignored.
+    ///
+    /// ```no_run
+    /// use breaker::{fleet::Fleet, Config, KeyedBreaker};
+    ///
+    /// # async fn run() -> Result<(), breaker::fleet::FleetError> {
+    /// let fleet = Fleet::connect("redis://127.0.0.1:6379").await?;
+    /// let hosts = KeyedBreaker::<String>::new("shop::hosts", Config::default());
+    /// fleet.join_keyed(&hosts); // every key's breaker made from now on
+    /// # Ok(()) }
+    /// ```
     pub fn join_keyed<K: crate::BreakerKey>(&self, keyed: &crate::KeyedBreaker<K>) {
         let fleet = self.clone();
         keyed.on_new(move |breaker: &Breaker| fleet.join(breaker));
@@ -287,6 +297,16 @@ impl Fleet {
     /// A dry-run breaker (`Config::dry_run`) is not taken in: it never publishes to the
     /// fleet (its openings are pretended) nor follows it (its figures show what this
     /// instance alone would have done).
+    ///
+    /// ```no_run
+    /// use breaker::{fleet::Fleet, Breaker, Config};
+    ///
+    /// # async fn run() -> Result<(), breaker::fleet::FleetError> {
+    /// let fleet = Fleet::connect("redis://127.0.0.1:6379").await?;
+    /// let tax = Breaker::new("tax::rate", Config::default().threshold(5));
+    /// fleet.join(&tax); // its openings reach the other instances, and theirs reach it
+    /// # Ok(()) }
+    /// ```
     pub fn join(&self, breaker: &Breaker) {
         if breaker.is_dry_run() {
             return;
@@ -320,6 +340,16 @@ impl Fleet {
     /// Forces every member named `name` open, in every instance of the fleet, until
     /// [`reset`](Self::reset): kept in Redis, so instances that join later are forced too.
     /// Done once Redis has it; an error if Redis is away or refuses (nothing changed then).
+    ///
+    /// ```no_run
+    /// use breaker::fleet::Fleet;
+    ///
+    /// # async fn run() -> Result<(), breaker::fleet::FleetError> {
+    /// let fleet = Fleet::connect("redis://127.0.0.1:6379").await?;
+    /// fleet.force_open("tax::rate").await?; // every instance's `tax::rate`, until reset
+    /// fleet.reset("tax::rate").await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn force_open(&self, name: &str) -> Result<(), FleetError> {
         self.manual(name, Some(group::Manual::Forced)).await
     }

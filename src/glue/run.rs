@@ -14,7 +14,7 @@ use breaker_runtime::{CallFuture, Classify, Judge};
 
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
-/// `is_failure = path` or `classify = path`, coerced to the `fn` pointer `P` it must be
+/// `is_failure = path`, coerced to the `fn` pointer `P` it must be
 /// (a struct field is a coercion site; an `as` cast would trip a user's `trivial_casts`):
 /// a wrong signature is one `E0308` on the path naming both types.
 pub struct AsFn<P> {
@@ -24,9 +24,6 @@ pub struct AsFn<P> {
 
 /// The `fn` pointer `is_failure = path` must be, for the return type `R`.
 pub type IsFailure<R> = fn(&<R as Fallible>::Err) -> bool;
-
-/// The `fn` pointer `classify = path` must be, for the return type `R`.
-pub type Classifier<R> = fn(&Result<<R as Fallible>::Ok, <R as Fallible>::Err>) -> Verdict;
 
 /// The default `is_failure`: every error counts against the dependency.
 pub fn every_error<E>(_: &E) -> bool {
@@ -39,8 +36,9 @@ pub fn is_failure<R: Fallible, P: FnOnce(&R::Err) -> bool>(is_failure: P) -> P {
     is_failure
 }
 
-/// `classify = …`: the classifier as a [`Judge`] (every result judged, `Ok` included),
-/// a closure told the type of its parameter (`&Result<T, E>` of the return type `R`).
+/// `classify = |r| …`: the closure as a [`Judge`] (every result judged, `Ok` included),
+/// told the type of its parameter (`&Result<T, E>` of the return type `R`). A path goes
+/// through `ClassifyProbe` instead (see `glue::classify`).
 pub fn classify<R, C>(classify: C) -> Classify<C>
 where
     R: Fallible,
@@ -222,7 +220,7 @@ impl<T, E> Fallible for Result<T, E> {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot hold a `breaker::BreakerError`",
     label = "the breaker's own errors (open, timeout, full) must go somewhere",
-    note = "implement `From<breaker::BreakerError>` for `{Self}`, or add a `fallback = …` to the attribute"
+    note = "write `impl From<breaker::BreakerError> for {Self}` (thiserror: a variant with `#[from] breaker::BreakerError`), or add a `fallback = …` to the attribute, which receives a `breaker::CallError<{Self}>`"
 )]
 pub trait FromBreakerError {
     /// Converts the breaker's error.

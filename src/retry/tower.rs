@@ -10,7 +10,7 @@ use breaker_runtime::Classify as Judge;
 use crate::tower::{Classify, DefaultClassify};
 use crate::{Breaker, CallError};
 
-/// A [`Layer`] that puts a breaker in front of a service and retries failed requests
+/// A [tower layer](https://docs.rs/tower-layer/0.3/tower_layer/trait.Layer.html) that puts a breaker in front of a service and retries failed requests
 /// through it, per the breaker's [`Config::retry`](crate::Config::retry) (see the
 /// [module docs](crate::retry)): what [`CircuitBreakerLayer`](crate::tower::CircuitBreakerLayer)
 /// does, once per attempt. Use it *instead of* that layer, not around it.

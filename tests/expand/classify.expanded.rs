@@ -31,17 +31,15 @@ fn get(
             );
             &__BREAKER
         },
-        ::breaker::__private::classify::<
-            Result<Response, HttpError>,
-            _,
-        >(
-            ::breaker::__private::AsFn::<
-                ::breaker::__private::Classifier<Result<Response, HttpError>>,
-            > {
-                f: breaker::http::classify,
-            }
-                .f,
-        ),
+        {
+            #[allow(unused_imports)]
+            use ::breaker::__private::{ClassifyFits as _, ClassifyMisfits as _};
+            ::breaker::__private::ClassifyProbe::<
+                Result<Response, HttpError>,
+                _,
+            >::new(breaker::http::classify)
+                .__classify()
+        },
         async move {
             if false {
                 return ::breaker::__private::returns::<Result<Response, HttpError>>();

@@ -63,7 +63,16 @@ pub(super) fn call_expr(
     InferImplTrait.visit_type_mut(&mut ret);
     let ret = ret.to_token_stream();
     let judge = judge(args, &ret);
-    let k = krate_at(args, ret_span);
+    // Every token of the entry call at the return type, `crate = "…"`'s path too: a bound the
+    // call's path and its `.await` both require (a missing `From<BreakerError>`) is then
+    // reported once, there, not again over the span from the literal to the return type.
+    let k: TokenStream = krate_at(args, ret_span)
+        .into_iter()
+        .map(|mut t| {
+            t.set_span(ret_span);
+            t
+        })
+        .collect();
     let body = if is_async {
         // Returned, the body's block owns the arguments; in a block, that block does.
         let prelude = match frame {
@@ -82,7 +91,7 @@ pub(super) fn call_expr(
         owned: seat.owned.as_ref(),
     };
     if let (Some(retry), true) = (&args.retry, is_async) {
-        return retried_call(args, sig, &parts, &body, retry.span);
+        return retried_call(args, sig, &parts, &body, retry.span, ret_span);
     }
     match &args.fallback {
         None => entry(&parts, &body, frame, false, ret_span),
@@ -100,21 +109,28 @@ pub(super) fn call_expr(
 }
 
 /// The judge of a call's result, a value of the runtime's `Judge`, so one entry point takes
-/// any: `is_failure` as itself, `classify` through `classify::<R, _>` (its `Classify`), every
-/// error a failure without either. A path is coerced to the `fn` pointer it must be (a struct
-/// field is a coercion site; an `as` cast would trip a user's `trivial_casts`), so a wrong
-/// signature is one error naming it; a closure goes through `is_failure::<R, _>` or
-/// `classify::<R, _>`, whose bounds give its parameter its type.
+/// any: `is_failure` as itself, `classify` as its `Classify`, every error a failure without
+/// either. An `is_failure` path is coerced to the `fn` pointer it must be (a struct field is a
+/// coercion site; an `as` cast would trip a user's `trivial_casts`), so a wrong signature is
+/// one error naming it; a `classify` path goes through `ClassifyProbe` (see
+/// `src/glue/classify.rs`), so a wrong one is one error on it naming `fn(&Result<T, E>) ->
+/// breaker::Verdict`. A closure goes through `is_failure::<R, _>` or `classify::<R, _>`,
+/// whose bounds give its parameter its type.
 fn judge(args: &Args, ret: &TokenStream) -> TokenStream {
     match (&args.classify, &args.is_failure) {
         (Some(c), _) => {
             let (f, k) = (&c.value, krate_at(args, c.span));
-            let f = if matches!(f, Expr::Path(_)) {
-                quote_spanned!(c.span=> #k::__private::AsFn::<#k::__private::Classifier<#ret>> { f: #f }.f)
+            if matches!(f, Expr::Path(_)) {
+                let method = Ident::new("__classify", c.span);
+                // Only one of the two traits is used, whichever the path's type picks.
+                quote_spanned! {c.span=> {
+                    #[allow(unused_imports)]
+                    use #k::__private::{ClassifyFits as _, ClassifyMisfits as _};
+                    #k::__private::ClassifyProbe::<#ret, _>::new(#f).#method()
+                }}
             } else {
-                f.to_token_stream()
-            };
-            quote_spanned!(c.span=> #k::__private::classify::<#ret, _>(#f))
+                quote_spanned!(c.span=> #k::__private::classify::<#ret, _>(#f))
+            }
         }
         (None, Some(p)) => {
             let (f, k) = (&p.value, krate_at(args, p.span));
@@ -227,13 +243,16 @@ fn recovery(
 /// The call of an `async fn` with `retry`: the body made once per attempt by a closure that
 /// gives each attempt its own clone of every argument (a reference or a `Copy` value costs
 /// nothing to clone), so an attempt may consume its arguments and the next gets them whole;
-/// the arguments themselves stay with the function, for the fallback.
+/// the arguments themselves stay with the function, for the fallback. `run_retried` is
+/// spanned with the return type (`ret_span`), where its bound reports an `E` without
+/// `From<BreakerError>`, as `run` does.
 fn retried_call(
     args: &Args,
     sig: &syn::Signature,
     parts: &Parts,
     body: &TokenStream,
     span: Span,
+    ret_span: Span,
 ) -> TokenStream {
     let k = krate_at(args, span);
     let clones = sig.inputs.iter().filter_map(|input| match input {
@@ -253,14 +272,16 @@ fn retried_call(
     });
     let make = quote_spanned! {span=> || { #(#clones)* async move #body } };
     let Parts {
+        k: k_ret,
         ret,
         judge,
         breaker,
         ..
     } = parts;
     let Some(fallback) = &args.fallback else {
-        return quote_spanned! {span=>
-            #k::__private::run_retried::<#ret, _, _, _, _, _>(#breaker, #judge, #make).await
+        let run = quote_spanned!(ret_span=> #k_ret::__private::run_retried::<#ret, _, _, _, _, _>);
+        return quote_spanned! {ret_span=>
+            #run(#breaker, #judge, #make).await
         };
     };
     let call = quote_spanned! {span=>

@@ -7,6 +7,7 @@
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`, `retry_within`): builder methods, checks, [`RetryPolicy`], their defaults |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
+//! | `outliers` | the `outliers` key: [`Outliers`], its builder methods and checks, [`OutlierPolicy`] (detection is `crate::outliers`') |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `keys` | every key of a file, listed once: read, written, and logged when it changes |
 //! | `patch` | feature `serde`: [`ConfigPatch`], a file that changes only the keys it names; one key's value in a file |
@@ -17,6 +18,7 @@
 
 mod error;
 mod keys;
+mod outliers;
 mod overload;
 #[cfg(feature = "serde")]
 mod patch;
@@ -31,6 +33,8 @@ mod values;
 
 pub use error::ConfigError;
 pub(crate) use keys::log_change;
+pub use outliers::Outliers;
+pub(crate) use outliers::{refuse_plain as refuse_outliers, OutlierPolicy};
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
 #[cfg(feature = "serde")]
 pub use patch::ConfigPatch;
@@ -107,6 +111,8 @@ pub struct Config {
     pub(crate) retry: RetryConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
+    /// Outlier ejection, keyed breakers only (`crate::outliers`).
+    pub(crate) outliers: Option<Outliers>,
 }
 
 impl Default for Config {
@@ -153,6 +159,7 @@ impl Config {
         overload: OverloadConfig::DEFAULT,
         retry: RetryConfig::DEFAULT,
         probe: None,
+        outliers: None,
     };
 
     /// The most [`probes`](Self::probes) a breaker accepts. Each probe slot is a lease that
@@ -174,11 +181,32 @@ impl Config {
 
     /// Consecutive failures that open the breaker (default 5; off when only
     /// [`failure_rate`](Self::failure_rate) is set).
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// let b = Breaker::new("docs::threshold", Config::default().threshold(3));
+    /// for _ in 0..3 {
+    ///     let _ = b.call_sync(|| Err::<(), _>("503"));
+    /// }
+    /// assert_eq!(b.state(), State::Open); // three in a row
+    /// ```
     pub const fn threshold(mut self, failures: u32) -> Self {
         self.threshold = Some(failures);
         self
     }
     /// Open when this percentage (1..=100) of the calls in the window failed.
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// // Open when half of the last 20 calls failed, once at least 10 were made.
+    /// let b = Breaker::new("docs::failure_rate", Config::default().failure_rate(50).window_calls(20).min_calls(10));
+    /// for i in 0..10 {
+    ///     let _ = b.call_sync(|| if i % 2 == 0 { Ok(()) } else { Err("503") });
+    /// }
+    /// assert_eq!(b.state(), State::Open);
+    /// ```
     pub const fn failure_rate(mut self, percent: u32) -> Self {
         self.failure_rate = Some(percent);
         self
@@ -202,11 +230,40 @@ impl Config {
     }
     /// A call that takes at least this long counts as a failure; its result still goes to
     /// the caller.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::slow_call", Config::default().threshold(1).slow_call(Duration::from_millis(200)));
+    /// let slow = b.call(async {
+    ///     tokio::time::sleep(Duration::from_millis(300)).await;
+    ///     Ok::<_, ()>("late but fine")
+    /// });
+    /// assert_eq!(slow.await.unwrap(), "late but fine"); // the caller gets it …
+    /// assert_eq!(b.state(), State::Open); // … and it counted as a failure
+    /// # }
+    /// ```
     pub const fn slow_call(mut self, at_least: Duration) -> Self {
         self.slow_call = Some(at_least);
         self
     }
     /// How long the breaker stays open before it admits a probe (default 10 s).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config, State};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::cool_off", Config::default().threshold(1).cool_off(Duration::from_secs(30)));
+    /// let _ = b.call(async { Err::<(), _>("down") }).await;
+    /// tokio::time::advance(Duration::from_secs(29)).await;
+    /// assert_eq!(b.state(), State::Open);
+    /// tokio::time::advance(Duration::from_secs(1)).await;
+    /// assert_eq!(b.state(), State::HalfOpen);
+    /// # }
+    /// ```
     pub const fn cool_off(mut self, cool_off: Duration) -> Self {
         self.cool_off = cool_off;
         self
@@ -235,12 +292,40 @@ impl Config {
     /// Deadline of one call; a timeout is a failure and yields
     /// [`BreakerError::Timeout`](crate::BreakerError::Timeout). Needs a tokio runtime with
     /// its time driver, as `tokio::time::timeout` does.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let b = Breaker::new("docs::timeout", Config::default().timeout(Duration::from_millis(600)));
+    /// let hung = b.call(std::future::pending::<Result<(), std::io::Error>>()).await;
+    /// let err = hung.unwrap_err().into_breaker().unwrap();
+    /// assert!(err.is_timeout());
+    /// assert_eq!(b.stats().timeouts, 1);
+    /// # }
+    /// ```
     pub const fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self
     }
     /// Bulkhead: at most this many calls in flight; more fail fast with
     /// [`BreakerError::Full`](crate::BreakerError::Full).
+    ///
+    /// ```
+    /// use breaker::{Breaker, Config};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let b = Breaker::new("docs::max_concurrent", Config::default().max_concurrent(1));
+    /// let (release, wait) = tokio::sync::oneshot::channel::<()>();
+    /// let first = tokio::spawn(b.clone().call_owned(async move { wait.await.map_err(|_| "gone") }));
+    /// tokio::task::yield_now().await; // the first call takes the only seat
+    /// let second = b.call(async { Ok::<_, &str>(()) }).await;
+    /// assert!(second.unwrap_err().is_full());
+    /// release.send(()).unwrap();
+    /// assert!(first.await.unwrap().is_ok());
+    /// # }
+    /// ```
     pub const fn max_concurrent(mut self, calls: u32) -> Self {
         self.max_concurrent = Some(calls);
         self
@@ -334,6 +419,7 @@ impl PartialEq for Config {
             && self.max_open_percent == other.max_open_percent
             && self.overload == other.overload
             && self.retry == other.retry
+            && self.outliers == other.outliers
     }
 }
 
@@ -359,6 +445,7 @@ impl fmt::Debug for Config {
             .field("overload", &self.overload)
             .field("retry", &self.retry)
             .field("probe", &self.probe.is_some())
+            .field("outliers", &self.outliers)
             .finish()
     }
 }

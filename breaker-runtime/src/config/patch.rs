@@ -34,7 +34,10 @@ use super::{keys::Keys, Config, ConfigError};
 ///
 /// ```
 /// use std::time::Duration;
-/// use breaker::{Breaker, Config, ConfigPatch};
+/// use breaker::{Breaker, Config};
+/// # // `breaker::ConfigPatch` (feature `serde`): the facade's feature is off when only the
+/// # // runtime's doctests run.
+/// # use breaker_runtime::ConfigPatch;
 ///
 /// let search = Breaker::new(
 ///     "docs::patch",

@@ -150,6 +150,7 @@ impl Config {
             max_open_percent: self.max_open_percent,
             overload: self.overload.validate(self.max_concurrent)?,
             retry: self.retry.validate()?,
+            outliers: self.outliers.map(|o| o.validate()).transpose()?,
         })
     }
 }
@@ -196,6 +197,8 @@ pub(crate) struct Policy {
     pub(crate) overload: OverloadPolicy,
     /// `None`: no retries.
     pub(crate) retry: Option<RetryPolicy>,
+    /// Outlier ejection (a keyed breaker's; `None`: off).
+    pub(crate) outliers: Option<super::OutlierPolicy>,
 }
 
 impl Policy {

@@ -76,11 +76,24 @@ pub struct ConfigValues {
     pub backoff: Option<Duration>,
     /// [`Config::retry_within`].
     pub retry_within: Option<Duration>,
+    /// [`Config::outliers`].
+    pub outliers: Option<super::Outliers>,
 }
 
 impl Config {
     /// This configuration's values, to read (the builder methods of the same names set
     /// them). Through serde, the same values are the keys of the file form.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::Config;
+    ///
+    /// let config = Config::default().threshold(3).timeout(Duration::from_millis(600));
+    /// let values = config.values();
+    /// assert_eq!(values.threshold, Some(3));
+    /// assert_eq!(values.timeout, Some(Duration::from_millis(600)));
+    /// assert_eq!(values.cool_off, Duration::from_secs(10)); // the default
+    /// ```
     pub fn values(&self) -> ConfigValues {
         let (o, r) = (&self.overload, &self.retry);
         ConfigValues {
@@ -109,6 +122,7 @@ impl Config {
             retry_budget: r.percent,
             backoff: r.backoff,
             retry_within: r.within,
+            outliers: self.outliers,
         }
     }
 }

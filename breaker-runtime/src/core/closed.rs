@@ -247,6 +247,18 @@ impl Core {
         }
     }
 
+    /// An outlier ejection (`crate::outliers`): opens a closed breaker for the time the
+    /// [`Cause::Outlier`] carries. Whether it opened (one no longer closed, or held closed
+    /// by `max_open_percent`, does not).
+    pub(crate) fn eject(&self, cause: Cause, clock: &impl Clock) -> bool {
+        let w = self.word();
+        if w.state() != State::Closed {
+            return false;
+        }
+        self.trip(w.generation(), cause, clock);
+        self.word() == w.next(State::Open)
+    }
+
     /// Opens a closed breaker, if it is still in the generation that saw the failures.
     pub(super) fn trip(&self, generation: u64, cause: Cause, clock: &impl Clock) {
         if self.word() != Word::new(State::Closed, generation) {

@@ -34,7 +34,9 @@ impl Core {
         now: Nanos,
     ) -> Word {
         let open_for = match cause {
-            Cause::Verdict { open_for } => Some(crate::clock::to_nanos(open_for)),
+            Cause::Verdict { open_for } | Cause::Outlier { open_for, .. } => {
+                Some(crate::clock::to_nanos(open_for))
+            }
             _ => None,
         };
         let next = from.next(to);
@@ -49,6 +51,8 @@ impl Core {
         match to {
             State::Open => {
                 let total = match open_for {
+                    // An ejection's time is its own (`max_ejection_time`, jitter included).
+                    Some(ejected) if matches!(cause, Cause::Outlier { .. }) => ejected,
                     Some(asked) if asked > 0 => self.cap_open_for(asked),
                     _ => {
                         let settings = self.live.resolved();

@@ -52,7 +52,7 @@ pub trait BreakerKey: Hash + Eq + Send + Sync + 'static {
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result;
 
     /// The form a keyed breaker keeps of a new key: the key itself, except a `String`
-    /// longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes, kept as the prefix and
+    /// longer than 256 bytes, kept as the prefix and
     /// digest its name shows (`bounded_key`), and a pair, kept as its parts are. A key type
     /// of your own is kept as it is: leave this alone.
     #[doc(hidden)]
@@ -83,7 +83,7 @@ display_keys!(
 #[cfg(feature = "http")]
 display_keys!(http::uri::Authority);
 
-/// A `String` over [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes is kept as its bounded
+/// A `String` over 256 bytes is kept as its bounded
 /// form: a caller's 60 KB key costs the map what a short one does.
 impl BreakerKey for String {
     fn fmt_key(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -210,7 +210,7 @@ where
 }
 
 /// A key's breaker name: `{name}[{key}]`, or `{name}[{prefix}…#{digest}]` for a key whose
-/// text is longer than [`LONGEST_KEY`](crate::name::LONGEST_KEY) bytes (its first 16 bytes
+/// text is longer than 256 bytes (its first 16 bytes
 /// at most, and 32 hex digits of the SHA-256 of all of it).
 pub(super) struct KeyName<'a, K>(pub(super) &'a str, pub(super) &'a K);
 

@@ -8,6 +8,7 @@
 //! | `map::entry` | the set's entries and how they are found: by a borrowed key, or by breaker from a shard's record |
 //! | `map::sweep` | sweeps of idle keys, a step per new key |
 //! | `map::evict` | eviction by sampling at the bound (its accuracy is stated there) |
+//! | `map::outliers` | outlier detection's walk over the keys (the rules are `crate::outliers`') |
 
 mod key;
 mod map;
@@ -125,6 +126,18 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// # Panics
     ///
     /// If `config` is invalid, with the [`ConfigError`] message naming the field.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Config, KeyedBreaker};
+    ///
+    /// // One breaker per host, at most 50 000 hosts remembered.
+    /// let hosts = KeyedBreaker::<String>::new(
+    ///     "docs::keyed_new",
+    ///     Config::default().threshold(3).max_keys(50_000).idle(Duration::from_secs(300)),
+    /// );
+    /// assert!(hosts.is_empty());
+    /// ```
     #[track_caller]
     pub fn new(name: impl AsRef<str>, config: Config) -> Self {
         match Self::try_new(name, config) {
@@ -136,9 +149,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// A keyed breaker, or the [`ConfigError`] naming the invalid field.
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Self, ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        Ok(KeyedBreaker {
-            inner: Arc::new(Map::new(name.as_ref(), config.resolve()?)),
-        })
+        let inner = Arc::new(Map::new(name.as_ref(), config.resolve()?));
+        crate::outliers::task::start(&inner);
+        Ok(KeyedBreaker { inner })
     }
 
     /// Changes every key's configuration while they run, now and for keys made later,
@@ -146,9 +159,21 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// `max_keys` or `idle` applies from the next new key (a lower `max_keys` evicts as new
     /// keys arrive, never all at once). Validated first: an invalid `config` changes nothing
     /// and the error names the field.
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker};
+    ///
+    /// let hosts = KeyedBreaker::<String>::new("docs::keyed_reconfigure", Config::default());
+    /// let early = hosts.breaker("a.example");
+    /// hosts.reconfigure(Config::default().threshold(2)).unwrap();
+    /// assert_eq!(early.config().values().threshold, Some(2)); // keys made before
+    /// assert_eq!(hosts.breaker("b.example").config().values().threshold, Some(2)); // and after
+    /// ```
     pub fn reconfigure(&self, config: Config) -> Result<(), ConfigError> {
         crate::probe::refuse_keyed(&config)?;
-        self.inner.reconfigure(|_| Ok(config))
+        self.inner.reconfigure(|_| Ok(config))?;
+        crate::outliers::task::start(&self.inner);
+        Ok(())
     }
 
     /// Changes the keys `patch` names in every key's configuration, keeping the others (see
@@ -156,7 +181,9 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// [`reconfigure`](Self::reconfigure).
     #[cfg(feature = "serde")]
     pub fn apply(&self, patch: &crate::ConfigPatch) -> Result<(), ConfigError> {
-        self.inner.reconfigure(|config| patch.applied_to(config))
+        self.inner.reconfigure(|config| patch.applied_to(config))?;
+        crate::outliers::task::start(&self.inner);
+        Ok(())
     }
 
     /// The name every key's breaker is named after.
@@ -176,6 +203,16 @@ impl<K: BreakerKey> KeyedBreaker<K> {
 
     /// The breaker of `key`, created if there is none (which may evict another, see the
     /// type's docs). An existing key's lookup allocates nothing.
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker, State};
+    ///
+    /// let hosts = KeyedBreaker::<String>::new("docs::keyed_breaker", Config::default());
+    /// let b = hosts.breaker("example.com"); // get or create; a `&str` for a `String` key
+    /// assert_eq!(b.name(), "docs::keyed_breaker[example.com]");
+    /// assert_eq!(b.state(), State::Closed);
+    /// assert_eq!(hosts.len(), 1);
+    /// ```
     pub fn breaker<Q>(&self, key: &Q) -> Breaker
     where
         K: Borrow<Q>,
@@ -198,11 +235,36 @@ impl<K: BreakerKey> KeyedBreaker<K> {
             return f(found);
         }
         drop(guard);
-        f(&self.inner.insert(key, hash))
+        f(&self.make(key, hash))
+    }
+
+    /// Creates `key`'s breaker; starts outlier detection if the keyed breaker was made
+    /// outside a runtime (one relaxed load without outliers).
+    #[cold]
+    fn make<Q>(&self, key: &Q, hash: u64) -> Breaker
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        let made = self.inner.insert(key, hash);
+        crate::outliers::task::start(&self.inner);
+        made
     }
 
     /// Runs one async call through `key`'s breaker (see [`Breaker::call`]). The lookup
     /// happens now; the call is admitted on the future's first poll.
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker, State};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let hooks = KeyedBreaker::<String>::new("docs::keyed_call", Config::default().threshold(1));
+    /// let _ = hooks.call("down.example", async { Err::<(), _>("refused") }).await;
+    /// // One host is open; the others are not.
+    /// assert_eq!(hooks.breaker("down.example").state(), State::Open);
+    /// assert!(hooks.call("ok.example", async { Ok::<_, ()>(202) }).await.is_ok());
+    /// # }
+    /// ```
     pub fn call<Q, F, T, E>(&self, key: &Q, call: F) -> CallFuture<'static, F, EveryError, Breaker>
     where
         K: Borrow<Q>,
@@ -231,6 +293,14 @@ impl<K: BreakerKey> KeyedBreaker<K> {
     /// Runs one blocking call through `key`'s breaker (see [`Breaker::call_sync`]). An
     /// existing key's call writes nothing the map shares: two threads calling one key scale
     /// as two threads calling one [`Breaker`] do.
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker};
+    ///
+    /// let tenants = KeyedBreaker::<u64>::new("docs::keyed_sync", Config::default());
+    /// let rows = tenants.call_sync(&42, || Ok::<_, std::io::Error>(3));
+    /// assert_eq!(rows.unwrap(), 3);
+    /// ```
     pub fn call_sync<Q, T, E>(
         &self,
         key: &Q,

@@ -55,6 +55,22 @@ fn shared(listed: &index::Listed) -> Option<Arc<Shared>> {
 impl Registry {
     /// A handle to the most recently created live breaker with this name (a `&str`, or a
     /// transition's [`Name`](crate::Name)).
+    ///
+    /// ```
+    /// use breaker::{circuit_breaker, registry, BreakerError, State};
+    ///
+    /// #[circuit_breaker(name = "docs::registry_get")]
+    /// fn lookup(id: u32) -> Result<u32, BreakerError> {
+    ///     Ok(id)
+    /// }
+    ///
+    /// lookup(1).unwrap(); // an attribute's breaker is made on the first call
+    /// let handle = registry().get("docs::registry_get").unwrap();
+    /// handle.force_open(); // how an operator reaches an annotated function's breaker
+    /// assert!(lookup(1).is_err());
+    /// assert_eq!(handle.state(), State::ForcedOpen);
+    /// assert!(registry().get("docs::no_such_breaker").is_none());
+    /// ```
     pub fn get(&self, name: impl AsRef<str>) -> Option<Handle> {
         index::index()
             .find(Some(name.as_ref()))
@@ -67,6 +83,15 @@ impl Registry {
     /// Every live breaker, in order of creation. Reading each state moves an open breaker
     /// whose cool-off ended to half-open, as `Handle::state` does. Holds one breaker at a
     /// time.
+    ///
+    /// ```
+    /// use breaker::{registry, Breaker, Config, State};
+    ///
+    /// let _b = Breaker::new("docs::registry_snapshot", Config::default());
+    /// let all = registry().snapshot();
+    /// let mine = all.iter().find(|s| &*s.name == "docs::registry_snapshot").unwrap();
+    /// assert_eq!(mine.state, State::Closed);
+    /// ```
     pub fn snapshot(&self) -> Vec<Snapshot> {
         index::index()
             .find(None)

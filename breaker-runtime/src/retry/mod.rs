@@ -241,6 +241,9 @@ where
     let mut paid = None;
     let mut attempt = 1;
     let mut made = prepare().await.map_err(CallError::Inner)?;
+    // Feature `otel`: the call's span, its attempts its children (`crate::traced`).
+    #[cfg(feature = "otel")]
+    let mut traced = crate::traced::Retried::begin(shared);
     loop {
         let recorder = Recorder {
             judge: judge.clone(),
@@ -250,8 +253,13 @@ where
             attempt: made,
             paid: paid.take(),
         };
-        let result = CallFuture::new(host.clone(), recorder, ran).await;
+        let call = CallFuture::new(host.clone(), recorder, ran);
+        #[cfg(feature = "otel")]
+        let call = call.attempt(traced.attempt(shared, attempt));
+        let result = call.await;
         let verdict = slot.take();
+        #[cfg(feature = "otel")]
+        traced.record(&result, verdict, attempt);
         let next = match (&result, verdict) {
             // The breaker's own refusal ends the retries, with its `retry_in` (a refused
             // retry's payment went back with its unpolled attempt).

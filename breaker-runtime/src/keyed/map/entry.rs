@@ -25,6 +25,9 @@ pub(super) struct Node<K> {
     /// and by sweeps under the shard's lock; a call that sets the flag while a sweep stamps
     /// the entry loses nothing that matters: the entry was used at that sweep either way.
     pub(super) seen: AtomicU64,
+    /// What outlier detection keeps of this key (made at its first reading: empty, one
+    /// pointer, without `outliers`); it goes with the entry.
+    pub(super) outlier: once_cell::race::OnceBox<crate::outliers::Seen>,
 }
 
 /// The hasher of every keyed breaker's keys: SipHash with keys random per process (std's

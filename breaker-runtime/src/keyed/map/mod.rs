@@ -53,6 +53,7 @@ use tokio::time::Instant;
 
 mod entry;
 mod evict;
+mod outliers;
 mod sweep;
 
 use entry::{id, key_hasher, ByBreaker, ByKey, Node, Prehashed, TOUCHED};
@@ -107,6 +108,8 @@ pub(super) struct Map<K> {
     pub(super) on_new: OnceLock<OnNew>,
     /// Seeds the sampler's draws (touched only by new keys at the bound).
     draws: AtomicU64,
+    /// Outlier detection's task (`crate::outliers`).
+    pub(super) outliers: crate::outliers::task::Slot,
 }
 
 /// One shard: its breakers, dense (a victim is drawn by position), on cache lines of its
@@ -136,6 +139,7 @@ impl<K: BreakerKey> Map<K> {
             on_new: OnceLock::new(),
             draws: AtomicU64::new(0),
             family: Arc::new(Family { name: name.into() }),
+            outliers: crate::outliers::task::Slot::new(policy.outliers.is_some()),
             live: settings.into(),
         }
     }
@@ -160,6 +164,7 @@ impl<K: BreakerKey> Map<K> {
     ) -> Result<(), crate::ConfigError> {
         let adopt = |settings: &Resolved| {
             let policy = &settings.policy;
+            self.outliers.want(policy.outliers.is_some());
             self.max_keys.store(policy.max_keys, Relaxed);
             self.idle.store(policy.idle, Relaxed);
             let _shards: Vec<_> = self.shards.iter().map(|s| lock(&s.0)).collect();
@@ -377,6 +382,7 @@ impl<K: BreakerKey> Map<K> {
                 key,
                 breaker: breaker.clone(),
                 seen: AtomicU64::new(now & !TOUCHED),
+                outlier: once_cell::race::OnceBox::new(),
             },
             guard,
         );

@@ -1,0 +1,698 @@
+//! Feature `otel` against the real thing: OpenTelemetry's SDK exporting over OTLP/gRPC (its
+//! own tonic exporter) to a receiver this test runs on loopback (the collector's services
+//! generated in `opentelemetry-proto`), and `tracing` spans exported through
+//! `tracing-opentelemetry` to the same receiver. Every test asserts what arrived: the
+//! instruments' names, units, attributes and values, the spans and their parents.
+//!
+//! One SDK and one receiver for the whole binary (the meter is installed once per process,
+//! as in a service), on a runtime of their own; the breakers run on each test's paused
+//! runtime, and each test reads only its own breakers' series.
+#![cfg(feature = "otel")]
+// A `GlobalAlloc` cannot be written without `unsafe`; this wrapper only counts (per thread)
+// and forwards to the system allocator, and it exists only in this test binary.
+#![allow(unsafe_code)]
+
+use std::{
+    alloc::{GlobalAlloc, Layout, System},
+    cell::Cell,
+    collections::BTreeMap,
+    future::Future as _,
+    sync::{Arc, Mutex, OnceLock},
+    time::Duration,
+};
+
+use breaker::{Breaker, Config, KeyedBreaker};
+use opentelemetry::{metrics::MeterProvider as _, trace::TracerProvider as _};
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_proto::tonic::{
+    collector::{
+        metrics::v1::{
+            metrics_service_server::{MetricsService, MetricsServiceServer},
+            ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+        },
+        trace::v1::{
+            trace_service_server::{TraceService, TraceServiceServer},
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+        },
+    },
+    common::v1::{any_value, KeyValue},
+    metrics::v1::{metric::Data, number_data_point, Metric},
+    trace::v1::{span::SpanKind, status::StatusCode, Span},
+};
+use opentelemetry_sdk::{
+    metrics::{PeriodicReader, SdkMeterProvider},
+    trace::SdkTracerProvider,
+};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+// --- the counting allocator: allocations made by this thread ---
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+fn count_one() {
+    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count_one();
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count_one();
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(Cell::get)
+}
+
+// --- the receiver: the collector's two services, keeping every request ---
+
+#[derive(Default)]
+struct Received {
+    metrics: Mutex<Vec<ExportMetricsServiceRequest>>,
+    spans: Mutex<Vec<ExportTraceServiceRequest>>,
+}
+
+#[derive(Clone)]
+struct Receiver(Arc<Received>);
+
+#[tonic::async_trait]
+impl MetricsService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.0.metrics.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl TraceService for Receiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        self.0.spans.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// The receiver, the SDK's providers (exporting to it), the meter installed and the global
+/// subscriber set: once per binary.
+struct Fixture {
+    received: Arc<Received>,
+    meters: SdkMeterProvider,
+    tracers: SdkTracerProvider,
+    /// The receiver's and the exporters' runtime (the exporters' channels run on it while a
+    /// test's thread waits in `force_flush`).
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// Keys of the keyed breakers that get series of their own (the process's mapping).
+fn vip(key: &str) -> Option<&'static str> {
+    (key == "vip").then_some("vip")
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    // Made on a thread of its own: a test's runtime cannot block on another one.
+    FIXTURE.get_or_init(|| std::thread::spawn(make_fixture).join().unwrap())
+}
+
+fn make_fixture() -> Fixture {
+    {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let received = Arc::new(Received::default());
+        let receiver = Receiver(received.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        runtime.spawn(
+            tonic::transport::Server::builder()
+                .add_service(MetricsServiceServer::new(receiver.clone()))
+                .add_service(TraceServiceServer::new(receiver))
+                .serve_with_incoming(
+                    tonic::codegen::tokio_stream::wrappers::TcpListenerStream::new(listener),
+                ),
+        );
+        let _in_runtime = runtime.enter(); // the exporters' channels are made on it
+        let metrics = opentelemetry_otlp::MetricExporter::builder()
+            .with_tonic()
+            .with_endpoint(&endpoint)
+            .build()
+            .unwrap();
+        // Exported when a test flushes (the interval never comes within a test).
+        let reader = PeriodicReader::builder(metrics)
+            .with_interval(Duration::from_secs(3600))
+            .build();
+        let meters = SdkMeterProvider::builder().with_reader(reader).build();
+        let spans = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(&endpoint)
+            .build()
+            .unwrap();
+        let tracers = SdkTracerProvider::builder()
+            .with_batch_exporter(spans)
+            .build();
+        // What a service adds: one line for the metrics, the bridge for the spans.
+        breaker::otel::install_with(
+            &meters.meter_with_scope(breaker::otel::scope()),
+            breaker::otel::Options::default().key(vip),
+        );
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(tracers.tracer("otel-test")));
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+        drop(_in_runtime);
+        Fixture {
+            received,
+            meters,
+            tracers,
+            _runtime: runtime,
+        }
+    }
+}
+
+// --- reading what arrived ---
+
+fn attributes(kvs: &[KeyValue]) -> BTreeMap<String, String> {
+    kvs.iter()
+        .map(|kv| {
+            let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => s.clone(),
+                Some(any_value::Value::IntValue(i)) => i.to_string(),
+                Some(any_value::Value::BoolValue(b)) => b.to_string(),
+                other => format!("{other:?}"),
+            };
+            (kv.key.clone(), value)
+        })
+        .collect()
+}
+
+fn attrs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The metrics of the last export after a flush (cumulative: everything so far), with the
+/// scope they came in.
+fn flush_metrics() -> Vec<(String, String, Metric)> {
+    let f = fixture();
+    f.meters.force_flush().unwrap();
+    let received = f.received.metrics.lock().unwrap();
+    let last = received.last().expect("an export arrived");
+    last.resource_metrics
+        .iter()
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| {
+            let scope = s.scope.clone().unwrap_or_default();
+            s.metrics
+                .iter()
+                .map(move |m| (scope.name.clone(), scope.version.clone(), m.clone()))
+        })
+        .collect()
+}
+
+fn metric<'m>(metrics: &'m [(String, String, Metric)], name: &str) -> &'m Metric {
+    let (scope, version, m) = metrics
+        .iter()
+        .find(|(_, _, m)| m.name == name)
+        .unwrap_or_else(|| panic!("no {name} arrived"));
+    assert_eq!((scope.as_str(), version.as_str()), ("breaker", "1"));
+    m
+}
+
+/// A counter's or a gauge's points: attributes → value.
+fn points(m: &Metric) -> Vec<(BTreeMap<String, String>, i64)> {
+    let points = match m.data.as_ref().unwrap() {
+        Data::Sum(sum) => &sum.data_points,
+        Data::Gauge(gauge) => &gauge.data_points,
+        other => panic!("{} is not a counter or a gauge: {other:?}", m.name),
+    };
+    points
+        .iter()
+        .map(|p| {
+            let value = match p.value {
+                Some(number_data_point::Value::AsInt(n)) => n,
+                Some(number_data_point::Value::AsDouble(x)) => x as i64,
+                None => panic!("a point without a value"),
+            };
+            (attributes(&p.attributes), value)
+        })
+        .collect()
+}
+
+/// The value of the point with exactly these attributes.
+fn value(m: &Metric, with: &[(&str, &str)]) -> Option<i64> {
+    let want = attrs(with);
+    points(m)
+        .into_iter()
+        .find(|(a, _)| *a == want)
+        .map(|(_, v)| v)
+}
+
+/// The points of one breaker's series.
+fn of(m: &Metric, name: &str) -> Vec<(BTreeMap<String, String>, i64)> {
+    points(m)
+        .into_iter()
+        .filter(|(a, _)| a.get("breaker.name").map(String::as_str) == Some(name))
+        .collect()
+}
+
+/// Every span exported so far.
+fn flush_spans() -> Vec<Span> {
+    let f = fixture();
+    f.tracers.force_flush().unwrap();
+    let received = f.received.spans.lock().unwrap();
+    received
+        .iter()
+        .flat_map(|r| &r.resource_spans)
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| s.spans.clone())
+        .collect()
+}
+
+fn span_attrs(s: &Span) -> BTreeMap<String, String> {
+    attributes(&s.attributes)
+}
+
+fn status(s: &Span) -> i32 {
+    s.status.as_ref().map_or(0, |st| st.code)
+}
+
+#[derive(Debug)]
+struct Unavailable;
+
+// --- the tests ---
+
+/// Calls, a slow call, failures that open the breaker, a refusal, a retried call: every
+/// instrument of the schema arrives over OTLP with its unit, its attributes and its values.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_schema_arrives_over_otlp() {
+    fixture();
+    let ms = Duration::from_millis;
+    let tax = Breaker::new(
+        "otel::tax",
+        Config::default()
+            .threshold(3)
+            .cool_off(Duration::from_secs(5))
+            .slow_call(ms(500)),
+    );
+    for wait in [ms(100), ms(200)] {
+        let ok = tax.call(async move {
+            tokio::time::sleep(wait).await;
+            Ok::<_, Unavailable>(())
+        });
+        assert!(ok.await.is_ok());
+    }
+    let slow = tax.call(async {
+        tokio::time::sleep(ms(700)).await;
+        Ok::<_, Unavailable>(())
+    });
+    assert!(slow.await.is_ok());
+    // The slow call and two failures: three in a row open it.
+    for _ in 0..2 {
+        let _ = tax.call(async { Err::<(), _>(Unavailable) }).await;
+    }
+    assert_eq!(tax.state(), breaker::State::Open);
+    let refused = tax.call(async { Ok::<_, Unavailable>(()) }).await;
+    assert!(matches!(refused, Err(breaker::CallError::Breaker(_))));
+
+    let quotes = Breaker::new(
+        "otel::quotes",
+        Config::default().threshold(10).retry(3).backoff(ms(10)),
+    );
+    let mut tries = 0;
+    let quote = quotes
+        .call_retried(|| {
+            tries += 1;
+            let attempt = tries;
+            async move {
+                if attempt < 3 {
+                    Err(Unavailable)
+                } else {
+                    Ok(42)
+                }
+            }
+        })
+        .await;
+    assert_eq!(quote.unwrap(), 42);
+
+    let metrics = flush_metrics();
+    let calls = metric(&metrics, "breaker.calls");
+    assert_eq!(calls.unit, "{call}");
+    assert!(matches!(&calls.data, Some(Data::Sum(s)) if s.is_monotonic));
+    let tax_calls = |outcome: &str, error: Option<&str>| {
+        let mut with = vec![("breaker.name", "otel::tax"), ("breaker.outcome", outcome)];
+        with.extend(error.map(|e| ("error.type", e)));
+        value(calls, &with)
+    };
+    assert_eq!(tax_calls("success", None), Some(2));
+    assert_eq!(tax_calls("slow", Some("slow")), Some(1));
+    assert_eq!(tax_calls("failure", Some("_OTHER")), Some(2));
+    assert_eq!(tax_calls("rejected", Some("rejected")), Some(1));
+    assert_eq!(tax_calls("timeout", Some("timeout")), Some(0));
+    assert_eq!(tax_calls("neutral", None), Some(0));
+    // Eight outcomes, each once: disjoint, they add up to the calls.
+    let tax_points = of(calls, "otel::tax");
+    assert_eq!(tax_points.len(), 8);
+    assert_eq!(tax_points.iter().map(|(_, v)| v).sum::<i64>(), 6);
+
+    let state = metric(&metrics, "breaker.state");
+    assert_eq!(state.unit, "{breaker}");
+    assert!(matches!(&state.data, Some(Data::Gauge(_))));
+    let tax_state = |s: &str| {
+        value(
+            state,
+            &[("breaker.name", "otel::tax"), ("breaker.state", s)],
+        )
+    };
+    assert_eq!(tax_state("open"), Some(1));
+    for s in ["closed", "half_open", "forced_open", "disabled"] {
+        assert_eq!(tax_state(s), Some(0), "{s}");
+    }
+
+    let transitions = metric(&metrics, "breaker.transitions");
+    assert_eq!(transitions.unit, "{transition}");
+    assert_eq!(
+        value(
+            transitions,
+            &[
+                ("breaker.name", "otel::tax"),
+                ("breaker.state.from", "closed"),
+                ("breaker.state.to", "open"),
+                ("breaker.cause", "consecutive_failures"),
+            ]
+        ),
+        Some(1)
+    );
+
+    let retries = metric(&metrics, "breaker.retries");
+    assert_eq!(retries.unit, "{retry}");
+    let quotes_retries = |r: &str| {
+        value(
+            retries,
+            &[
+                ("breaker.name", "otel::quotes"),
+                ("breaker.retry.result", r),
+            ],
+        )
+    };
+    assert_eq!(quotes_retries("made"), Some(2));
+    assert_eq!(quotes_retries("denied"), Some(0));
+    // Each attempt is a call.
+    let quotes_calls = |o: &str, e: Option<&str>| {
+        let mut with = vec![("breaker.name", "otel::quotes"), ("breaker.outcome", o)];
+        with.extend(e.map(|e| ("error.type", e)));
+        value(calls, &with)
+    };
+    assert_eq!(quotes_calls("success", None), Some(1));
+    assert_eq!(quotes_calls("failure", Some("_OTHER")), Some(2));
+
+    // Durations in seconds, by outcome; a failure's type is its error's.
+    let duration = metric(&metrics, "breaker.call.duration");
+    assert_eq!(duration.unit, "s");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!("breaker.call.duration is not a histogram")
+    };
+    let tax_points: Vec<_> = h
+        .data_points
+        .iter()
+        .filter(|p| attributes(&p.attributes)["breaker.name"] == "otel::tax")
+        .map(|p| (attributes(&p.attributes), p.count, p.sum.unwrap_or(0.0)))
+        .collect();
+    let find = |outcome: &str| {
+        tax_points
+            .iter()
+            .find(|(a, _, _)| a["breaker.outcome"] == outcome)
+            .unwrap_or_else(|| panic!("no duration of a {outcome} call: {tax_points:?}"))
+    };
+    let (success, n, sum) = find("success");
+    assert_eq!((success.len(), *n), (2, 2));
+    assert!((sum - 0.3).abs() < 1e-6, "{sum}");
+    let (slow, n, sum) = find("slow");
+    assert_eq!((slow["error.type"].as_str(), *n), ("slow", 1));
+    assert!((sum - 0.7).abs() < 1e-6, "{sum}");
+    let (failure, n, _) = find("failure");
+    assert_eq!(*n, 2);
+    assert!(
+        failure["error.type"].ends_with("Unavailable"),
+        "{failure:?}"
+    );
+    // A refusal did not reach the dependency: not timed.
+    assert!(tax_points
+        .iter()
+        .all(|(a, _, _)| a["breaker.outcome"] != "rejected"));
+    assert_eq!(h.data_points[0].explicit_bounds[0], 0.005);
+}
+
+/// A retried call is a `breaker.call` span with its attempts as children; a refusal is an
+/// error; a plain call is one span. As `tracing-opentelemetry` exports them over OTLP.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn spans_arrive_over_otlp() {
+    fixture();
+    let ms = Duration::from_millis;
+    let quotes = Breaker::new(
+        "otel::spans_retried",
+        Config::default().threshold(10).retry(3).backoff(ms(10)),
+    );
+    let mut tries = 0;
+    let quote = quotes
+        .call_retried(|| {
+            tries += 1;
+            let attempt = tries;
+            async move {
+                // The dependency's own span: a child of its attempt's.
+                let _client = tracing::info_span!("client.request").entered();
+                if attempt < 2 {
+                    Err(Unavailable)
+                } else {
+                    Ok(42)
+                }
+            }
+        })
+        .await;
+    assert_eq!(quote.unwrap(), 42);
+
+    let plain = Breaker::new("otel::spans_plain", Config::default());
+    assert!(plain.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    plain.handle().force_open();
+    assert!(plain
+        .call(async { Ok::<_, Unavailable>(()) })
+        .await
+        .is_err());
+
+    let spans = flush_spans();
+    let named = |name: &str, breaker: &str| -> Vec<&Span> {
+        spans
+            .iter()
+            .filter(|s| {
+                s.name == name
+                    && span_attrs(s).get("breaker.name").map(String::as_str) == Some(breaker)
+            })
+            .collect()
+    };
+    let call = named("breaker.call", "otel::spans_retried");
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let call = call[0];
+    let a = span_attrs(call);
+    assert_eq!(call.kind, SpanKind::Internal as i32);
+    assert_eq!(a["breaker.outcome"], "success");
+    assert_eq!(a["breaker.attempts"], "2");
+    assert_ne!(status(call), StatusCode::Error as i32);
+    let mut attempts = named("breaker.attempt", "otel::spans_retried");
+    attempts.sort_by_key(|s| span_attrs(s)["breaker.attempt.number"].clone());
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt.parent_span_id, call.span_id);
+        assert_eq!(attempt.trace_id, call.trace_id);
+        assert_eq!(attempt.kind, SpanKind::Internal as i32);
+    }
+    let first = span_attrs(attempts[0]);
+    assert_eq!(first["breaker.attempt.kind"], "first");
+    assert_eq!(first["breaker.outcome"], "failure");
+    assert!(first["error.type"].ends_with("Unavailable"), "{first:?}");
+    assert_eq!(status(attempts[0]), StatusCode::Error as i32);
+    let retry = span_attrs(attempts[1]);
+    assert_eq!(retry["breaker.attempt.kind"], "retry");
+    assert_eq!(retry["breaker.outcome"], "success");
+    assert!(!retry.contains_key("error.type"));
+    // The client's spans are children of their attempts.
+    let clients: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "client.request" && s.trace_id == call.trace_id)
+        .collect();
+    assert_eq!(clients.len(), 2);
+    for c in clients {
+        assert!(attempts.iter().any(|a| a.span_id == c.parent_span_id));
+    }
+
+    let plain = named("breaker.call", "otel::spans_plain");
+    assert_eq!(plain.len(), 2);
+    let (ok, refused): (Vec<_>, Vec<_>) = plain
+        .into_iter()
+        .partition(|s| span_attrs(s)["breaker.outcome"] == "success");
+    assert_eq!((ok.len(), refused.len()), (1, 1));
+    assert!(ok[0].parent_span_id.is_empty());
+    let r = span_attrs(refused[0]);
+    assert_eq!(r["breaker.outcome"], "rejected");
+    assert_eq!(r["error.type"], "breaker.open");
+    assert_eq!(status(refused[0]), StatusCode::Error as i32);
+}
+
+/// 100 000 keys, one call each: the keyed breaker's series are those of one breaker, plus
+/// those of the one key the mapping names.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_keyed_breaker_of_100_000_keys_has_bounded_series() {
+    fixture();
+    let keyed: KeyedBreaker<String> =
+        KeyedBreaker::new("otel::keyed", Config::default().max_keys(200_000));
+    for i in 0..100_000 {
+        let key = format!("tenant-{i}");
+        let _ = keyed
+            .call(key.as_str(), async { Ok::<_, Unavailable>(()) })
+            .await;
+    }
+    let _ = keyed.call("vip", async { Err::<(), _>(Unavailable) }).await;
+
+    let metrics = flush_metrics();
+    let calls = of(metric(&metrics, "breaker.calls"), "otel::keyed");
+    // Eight outcomes for the keys summed, eight for the named key.
+    assert_eq!(calls.len(), 16, "{calls:?}");
+    let sum = |key: Option<&str>| -> i64 {
+        calls
+            .iter()
+            .filter(|(a, _)| a.get("breaker.key").map(String::as_str) == key)
+            .map(|(_, v)| v)
+            .sum()
+    };
+    assert_eq!((sum(None), sum(Some("vip"))), (100_000, 1));
+    let states = of(metric(&metrics, "breaker.state"), "otel::keyed");
+    assert_eq!(states.len(), 10);
+    assert_eq!(
+        states
+            .iter()
+            .find(|(a, _)| a["breaker.state"] == "closed" && !a.contains_key("breaker.key"))
+            .map(|(_, v)| *v),
+        Some(100_000)
+    );
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!()
+    };
+    let keyed_points = h
+        .data_points
+        .iter()
+        .filter(|p| attributes(&p.attributes)["breaker.name"] == "otel::keyed")
+        .count();
+    // Successes summed, the named key's failure.
+    assert_eq!(keyed_points, 2);
+}
+
+/// With the meter installed, a call allocates nothing for it: its duration is recorded with
+/// attributes bound once (counted on this thread, which runs every call; no subscriber
+/// wants spans here).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_allocates_nothing_for_the_metrics() {
+    fixture();
+    let _no_spans = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::new());
+    let b = Breaker::new("otel::allocations", Config::default());
+    let call = || b.call(async { Ok::<_, Unavailable>(()) });
+    let fail = || b.call(async { Err::<(), _>(Unavailable) });
+    // The first of each binds its attributes and makes its series.
+    assert!(call().await.is_ok());
+    assert!(fail().await.is_err());
+    let before = allocations();
+    for _ in 0..1_000 {
+        assert!(call().await.is_ok());
+    }
+    assert!(fail().await.is_err());
+    assert_eq!(allocations() - before, 0);
+    b.handle().reset();
+
+    // And the durations were recorded.
+    let metrics = flush_metrics();
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!()
+    };
+    let count: u64 = h
+        .data_points
+        .iter()
+        .filter(|p| attributes(&p.attributes)["breaker.name"] == "otel::allocations")
+        .map(|p| p.count)
+        .sum();
+    assert_eq!(count, 1_003);
+}
+
+/// A stream judged at its headers (the gRPC layer's `answer_began`): a healthy 400 ms stream
+/// under `slow_call = 200ms` is a success in the schema too, as the breaker judges it; one
+/// whose headers came after 250 ms is slow.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_stream_is_judged_slow_at_its_headers() {
+    fixture();
+    let ms = Duration::from_millis;
+    let b = Breaker::new(
+        "otel::stream",
+        Config::default().threshold(100).slow_call(ms(200)),
+    );
+    let stream = |headers: Duration, end: Duration| async move {
+        tokio::time::sleep(headers).await;
+        tokio::time::sleep(end).await;
+        Ok::<(), Unavailable>(())
+    };
+    for (headers, end) in [(ms(10), ms(390)), (ms(250), ms(150))] {
+        let mut call = std::pin::pin!(b.call(stream(headers, end)));
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(headers).await;
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        call.as_mut().answer_began();
+        assert!(call.await.is_ok());
+    }
+    let stats = b.stats();
+    assert_eq!((stats.successes, stats.slow_calls), (1, 1));
+
+    let metrics = flush_metrics();
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!()
+    };
+    let mut outcomes: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count, p.sum.unwrap_or(0.0)))
+        .filter(|(a, _, _)| a["breaker.name"] == "otel::stream")
+        .map(|(a, n, sum)| (a["breaker.outcome"].clone(), n, (sum * 1000.0).round()))
+        .collect();
+    outcomes.sort_by(|a, b| a.0.cmp(&b.0));
+    // Timed to the end of the stream, judged at its headers.
+    assert_eq!(
+        outcomes,
+        [
+            ("slow".to_owned(), 1, 400.0),
+            ("success".to_owned(), 1, 400.0)
+        ]
+    );
+}
