@@ -57,8 +57,8 @@ pub mod fleet;
 pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, Handle, KeyedBreaker, Name, Observer, Registry, Snapshot, State, Stats,
-    Transition, Verdict, Window,
+    ConfigError, Handle, HedgeDelay, KeyedBreaker, Name, Observer, Registry, Snapshot, State,
+    Stats, Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]

@@ -21,7 +21,7 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    config::{Policy, Resolved, RetryPolicy},
+    config::{HedgePolicy, Policy, Resolved, RetryPolicy},
     sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::Relaxed},
     Config, ConfigError, Window,
 };
@@ -42,6 +42,8 @@ pub(crate) struct Live {
     dry_run: AtomicBool,
     /// `retry`, read once per retried call: see [`RETRY_ATTEMPTS`]; 0: no retry.
     retry: AtomicU64,
+    /// `hedge`, read once per hedged call (`HedgePolicy::word`); 0: no hedging.
+    hedge: AtomicU64,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
     resolved: Mutex<Arc<Resolved>>,
@@ -84,6 +86,7 @@ impl Live {
             max_concurrent: AtomicU32::new(0),
             dry_run: AtomicBool::new(false),
             retry: AtomicU64::new(0),
+            hedge: AtomicU64::new(0),
             resolved: Mutex::new(Arc::new(resolved)),
         };
         live.store(&live.resolved().policy);
@@ -110,6 +113,8 @@ impl Live {
         self.dry_run.store(policy.overload.dry_run, Relaxed);
         self.retry
             .store(policy.retry.as_ref().map_or(0, retry_word), Relaxed);
+        self.hedge
+            .store(policy.hedge.as_ref().map_or(0, HedgePolicy::word), Relaxed);
     }
 
     /// The configuration in force (for transitions, probes, hooks: off the call path).
@@ -168,6 +173,12 @@ impl Live {
             percent: ((w >> RETRY_PERCENT_SHIFT) & 0x7f) as u32,
             backoff: Duration::from_nanos(w >> RETRY_BACKOFF_SHIFT),
         })
+    }
+
+    /// The hedging policy in force: one load.
+    #[inline(always)]
+    pub(crate) fn hedge(&self) -> Option<HedgePolicy> {
+        HedgePolicy::from_word(self.hedge.load(Relaxed))
     }
 
     /// Validates `config`, checks it changes nothing that cannot change while the breaker

@@ -6,12 +6,14 @@
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`): builder methods, checks, [`RetryPolicy`], their defaults |
+//! | `hedge` | the hedging keys (`hedge`, `hedge_delay`, `hedge_budget`): builder methods, checks, [`HedgeDelay`], `HedgePolicy` and its word |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
 //! | `error` | [`ConfigError`]: which field, and why |
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod hedge;
 mod overload;
 mod policy;
 mod probe;
@@ -20,6 +22,10 @@ mod retry;
 mod serde;
 
 pub use error::ConfigError;
+pub(crate) use hedge::{DelayPolicy, HedgeConfig, HedgePolicy};
+pub use hedge::{
+    HedgeDelay, DEFAULT_HEDGE_BUDGET_PERCENT, MAX_HEDGES, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY,
+};
 pub(crate) use overload::{OverloadConfig, OverloadPolicy};
 pub(crate) use policy::{Policy, Resolved};
 pub(crate) use probe::ProbeFn;
@@ -96,6 +102,8 @@ pub struct Config {
     pub(crate) overload: OverloadConfig,
     /// `retry`, `retry_budget`, `backoff` (`crate::retry`).
     pub(crate) retry: RetryConfig,
+    /// `hedge`, `hedge_delay`, `hedge_budget` (`crate::hedge`).
+    pub(crate) hedge: HedgeConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
 }
@@ -143,6 +151,7 @@ impl Config {
         max_open_percent: None,
         overload: OverloadConfig::DEFAULT,
         retry: RetryConfig::DEFAULT,
+        hedge: HedgeConfig::DEFAULT,
         probe: None,
     };
 
@@ -325,6 +334,7 @@ impl PartialEq for Config {
             && self.max_open_percent == other.max_open_percent
             && self.overload == other.overload
             && self.retry == other.retry
+            && self.hedge == other.hedge
     }
 }
 
@@ -349,6 +359,7 @@ impl fmt::Debug for Config {
             .field("max_open_percent", &self.max_open_percent)
             .field("overload", &self.overload)
             .field("retry", &self.retry)
+            .field("hedge", &self.hedge)
             .field("probe", &self.probe.is_some())
             .finish()
     }

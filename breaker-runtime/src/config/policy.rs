@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Config, ConfigError, Window};
-use super::{OverloadPolicy, RetryPolicy};
+use super::{HedgePolicy, OverloadPolicy, RetryPolicy};
 use crate::clock::to_nanos;
 
 /// Consecutive failures that open a breaker configured with neither `threshold` nor
@@ -150,6 +150,7 @@ impl Config {
             max_open_percent: self.max_open_percent,
             overload: self.overload.validate(self.max_concurrent)?,
             retry: self.retry.validate()?,
+            hedge: self.hedge.validate()?,
         })
     }
 }
@@ -196,6 +197,8 @@ pub(crate) struct Policy {
     pub(crate) overload: OverloadPolicy,
     /// `None`: no retries.
     pub(crate) retry: Option<RetryPolicy>,
+    /// `None`: no hedging.
+    pub(crate) hedge: Option<HedgePolicy>,
 }
 
 impl Policy {

@@ -32,8 +32,9 @@ const SECOND: u64 = 1_000_000_000;
 /// The reserve: the floor of retries a second, over the window, in units.
 const RESERVE: i64 = FLOOR_PER_SECOND as i64 * BUCKETS as i64 * COST;
 
-/// One breaker's (one key's) retry budget.
-#[derive(Debug, Default)]
+/// One breaker's (one key's) retry budget; the hedge budget is one too, with a floor of its
+/// own ([`with_floor`](Budget::with_floor)).
+#[derive(Debug)]
 pub(crate) struct Budget {
     /// The second (since the breaker's creation) of the newest bucket.
     head: AtomicU64,
@@ -42,9 +43,31 @@ pub(crate) struct Budget {
     /// Retries granted and denied since creation or the last reset (`Stats`).
     retries: AtomicU64,
     denied: AtomicU64,
+    /// The floor, in units over the window ([`RESERVE`] for retries).
+    reserve: i64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            reserve: RESERVE,
+            ..Budget::with_floor(0)
+        }
+    }
 }
 
 impl Budget {
+    /// A budget whose floor is `per_second` withdrawals a second.
+    pub(crate) fn with_floor(per_second: u32) -> Budget {
+        Budget {
+            head: AtomicU64::new(0),
+            buckets: Default::default(),
+            retries: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+            reserve: i64::from(per_second) * BUCKETS as i64 * COST,
+        }
+    }
+
     /// A first attempt at `now` (nanoseconds on the breaker's clock) deposits `percent` units.
     pub(crate) fn deposit(&self, now: u64, percent: u32) {
         let bucket = self.turn(now / SECOND);
@@ -53,21 +76,33 @@ impl Budget {
 
     /// Asks for one retry at `now`: granted (and paid) while the balance holds its cost.
     pub(crate) fn withdraw(&self, now: u64) -> bool {
+        let granted = self.spend(now);
+        let count = if granted { &self.retries } else { &self.denied };
+        count.fetch_add(1, Relaxed);
+        granted
+    }
+
+    /// [`withdraw`](Self::withdraw) without counting it (a hedge paid here too: counted as
+    /// a hedge, not a retry).
+    pub(crate) fn spend(&self, now: u64) -> bool {
         let bucket = self.turn(now / SECOND);
-        if self.balance() >= COST {
+        let granted = self.balance() >= COST;
+        if granted {
             bucket.fetch_sub(COST, Relaxed);
-            self.retries.fetch_add(1, Relaxed);
-            true
-        } else {
-            self.denied.fetch_add(1, Relaxed);
-            false
         }
+        granted
+    }
+
+    /// Gives back what [`spend`](Self::spend) took at `now` (a hedge the other budget
+    /// refused).
+    pub(crate) fn refund(&self, now: u64) {
+        self.turn(now / SECOND).fetch_add(COST, Relaxed);
     }
 
     /// The balance in units, reserve included.
     fn balance(&self) -> i64 {
         let sum = self.buckets.iter().map(|b| b.load(Relaxed)).sum::<i64>();
-        sum.saturating_add(RESERVE)
+        sum.saturating_add(self.reserve)
     }
 
     /// The bucket of second `second`, clearing the buckets of the seconds that left the
