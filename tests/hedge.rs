@@ -61,7 +61,10 @@ impl Script {
 /// soon as it comes, and the first attempt, dropped, counts as cancelled.
 #[tokio::test(start_paused = true)]
 async fn a_slow_first_attempt_is_hedged_and_the_hedge_wins() {
-    let b = Breaker::new("hedge::wins", Config::default().hedge(1).hedge_delay(fixed(20)));
+    let b = Breaker::new(
+        "hedge::wins",
+        Config::default().hedge(1).hedge_delay(fixed(20)),
+    );
     let dep = Script::new(&[500, 5], &[Ok(0), Ok(1)]);
     let t0 = Instant::now();
     let r = b.call_hedged(|| dep.attempt()).await;
@@ -70,7 +73,10 @@ async fn a_slow_first_attempt_is_hedged_and_the_hedge_wins() {
     assert_eq!(dep.starts_ms(), [0, 20]);
     let s = b.stats();
     assert_eq!((s.hedges, s.hedges_won, s.hedges_denied), (1, 1, 0));
-    assert_eq!((s.calls, s.successes, s.cancelled, s.abandoned), (2, 1, 1, 0));
+    assert_eq!(
+        (s.calls, s.successes, s.cancelled, s.abandoned),
+        (2, 1, 1, 0)
+    );
 }
 
 /// The loser follows the abandoned rule: dropped after running `slow_call`, it was a slow
@@ -86,13 +92,19 @@ async fn a_loser_past_slow_call_counts_as_abandoned() {
     assert_eq!(b.call_hedged(|| dep.attempt()).await.unwrap(), 1);
     let s = b.stats();
     assert_eq!((s.hedges, s.hedges_won), (1, 1));
-    assert_eq!((s.successes, s.cancelled, s.abandoned, s.slow_calls), (1, 0, 1, 1));
+    assert_eq!(
+        (s.successes, s.cancelled, s.abandoned, s.slow_calls),
+        (1, 0, 1, 1)
+    );
 }
 
 /// A first attempt that answers before the delay sends no hedge.
 #[tokio::test(start_paused = true)]
 async fn an_answer_before_the_delay_sends_no_hedge() {
-    let b = Breaker::new("hedge::quick", Config::default().hedge(3).hedge_delay(fixed(20)));
+    let b = Breaker::new(
+        "hedge::quick",
+        Config::default().hedge(3).hedge_delay(fixed(20)),
+    );
     let dep = Script::new(&[19], &[Ok(7)]);
     assert_eq!(b.call_hedged(|| dep.attempt()).await.unwrap(), 7);
     assert_eq!(dep.starts_ms(), [0]);
@@ -103,7 +115,10 @@ async fn an_answer_before_the_delay_sends_no_hedge() {
 /// waits a whole delay again (gRPC A6).
 #[tokio::test(start_paused = true)]
 async fn a_failure_sends_the_next_hedge_at_once() {
-    let b = Breaker::new("hedge::failure", Config::default().hedge(2).hedge_delay(fixed(100)));
+    let b = Breaker::new(
+        "hedge::failure",
+        Config::default().hedge(2).hedge_delay(fixed(100)),
+    );
     // Attempt 0 fails at 10 ms; attempt 1 is slow; attempt 2 answers.
     let dep = Script::new(&[10, 300, 5], &[Err(0), Ok(1), Ok(2)]);
     let t0 = Instant::now();
@@ -111,7 +126,10 @@ async fn a_failure_sends_the_next_hedge_at_once() {
     assert_eq!(dep.starts_ms(), [0, 10, 110]);
     assert_eq!(t0.elapsed(), 115 * MS);
     let s = b.stats();
-    assert_eq!((s.hedges, s.hedges_won, s.failures, s.cancelled), (2, 1, 1, 1));
+    assert_eq!(
+        (s.hedges, s.hedges_won, s.failures, s.cancelled),
+        (2, 1, 1, 1)
+    );
 }
 
 /// When every attempt fails, the first attempt's error is returned (not the last one's).
@@ -119,7 +137,10 @@ async fn a_failure_sends_the_next_hedge_at_once() {
 async fn when_every_attempt_fails_the_first_error_is_returned() {
     let b = Breaker::new(
         "hedge::all_fail",
-        Config::default().threshold(10).hedge(2).hedge_delay(fixed(50)),
+        Config::default()
+            .threshold(10)
+            .hedge(2)
+            .hedge_delay(fixed(50)),
     );
     let dep = Script::new(&[30, 1, 1], &[Err(0), Err(1), Err(2)]);
     let r = b.call_hedged(|| dep.attempt()).await;
@@ -133,7 +154,10 @@ async fn when_every_attempt_fails_the_first_error_is_returned() {
 /// success would.
 #[tokio::test(start_paused = true)]
 async fn a_neutral_answer_wins() {
-    let b = Breaker::new("hedge::neutral", Config::default().hedge(1).hedge_delay(fixed(20)));
+    let b = Breaker::new(
+        "hedge::neutral",
+        Config::default().hedge(1).hedge_delay(fixed(20)),
+    );
     let dep = Script::new(&[500, 5], &[Ok(0), Err(404)]);
     let judge = |r: &Result<u32, u32>| match r {
         Ok(_) => Verdict::Success,
@@ -168,14 +192,21 @@ async fn pushback_stops_hedging() {
     let r = b.call_hedged_classified(judge, || dep.attempt()).await;
     assert!(matches!(r, Err(CallError::Inner(503))), "{r:?}");
     assert_eq!(b.state(), State::Closed, "held closed by the cap");
-    assert_eq!(dep.starts_ms(), [0, 20], "no hedge after the 429, nor after the 503");
+    assert_eq!(
+        dep.starts_ms(),
+        [0, 20],
+        "no hedge after the 429, nor after the 503"
+    );
     assert_eq!(b.stats().hedges, 1);
 }
 
 /// Open: the first attempt is refused, and returned at once; nothing is hedged.
 #[tokio::test(start_paused = true)]
 async fn an_open_breaker_hedges_nothing() {
-    let b = Breaker::new("hedge::open", Config::default().hedge(2).hedge_delay(fixed(1)));
+    let b = Breaker::new(
+        "hedge::open",
+        Config::default().hedge(2).hedge_delay(fixed(1)),
+    );
     b.handle().force_open();
     let dep = Script::new(&[5], &[Ok(1)]);
     let r = b.call_hedged(|| dep.attempt()).await;
@@ -220,7 +251,10 @@ async fn a_full_bulkhead_denies_the_hedge() {
     let dep = Script::new(&[100], &[Ok(1)]);
     assert_eq!(b.call_hedged(|| dep.attempt()).await.unwrap(), 1);
     let s = b.stats();
-    assert_eq!((s.hedges, s.hedges_denied, s.rejected, s.calls), (0, 1, 0, 1));
+    assert_eq!(
+        (s.hedges, s.hedges_denied, s.rejected, s.calls),
+        (0, 1, 0, 1)
+    );
 }
 
 /// The hedge budget: a floor of 1 hedge a second over ten seconds (10 from the start), plus
@@ -228,7 +262,10 @@ async fn a_full_bulkhead_denies_the_hedge() {
 /// attempt, which is returned as it is.
 #[tokio::test(start_paused = true)]
 async fn a_spent_budget_denies_the_hedge_and_the_call_waits() {
-    let b = Breaker::new("hedge::budget", Config::default().hedge(1).hedge_delay(fixed(1)));
+    let b = Breaker::new(
+        "hedge::budget",
+        Config::default().hedge(1).hedge_delay(fixed(1)),
+    );
     let dep = Script::new(&[50], &[Ok(1)]);
     for call in 1..=30 {
         let t0 = Instant::now();
@@ -291,7 +328,11 @@ async fn a_percentile_delay_waits_for_100_samples() {
     b.call_hedged(make).await.unwrap();
     tokio::time::advance(Duration::from_millis(1_100)).await;
     let t0 = Instant::now();
-    assert_eq!(b.call_hedged(make).await.unwrap(), 102, "the hedge answered");
+    assert_eq!(
+        b.call_hedged(make).await.unwrap(),
+        102,
+        "the hedge answered"
+    );
     // Hedged at 5.119 ms (p95's bin's upper edge; tokio's timer rounds it up to 6) and
     // answered 5 ms later.
     assert!(t0.elapsed() < 12 * MS, "{:?}", t0.elapsed());
@@ -303,7 +344,10 @@ async fn a_percentile_delay_waits_for_100_samples() {
 /// short tail), a second attempt would only double the load: none is sent.
 #[tokio::test(start_paused = true)]
 async fn a_dependency_slow_for_everyone_is_not_hedged() {
-    for (name, delay) in [("hedge::slow_p95", None), ("hedge::slow_fixed", Some(fixed(20)))] {
+    for (name, delay) in [
+        ("hedge::slow_p95", None),
+        ("hedge::slow_fixed", Some(fixed(20))),
+    ] {
         let mut config = Config::default().hedge(1);
         if let Some(delay) = delay {
             config = config.hedge_delay(delay);
@@ -337,8 +381,14 @@ async fn a_dependency_slow_for_everyone_is_not_hedged() {
             c.await.unwrap().unwrap();
         }
         let s = b.stats();
-        assert_eq!(s.hedges, before.hedges, "{name}: no hedge with a short tail");
-        assert_eq!(s.hedges_denied, before.hedges_denied, "{name}: none was due");
+        assert_eq!(
+            s.hedges, before.hedges,
+            "{name}: no hedge with a short tail"
+        );
+        assert_eq!(
+            s.hedges_denied, before.hedges_denied,
+            "{name}: none was due"
+        );
         assert_eq!(s.calls - before.calls, 100, "{name}");
     }
 }
@@ -373,4 +423,42 @@ async fn no_hedge_at_the_ceiling() {
     }
     assert_eq!(attempts.load(SeqCst), 400);
     assert_eq!((b.stats().hedges, b.stats().hedges_denied), (0, 0));
+}
+
+/// The hedging keys in a configuration file: named as the attribute's, the delay a
+/// percentile (`"p95"`) or a duration (`"20ms"`), a bad one named.
+#[cfg(feature = "serde")]
+#[test]
+fn the_hedging_keys_in_a_file() {
+    use serde_json::json;
+    let config = Config::default()
+        .hedge(2)
+        .hedge_delay(HedgeDelay::Percentile(99.9))
+        .hedge_budget(10);
+    let v = serde_json::to_value(&config).unwrap();
+    assert_eq!(
+        (&v["hedge"], &v["hedge_delay"], &v["hedge_budget"]),
+        (&json!(2), &json!("p99.9"), &json!(10))
+    );
+    assert_eq!(serde_json::from_value::<Config>(v).unwrap(), config);
+    let read: Config = serde_json::from_value(json!({"hedge": 1, "hedge_delay": "20ms"})).unwrap();
+    assert_eq!(read, Config::default().hedge(1).hedge_delay(fixed(20)));
+    let error = |v| serde_json::from_value::<Config>(v).unwrap_err().to_string();
+    for bad in [
+        json!({"hedge": 1, "hedge_delay": "p100"}),
+        json!({"hedge": 1, "hedge_delay": "soon"}),
+    ] {
+        let e = error(bad);
+        assert!(e.contains("`hedge_delay`"), "{e}");
+    }
+    let e = error(json!({"hedge_budget": 5}));
+    assert!(
+        e.contains("`hedge_budget` has no effect without `hedge`"),
+        "{e}"
+    );
+    let e = error(json!({"hedge": 5}));
+    assert!(
+        e.contains("`hedge` counts the attempts after the first"),
+        "{e}"
+    );
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, ConfigError, Window};
+use super::{Config, ConfigError, HedgeDelay, Window};
 
 /// The file form: every key optional, absent meaning the default.
 #[derive(Serialize, Deserialize, Default)]
@@ -67,6 +67,13 @@ pub(crate) struct Form {
     retry_budget: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     backoff: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hedge: Option<u32>,
+    /// A percentile (`"p95"`, `"p99.9"`) or a duration (`"20ms"`), as the attribute's key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hedge_delay: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    hedge_budget: Option<u32>,
 }
 
 fn text(d: Duration) -> String {
@@ -80,6 +87,25 @@ fn duration(field: &'static str, s: &str) -> Result<Duration, ConfigError> {
             format!("must be a duration such as \"10s\" or \"600ms\" (got {s:?}: {e})"),
         )
     })
+}
+
+fn hedge_delay(s: &str) -> Result<HedgeDelay, ConfigError> {
+    match s.strip_prefix('p') {
+        Some(p) => p.parse().map(HedgeDelay::Percentile).map_err(|_| {
+            ConfigError::new(
+                "hedge_delay",
+                format!("must be a percentile such as \"p95\" or a duration such as \"20ms\" (got {s:?})"),
+            )
+        }),
+        None => duration("hedge_delay", s).map(HedgeDelay::Fixed),
+    }
+}
+
+fn hedge_delay_text(d: HedgeDelay) -> String {
+    match d {
+        HedgeDelay::Percentile(p) => format!("p{p}"),
+        HedgeDelay::Fixed(d) => text(d),
+    }
 }
 
 impl From<Config> for Form {
@@ -116,6 +142,9 @@ impl From<Config> for Form {
             retry: c.retry.attempts,
             retry_budget: c.retry.percent,
             backoff: c.retry.backoff.map(text),
+            hedge: c.hedge.hedges,
+            hedge_delay: c.hedge.delay.map(hedge_delay_text),
+            hedge_budget: c.hedge.percent,
         }
     }
 }
@@ -168,6 +197,9 @@ impl TryFrom<Form> for Config {
         c.retry.attempts = f.retry;
         c.retry.percent = f.retry_budget;
         c.retry.backoff = d("backoff", f.backoff)?;
+        c.hedge.hedges = f.hedge;
+        c.hedge.delay = f.hedge_delay.as_deref().map(hedge_delay).transpose()?;
+        c.hedge.percent = f.hedge_budget;
         c.validate()?;
         Ok(c)
     }
