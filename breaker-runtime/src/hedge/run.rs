@@ -100,6 +100,8 @@ fn end_of<T, E>(result: &Result<T, CallError<E>>, said: Option<Verdict>) -> End 
 }
 
 type Attempt<'s, Fut, J, H> = CallFuture<'s, Fut, Told<'s, J>, H>;
+/// A hedge in flight, with its start.
+type Sent<'s, Fut, J, H> = Option<(Pin<Box<Attempt<'s, Fut, J, H>>>, Nanos)>;
 
 /// The race's state beside its first attempt (pinned in the caller's future).
 struct Race<'s, H: Host, J, F, Fut, T, E> {
@@ -116,7 +118,7 @@ struct Race<'s, H: Host, J, F, Fut, T, E> {
     /// Whether the first attempt's admission was seen (and deposited in the budgets).
     admitted: bool,
     /// The hedges sent, each with its start, until it ends.
-    hedges: [Option<(Pin<Box<Attempt<'s, Fut, J, H>>>, Nanos)>; MAX_HEDGES as usize],
+    hedges: [Sent<'s, Fut, J, H>; MAX_HEDGES as usize],
     sent: usize,
     /// No more hedges for this call (denied, pushback, or hedging off for it).
     stop: bool,
