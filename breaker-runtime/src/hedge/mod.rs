@@ -14,7 +14,7 @@
 //!   `slow_call`, and gives its slots back.
 //! - A failed attempt sends the next hedge at once instead of waiting out the delay; when
 //!   every attempt failed, the first attempt's result is returned.
-//! - An attempt answered with pushback (a classifier's [`Verdict::OpenFor`](crate::Verdict::OpenFor),
+//! - An attempt answered with pushback (a classifier's [`Verdict::OpenFor`],
 //!   from `Retry-After` or `grpc-retry-pushback-ms`) stops further hedges.
 //! - A refusal of the first attempt (open, half-open full, throttled, bulkhead full) is
 //!   returned at once, as [`call`](crate::Breaker::call) returns it.
