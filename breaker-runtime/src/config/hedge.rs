@@ -86,6 +86,16 @@ pub(crate) struct HedgePolicy {
     pub(crate) percent: u32,
 }
 
+impl HedgePolicy {
+    /// No hedge: a keyed breaker's hedged call without `hedge` (one attempt, to the first
+    /// key that admits it).
+    pub(crate) const NONE: HedgePolicy = HedgePolicy {
+        hedges: 0,
+        delay: DelayPolicy::Percentile(9_500),
+        percent: 0,
+    };
+}
+
 impl HedgeConfig {
     pub(crate) fn validate(&self) -> Result<Option<HedgePolicy>, ConfigError> {
         let Some(hedges) = self.hedges else {

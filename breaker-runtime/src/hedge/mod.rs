@@ -115,7 +115,11 @@ impl crate::Breaker {
         F: Fn() -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        run::run(&*self.shared, crate::EveryError, make).await
+        let targets = run::One {
+            host: &*self.shared,
+            make,
+        };
+        run::run(targets, crate::EveryError).await
     }
 
     /// Like [`call_hedged`](Self::call_hedged), with `classify` judging every attempt: a
@@ -132,6 +136,61 @@ impl crate::Breaker {
         Fut: Future<Output = Result<T, E>>,
         C: Fn(&Result<T, E>) -> Verdict + Clone,
     {
-        run::run(&*self.shared, crate::Classify(classify), make).await
+        let targets = run::One {
+            host: &*self.shared,
+            make,
+        };
+        run::run(targets, crate::Classify(classify)).await
+    }
+}
+
+impl<K: crate::BreakerKey + Clone> crate::KeyedBreaker<K> {
+    /// A hedged call over replicas: each attempt goes to the next key of `keys` whose
+    /// breaker admits it, the first key first, so a hedge goes to another replica and never
+    /// to an open one. `make` makes the attempt for a key.
+    ///
+    /// The first attempt goes to the first key whose breaker admits it (a key that refuses
+    /// counts the refusal, as any call would); if none does, the first key's refusal is
+    /// returned (with no keys, a refusal as open under the keyed breaker's name). The hedges
+    /// follow the rules of [`breaker::hedge`](crate::hedge), decided by the breaker of the
+    /// key the first attempt went to (its latencies, its hedge budget, where `Stats::hedges`
+    /// are counted); a hedge goes to the next key whose breaker is closed, not throttling and
+    /// below its limit, and is denied when there is none. Without `hedge` in the
+    /// configuration, one attempt, to the first key that admits it.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use breaker::{Config, HedgeDelay, KeyedBreaker};
+    ///
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+    /// let config = Config::default().threshold(1).hedge(1).hedge_delay(HedgeDelay::Fixed(Duration::from_millis(10)));
+    /// let replicas = KeyedBreaker::<String>::new("docs::replicas", config);
+    /// let _ = replicas.call_sync("a", || Err::<(), _>("down")); // replica a is open
+    /// let keys = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+    /// let answer = replicas
+    ///     .call_hedged(&keys, |replica: &String| {
+    ///         let replica = replica.clone();
+    ///         async move {
+    ///             let took = if replica == "b" { 500 } else { 5 };
+    ///             tokio::time::sleep(Duration::from_millis(took)).await;
+    ///             Ok::<_, std::io::Error>(replica)
+    ///         }
+    ///     })
+    ///     .await;
+    /// assert_eq!(answer.unwrap(), "c", "a is open: b first, then the hedge to c");
+    /// # }
+    /// ```
+    pub async fn call_hedged<F, Fut, T, E>(&self, keys: &[K], make: F) -> Result<T, CallError<E>>
+    where
+        F: Fn(&K) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let targets = run::Keys {
+            keyed: self,
+            keys,
+            next: 0,
+            make,
+        };
+        run::run(targets, crate::EveryError).await
     }
 }

@@ -11,7 +11,7 @@ use std::{
 
 use tokio::time::{Instant, Sleep};
 
-use super::state::Hedging;
+use super::state::{takes_a_hedge, Hedging};
 use crate::{
     clock::{Clock, Nanos},
     config::{HedgePolicy, MAX_HEDGES},
@@ -103,22 +103,97 @@ type Attempt<'s, Fut, J, H> = CallFuture<'s, Fut, Told<'s, J>, H>;
 /// A hedge in flight, with its start.
 type Sent<'s, Fut, J, H> = Option<(Pin<Box<Attempt<'s, Fut, J, H>>>, Nanos)>;
 
+/// Where a hedged call's attempts go: one breaker ([`One`]), or a keyed breaker's keys in
+/// turn ([`Keys`]).
+pub(crate) trait Targets {
+    type Host: Host;
+    type Fut;
+    /// One breaker: without `hedge`, a plain call.
+    const ONE: bool;
+    /// The breaker the next attempt goes to, and what to make it with; `None` when there is
+    /// none left. For a hedge (`hedge`), only a breaker that would take it without refusing,
+    /// shedding it or making it wait for a seat.
+    fn pick(&mut self, hedge: bool) -> Option<(Self::Host, usize)>;
+    /// The future of the attempt [`pick`](Self::pick) chose.
+    fn make(&self, at: usize) -> Self::Fut;
+    /// The refusal of a call with no target at all.
+    fn nowhere(&self) -> crate::BreakerError;
+}
+
+/// Every attempt to one breaker.
+pub(crate) struct One<H, F> {
+    pub(crate) host: H,
+    pub(crate) make: F,
+}
+
+impl<H: Host, F: Fn() -> Fut, Fut> Targets for One<H, F> {
+    type Host = H;
+    type Fut = Fut;
+    const ONE: bool = true;
+    fn pick(&mut self, hedge: bool) -> Option<(H, usize)> {
+        (!hedge || takes_a_hedge(self.host.shared())).then(|| (self.host.clone(), 0))
+    }
+    fn make(&self, _: usize) -> Fut {
+        (self.make)()
+    }
+    fn nowhere(&self) -> crate::BreakerError {
+        crate::BreakerError::open(&self.host.shared().core.name, None)
+    }
+}
+
+/// Each attempt to the next key whose breaker admits it, the first key first.
+pub(crate) struct Keys<'s, K, F> {
+    pub(crate) keyed: &'s crate::KeyedBreaker<K>,
+    pub(crate) keys: &'s [K],
+    pub(crate) next: usize,
+    pub(crate) make: F,
+}
+
+impl<K, F, Fut> Targets for Keys<'_, K, F>
+where
+    K: crate::BreakerKey + Clone,
+    F: Fn(&K) -> Fut,
+{
+    type Host = crate::Breaker;
+    type Fut = Fut;
+    const ONE: bool = false;
+    fn pick(&mut self, hedge: bool) -> Option<(crate::Breaker, usize)> {
+        while let Some(key) = self.keys.get(self.next) {
+            let at = self.next;
+            self.next += 1;
+            let b = self.keyed.breaker(key);
+            if !hedge || takes_a_hedge(&b.shared) {
+                return Some((b, at));
+            }
+        }
+        None
+    }
+    fn make(&self, at: usize) -> Fut {
+        (self.make)(&self.keys[at])
+    }
+    fn nowhere(&self) -> crate::BreakerError {
+        crate::BreakerError::open(&crate::Name::from(self.keyed.name()), None)
+    }
+}
+
 /// The race's state beside its first attempt (pinned in the caller's future).
-struct Race<'s, H: Host, J, F, Fut, T, E> {
-    host: &'s H,
+struct Race<'s, Tg: Targets, J, T, E> {
+    targets: Tg,
     judge: &'s J,
-    make: &'s F,
     said: &'s [Said; ATTEMPTS],
-    hedging: &'s Hedging,
+    /// The breaker of the first attempt: its hedging state and budget decide the hedges.
+    home: Tg::Host,
     policy: HedgePolicy,
     /// The first attempt's start while it runs; `None` once it ended.
     first: Option<Nanos>,
     /// Its result when it failed: what the call returns if every attempt fails.
     first_failed: Option<Result<T, CallError<E>>>,
+    /// The first target's refusal, returned if no target admits the first attempt.
+    refused: Option<Result<T, CallError<E>>>,
     /// Whether the first attempt's admission was seen (and deposited in the budgets).
     admitted: bool,
     /// The hedges sent, each with its start, until it ends.
-    hedges: [Sent<'s, Fut, J, H>; MAX_HEDGES as usize],
+    hedges: [Sent<'s, Tg::Fut, J, Tg::Host>; MAX_HEDGES as usize],
     sent: usize,
     /// No more hedges for this call (denied, pushback, or hedging off for it).
     stop: bool,
@@ -129,31 +204,63 @@ struct Race<'s, H: Host, J, F, Fut, T, E> {
     timer: Option<Pin<Box<Sleep>>>,
 }
 
-impl<'s, H, J, F, Fut, T, E> Race<'s, H, J, F, Fut, T, E>
+impl<'s, Tg, J, T, E> Race<'s, Tg, J, T, E>
 where
-    H: Host,
+    Tg: Targets,
+    Tg::Fut: Future<Output = Result<T, E>>,
     J: Judge<T, E> + Clone,
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
 {
     fn now(&self) -> Nanos {
-        self.host.shared().clock.now()
+        self.home.shared().clock.now()
+    }
+
+    /// The home breaker's hedging state; `None` without hedges to send (a keyed call
+    /// without `hedge`: one attempt, to the first key that admits it).
+    fn hedging(&self) -> Option<&Hedging> {
+        (self.policy.hedges > 0).then(|| self.home.shared().hedging())
+    }
+
+    /// A first attempt on the target `pick` chose.
+    fn first_attempt(&self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
+        let told = Told {
+            judge: self.judge.clone(),
+            said: &self.said[0],
+        };
+        CallFuture::new(host, told, self.targets.make(at))
     }
 
     fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        mut first: Pin<&mut Attempt<'s, Fut, J, H>>,
+        mut first: Pin<&mut Option<Attempt<'s, Tg::Fut, J, Tg::Host>>>,
     ) -> Poll<Result<T, CallError<E>>> {
         loop {
-            if let Some(started) = self.first {
-                let polled = first.as_mut().poll(cx);
+            if let (Some(started), Some(attempt)) = (self.first, first.as_mut().as_pin_mut()) {
+                let mut polled = attempt.poll(cx);
                 if !self.admitted {
+                    polled = match polled {
+                        Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout() => {
+                            // Refused: the next target takes the first attempt, if any; the
+                            // first target's refusal is returned if none does.
+                            first.set(None);
+                            self.said[0].take();
+                            let r = Err(CallError::Breaker(e));
+                            let Some((host, at)) = self.targets.pick(false) else {
+                                self.first = None;
+                                return Poll::Ready(self.refused.take().unwrap_or(r));
+                            };
+                            self.refused.get_or_insert(r);
+                            self.home = host.clone();
+                            first.set(Some(self.first_attempt(host, at)));
+                            self.first = Some(self.now());
+                            continue;
+                        }
+                        other => other,
+                    };
                     self.admitted = true;
-                    let refused = matches!(&polled, Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout());
-                    if !refused {
-                        let (shared, now) = (self.host.shared(), self.now());
-                        self.hedging.deposit(shared, &self.policy, now);
+                    let now = self.now();
+                    if let Some(hedging) = self.hedging() {
+                        hedging.deposit(self.home.shared(), &self.policy, now);
                     }
                 }
                 if let Poll::Ready(r) = polled {
@@ -177,10 +284,10 @@ where
             }
             if !self.stop && self.sent < self.policy.hedges as usize {
                 let now = self.now();
-                let delay = match self.delay {
-                    Some(d) => d,
-                    None => {
-                        let d = self.hedging.delay(&self.policy, now);
+                let delay = match (self.delay, self.hedging()) {
+                    (Some(d), _) => d,
+                    (None, hedging) => {
+                        let d = hedging.and_then(|h| h.delay(&self.policy, now));
                         self.delay = Some(d);
                         d
                     }
@@ -221,7 +328,7 @@ where
         timer.as_mut().poll(cx).is_ready()
     }
 
-    /// Sends the next hedge, if the breaker and the budgets let it; polls it once.
+    /// Sends the next hedge, if a target takes it and the budgets pay for it; polls it once.
     fn launch(
         &mut self,
         cx: &mut Context<'_>,
@@ -229,12 +336,21 @@ where
         delay: Duration,
     ) -> Option<Result<T, CallError<E>>> {
         self.due = false;
-        let shared = self.host.shared();
-        if !self.hedging.grant(shared, now) {
+        // The home breaker by value (a copy of a reference, or an `Arc`'s), so its hedging
+        // state is not a borrow of the race.
+        let home = self.home.clone();
+        let home = home.shared();
+        let hedging = home.hedging();
+        let target = self.targets.pick(true);
+        if target.is_none() || !hedging.pay(home, now) {
             // A denied hedge fails nothing: the call waits for the attempts in flight.
+            hedging.deny();
             self.stop = true;
             return None;
         }
+        let Some((host, at)) = target else {
+            return None;
+        };
         // The next one waits a whole delay from this one.
         if let Some(timer) = &mut self.timer {
             timer.as_mut().reset(Instant::now() + delay);
@@ -243,25 +359,24 @@ where
         }
         let k = self.sent;
         self.sent += 1;
-        let said = &self.said[k + 1];
         let judge = Told {
             judge: self.judge.clone(),
-            said,
+            said: &self.said[k + 1],
         };
-        let mut attempt = Box::pin(CallFuture::new(self.host.clone(), judge, (self.make)()));
+        let mut attempt = Box::pin(CallFuture::new(host, judge, self.targets.make(at)));
         match attempt.as_mut().poll(cx) {
             Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout() => {
-                // Refused after all (the breaker changed since `grant`): nothing was sent.
-                self.hedging.refused(shared, now);
+                // Refused after all (the breaker changed since `pick`): nothing was sent.
+                hedging.refused(home, now);
                 self.stop = true;
                 None
             }
             Poll::Ready(r) => {
-                self.hedging.sent();
+                hedging.sent();
                 self.settle(k + 1, now, r)
             }
             Poll::Pending => {
-                self.hedging.sent();
+                hedging.sent();
                 self.hedges[k] = Some((attempt, now));
                 None
             }
@@ -281,9 +396,11 @@ where
             End::Refused if k == 0 => Some(r),
             End::Refused => None,
             End::Won => {
-                self.hedging.record(now, took);
-                if k > 0 {
-                    self.hedging.won();
+                if let Some(hedging) = self.hedging() {
+                    hedging.record(now, took);
+                    if k > 0 {
+                        hedging.won();
+                    }
                 }
                 Some(r)
             }
@@ -294,7 +411,9 @@ where
                 // A slow failure is a latency worth knowing; a fast one would pull the
                 // percentile down.
                 if timed_out || self.slow(took) {
-                    self.hedging.record(now, took);
+                    if let Some(hedging) = self.hedging() {
+                        hedging.record(now, took);
+                    }
                 }
                 if k == 0 {
                     self.first_failed = Some(r);
@@ -308,7 +427,7 @@ where
 
     /// Whether `took` is a slow call (`slow_call`).
     fn slow(&self, took: Nanos) -> bool {
-        self.host
+        self.home
             .shared()
             .core
             .live
@@ -325,45 +444,42 @@ where
         let hedges = self.hedges.iter().flatten().map(|(_, at)| *at);
         for started in running.chain(hedges) {
             let took = now.saturating_sub(started);
-            if self.slow(took) {
-                self.hedging.record(now, took);
+            if let (true, Some(hedging)) = (self.slow(took), self.hedging()) {
+                hedging.record(now, took);
             }
         }
         out
     }
 }
 
-/// A hedged call through the breaker `host`, judged by `judge`; `make` makes each attempt.
-/// Without `hedge` in the breaker's configuration, one plain call.
-pub(crate) async fn run<H, J, F, Fut, T, E>(host: H, judge: J, make: F) -> Result<T, CallError<E>>
+/// A hedged call to `targets`, judged by `judge`. A target without `hedge` in its
+/// configuration gets one attempt.
+pub(crate) async fn run<Tg, J, T, E>(mut targets: Tg, judge: J) -> Result<T, CallError<E>>
 where
-    H: Host,
+    Tg: Targets,
+    Tg::Fut: Future<Output = Result<T, E>>,
     J: Judge<T, E> + Clone,
-    F: Fn() -> Fut,
-    Fut: Future<Output = Result<T, E>>,
 {
-    let shared = host.shared();
+    let Some((home, at)) = targets.pick(false) else {
+        return Err(CallError::Breaker(targets.nowhere()));
+    };
     // Read once per hedged call (the policy in force: `reconfigure` may change it).
-    let Some(policy) = shared.core.live.hedge() else {
-        return CallFuture::new(host.clone(), judge, make()).await;
+    let policy = home.shared().core.live.hedge();
+    let policy = match policy {
+        Some(policy) => policy,
+        None if Tg::ONE => return CallFuture::new(home, judge, targets.make(at)).await,
+        None => HedgePolicy::NONE,
     };
-    let hedging = shared.hedging();
     let said: [Said; ATTEMPTS] = Default::default();
-    let started = shared.clock.now();
-    let told = Told {
-        judge: judge.clone(),
-        said: &said[0],
-    };
-    let mut first = pin!(CallFuture::new(host.clone(), told, make()));
     let mut race = Race {
-        host: &host,
+        targets,
         judge: &judge,
-        make: &make,
         said: &said,
-        hedging,
+        home,
         policy,
-        first: Some(started),
+        first: None,
         first_failed: None,
+        refused: None,
         admitted: false,
         hedges: Default::default(),
         sent: 0,
@@ -372,5 +488,8 @@ where
         delay: None,
         timer: None,
     };
+    let attempt = race.first_attempt(race.home.clone(), at);
+    let mut first = pin!(Some(attempt));
+    race.first = Some(race.now());
     poll_fn(|cx| race.poll(cx, first.as_mut())).await
 }

@@ -134,18 +134,9 @@ impl Hedging {
         }
     }
 
-    /// Whether a hedge may be sent now: the breaker closed, not shedding, a seat free under
-    /// its bulkhead or adaptive limit (a hedge never waits for one), and both budgets pay for
-    /// it (paid when `true`). A `false` is counted in `hedges_denied`.
-    pub(crate) fn grant(&self, shared: &Shared, now: Nanos) -> bool {
-        let granted = breaker_allows(shared) && self.pay(shared, now);
-        if !granted {
-            self.denied.fetch_add(1, Relaxed);
-        }
-        granted
-    }
-
-    fn pay(&self, shared: &Shared, now: Nanos) -> bool {
+    /// Pays for a hedge from the hedge budget, and from the retry budget when the breaker
+    /// retries too: `false` when either is spent (nothing is paid then).
+    pub(crate) fn pay(&self, shared: &Shared, now: Nanos) -> bool {
         if !self.budget.spend(now) {
             return false;
         }
@@ -154,6 +145,11 @@ impl Hedging {
             return false;
         }
         true
+    }
+
+    /// A hedge due but not sent: no target took it, or a budget was spent.
+    pub(crate) fn deny(&self) {
+        self.denied.fetch_add(1, Relaxed);
     }
 
     /// A granted hedge the breaker refused after all (it opened, or its last seat went,
@@ -195,7 +191,7 @@ impl Hedging {
 
 /// The breaker would admit a hedge without refusing it, shedding it or making it wait:
 /// closed, not throttling nor ramping, below its concurrency limit.
-fn breaker_allows(shared: &Shared) -> bool {
+pub(crate) fn takes_a_hedge(shared: &Shared) -> bool {
     let core = &shared.core;
     core.peek() == State::Closed
         && core.throttle_rate(&shared.clock) == 0.0
