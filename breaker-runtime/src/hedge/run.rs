@@ -245,7 +245,9 @@ where
                             first.set(None);
                             self.said[0].take();
                             let r = Err(CallError::Breaker(e));
-                            let Some((host, at)) = self.targets.pick(false) else {
+                            // One breaker: it would refuse again (picking it looped).
+                            let next = (!Tg::ONE).then(|| self.targets.pick(false)).flatten();
+                            let Some((host, at)) = next else {
                                 self.first = None;
                                 return Poll::Ready(self.refused.take().unwrap_or(r));
                             };
