@@ -65,6 +65,7 @@ pub use breaker_runtime::{
 pub mod dashboard;
 #[cfg(feature = "grpc")]
 pub mod grpc;
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]
