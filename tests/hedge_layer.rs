@@ -154,3 +154,36 @@ async fn an_open_breaker_calls_nothing() {
     assert!(matches!(refused, Err(CallError::Breaker(_))));
     assert_eq!(calls.load(SeqCst), 0);
 }
+
+/// tower's own `ConcurrencyLimit` under the layer: the first attempt uses the permit its
+/// `poll_ready` reserved, the hedge readies its own, and the loser's is freed when dropped.
+#[tokio::test(start_paused = true)]
+async fn permits_are_used_and_given_back() {
+    let breaker = hedged("hedge_layer::permits", 1);
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let mut svc = ServiceBuilder::new()
+        .layer(HedgeLayer::new(breaker.clone()))
+        .concurrency_limit(2)
+        .service(service_fn(move |n: u32| {
+            let call = counted.fetch_add(1, SeqCst);
+            async move {
+                let took = if call == 0 { 10_000 } else { 5 };
+                tokio::time::sleep(MS * took).await;
+                Ok::<_, std::io::Error>(n)
+            }
+        }));
+    for n in 0..3 {
+        let answer = svc.ready().await.unwrap().call(n).await;
+        assert_eq!(answer.unwrap(), n);
+    }
+    // Only the first request's first attempt was slow: one hedge; every permit came back.
+    assert_eq!(breaker.stats().hedges, 1);
+    assert_eq!(calls.load(SeqCst), 4);
+    let t0 = Instant::now();
+    tokio::time::timeout(MS, svc.ready())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t0.elapsed(), Duration::ZERO);
+}
