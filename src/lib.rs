@@ -86,6 +86,7 @@ pub mod __private {
     pub use core::{concat, module_path};
 
     pub use crate::glue::fallback::*;
+    pub use crate::glue::hedged::{hedged, run_hedged, HedgeArg};
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;
     pub use crate::glue::names::InImpl;

@@ -10,8 +10,10 @@
 //! | `run` | one call of the body through the breaker: `run`, `run_sync`, `call`, `call_sync`, and `run_keyed`, `call_keyed` whose future owns the key's breaker, each taking any judge (`is_failure`, `classify`, every error) as a value; `Fallible` |
 //! | `fallback` | `fallback = path`: `recover` (its future the success or the fallback's), and the probe that checks the fallback's shape |
 //! | `retried` | `retry = N`: the body made once per attempt (`run_retried`, `retried`, any judge) |
+//! | `hedged` | `hedge = N`: the body made once per attempt, raced (`run_hedged`, `hedged`, any judge) |
 
 pub(crate) mod fallback;
+pub(crate) mod hedged;
 pub(crate) mod keyed;
 pub(crate) mod lazy;
 pub(crate) mod names;
