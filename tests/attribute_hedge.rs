@@ -4,13 +4,15 @@
 use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
 use std::time::Duration;
 
-use breaker::{circuit_breaker, registry, BreakerError};
+use breaker::{circuit_breaker, registry, BreakerError, CallError};
 use tokio::time::Instant;
 
 #[derive(Debug, PartialEq, thiserror::Error)]
 enum Error {
     #[error("503")]
     Unavailable,
+    #[error("attempt {0} failed")]
+    Attempt(u32),
     #[error(transparent)]
     Breaker(#[from] BreakerError),
 }
@@ -81,4 +83,72 @@ async fn a_failure_hedges_at_once_and_every_failure_returns_the_error() {
     assert_eq!(down().await, Err(Error::Unavailable));
     assert_eq!(start.elapsed(), Duration::ZERO);
     assert_eq!(DOWN_CALLS.load(SeqCst), 2);
+}
+
+static NUMBERED_CALLS: AtomicU32 = AtomicU32::new(0);
+
+/// Each attempt fails with its own number; the fallback receives the arguments and the
+/// first attempt's error.
+#[circuit_breaker(hedge = 2, hedge_delay = "1s", threshold = 100, fallback = first_error)]
+async fn numbered(tag: u32) -> Result<u32, Error> {
+    let _ = tag;
+    Err(Error::Attempt(NUMBERED_CALLS.fetch_add(1, SeqCst)))
+}
+
+async fn first_error(tag: u32, err: CallError<Error>) -> Result<u32, Error> {
+    match err {
+        CallError::Inner(Error::Attempt(n)) => Ok(tag * 10 + n),
+        CallError::Inner(e) => Err(e),
+        CallError::Breaker(b) => Err(b.into()),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fallback_sees_the_first_attempts_error() {
+    assert_eq!(numbered(7).await, Ok(70));
+    assert_eq!(NUMBERED_CALLS.load(SeqCst), 3);
+}
+
+/// The attribute's caps are the runtime's: at each end of every range the attribute accepts,
+/// the runtime builds the breaker (it would refuse a `Config` out of range).
+#[circuit_breaker(
+    hedge = 4,
+    hedge_delay = "2s",
+    hedge_budget = 100,
+    name = "hedge::attr::high"
+)]
+async fn at_the_high_caps() -> Result<u32, Error> {
+    Ok(1)
+}
+
+#[circuit_breaker(
+    hedge = 1,
+    hedge_delay = "1ms",
+    hedge_budget = 1,
+    name = "hedge::attr::low"
+)]
+async fn at_the_low_caps() -> Result<u32, Error> {
+    Ok(1)
+}
+
+#[circuit_breaker(hedge = 1, hedge_delay = "p99.9", name = "hedge::attr::p999")]
+async fn at_the_highest_percentile() -> Result<u32, Error> {
+    Ok(1)
+}
+
+#[circuit_breaker(hedge = 1, hedge_delay = "p50", name = "hedge::attr::p50")]
+async fn at_the_lowest_percentile() -> Result<u32, Error> {
+    Ok(1)
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_attributes_caps_are_the_runtimes() {
+    assert_eq!(at_the_high_caps().await, Ok(1));
+    assert_eq!(at_the_low_caps().await, Ok(1));
+    assert_eq!(at_the_highest_percentile().await, Ok(1));
+    assert_eq!(at_the_lowest_percentile().await, Ok(1));
+    for name in ["high", "low", "p999", "p50"] {
+        let name = format!("hedge::attr::{name}");
+        assert_eq!(registry().get(&name).unwrap().stats().calls, 1, "{name}");
+    }
 }
