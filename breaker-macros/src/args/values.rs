@@ -483,7 +483,7 @@ impl Value for HedgeDelayArg {
     fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
         match *self {
             HedgeDelayArg::Percentile(p) => {
-                let p = Literal::f64_suffixed(p);
+                let p = Literal::f64_unsuffixed(p);
                 quote_spanned!(span=> #krate::HedgeDelay::Percentile(#p))
             }
             HedgeDelayArg::Fixed(d) => {
