@@ -58,6 +58,7 @@ pub mod __private {
         ClassifierSignature, ClassifyFits, ClassifyMisfits, ClassifyProbe,
     };
     pub use crate::glue::fallback::*;
+    pub use crate::glue::hedged::{hedged, run_hedged, HedgeArg};
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;
     pub use crate::glue::names::InImpl;
