@@ -124,6 +124,8 @@ pub(crate) trait Targets {
 pub(crate) struct One<H, F> {
     pub(crate) host: H,
     pub(crate) make: F,
+    /// The first attempt was given.
+    pub(crate) picked: bool,
 }
 
 impl<H: Host, F: Fn() -> Fut, Fut> Targets for One<H, F> {
@@ -131,7 +133,12 @@ impl<H: Host, F: Fn() -> Fut, Fut> Targets for One<H, F> {
     type Fut = Fut;
     const ONE: bool = true;
     fn pick(&mut self, hedge: bool) -> Option<(H, usize)> {
-        (!hedge || takes_a_hedge(self.host.shared())).then(|| (self.host.clone(), 0))
+        // One first attempt (its refusal is the call's answer); every hedge to the same one.
+        let takes = match hedge {
+            false => !std::mem::replace(&mut self.picked, true),
+            true => takes_a_hedge(self.host.shared()),
+        };
+        takes.then(|| (self.host.clone(), 0))
     }
     fn make(&self, _: usize) -> Fut {
         (self.make)()
