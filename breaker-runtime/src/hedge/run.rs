@@ -183,6 +183,9 @@ where
     }
 }
 
+/// The first attempt's slot: replaced when a keyed call's first key refuses it.
+type First<'s, Tg, J> = Option<Attempt<'s, <Tg as Targets>::Fut, J, <Tg as Targets>::Host>>;
+
 /// The race's state beside its first attempt (pinned in the caller's future).
 struct Race<'s, Tg: Targets, J, T, E> {
     targets: Tg,
@@ -239,7 +242,7 @@ where
     fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        mut first: Pin<&mut Option<Attempt<'s, Tg::Fut, J, Tg::Host>>>,
+        mut first: Pin<&mut First<'s, Tg, J>>,
     ) -> Poll<Result<T, CallError<E>>> {
         loop {
             if let (Some(started), Some(attempt)) = (self.first, first.as_mut().as_pin_mut()) {
@@ -355,9 +358,7 @@ where
             self.stop = true;
             return None;
         }
-        let Some((host, at)) = target else {
-            return None;
-        };
+        let (host, at) = target?;
         // The next one waits a whole delay from this one.
         if let Some(timer) = &mut self.timer {
             timer.as_mut().reset(Instant::now() + delay);
