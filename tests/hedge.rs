@@ -462,3 +462,109 @@ fn the_hedging_keys_in_a_file() {
         "{e}"
     );
 }
+
+/// Replicas a, b, c of a keyed breaker; `open` ones opened by one failure each. Each
+/// attempt answers its key after `ms(key)` milliseconds, and logs the key.
+fn replicas(name: &str, open: &[&str]) -> KeyedBreaker<String> {
+    let config = Config::default()
+        .threshold(1)
+        .hedge(1)
+        .hedge_delay(fixed(10));
+    let keyed = KeyedBreaker::<String>::new(name, config);
+    for key in open {
+        let _ = keyed.call_sync(*key, || Err::<(), _>("down"));
+        assert_eq!(keyed.breaker(*key).state(), State::Open);
+    }
+    keyed
+}
+
+fn keys(names: &[&str]) -> Vec<String> {
+    names.iter().map(|k| k.to_string()).collect()
+}
+
+type Attempt = std::pin::Pin<Box<dyn std::future::Future<Output = Result<String, ()>>>>;
+
+fn attempt(log: &Mutex<Vec<String>>, ms: fn(&str) -> u64) -> impl Fn(&String) -> Attempt + '_ {
+    move |key: &String| {
+        log.lock().unwrap().push(key.clone());
+        let (key, took) = (key.clone(), ms(key));
+        Box::pin(async move {
+            tokio::time::sleep(MS * took as u32).await;
+            Ok(key)
+        })
+    }
+}
+
+/// The first attempt goes to the first key that admits it (an open key refuses it, counted
+/// there); the hedge to the next one.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_hedge_goes_to_the_next_replica() {
+    let keyed = replicas("hedge::keyed_next", &["a"]);
+    let log = Mutex::new(Vec::new());
+    let slow_b = |k: &str| if k == "b" { 500 } else { 5 };
+    let r = keyed
+        .call_hedged(&keys(&["a", "b", "c"]), attempt(&log, slow_b))
+        .await;
+    assert_eq!(r.unwrap(), "c");
+    assert_eq!(*log.lock().unwrap(), ["a", "b", "c"]);
+    let (a, b, c) = (
+        keyed.breaker("a").stats(),
+        keyed.breaker("b").stats(),
+        keyed.breaker("c").stats(),
+    );
+    assert_eq!(a.rejected, 1, "a refused the first attempt");
+    assert_eq!(
+        (b.hedges, b.hedges_won, b.cancelled),
+        (1, 1, 1),
+        "decided at b"
+    );
+    assert_eq!((c.calls, c.successes), (1, 1));
+}
+
+/// A hedge never goes to an open key: it skips it (without a refusal counted there), and
+/// with no key left that would take it, it is denied and the call waits.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_hedge_skips_an_open_replica() {
+    let keyed = replicas("hedge::keyed_skip", &["a"]);
+    let log = Mutex::new(Vec::new());
+    let slow_b = |k: &str| if k == "b" { 500 } else { 5 };
+    let r = keyed
+        .call_hedged(&keys(&["b", "a", "c"]), attempt(&log, slow_b))
+        .await;
+    assert_eq!(r.unwrap(), "c");
+    assert_eq!(*log.lock().unwrap(), ["b", "c"]);
+    assert_eq!(keyed.breaker("a").stats().rejected, 0);
+
+    let log = Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    let r = keyed
+        .call_hedged(&keys(&["b", "a"]), attempt(&log, slow_b))
+        .await;
+    assert_eq!(r.unwrap(), "b");
+    assert_eq!(t0.elapsed(), 500 * MS, "waited for b");
+    assert_eq!(*log.lock().unwrap(), ["b"]);
+    assert_eq!(keyed.breaker("b").stats().hedges_denied, 1);
+}
+
+/// No key admits the first attempt: the first key's refusal; no key at all: a refusal as
+/// open under the keyed breaker's name.
+#[tokio::test(start_paused = true)]
+async fn a_keyed_hedged_call_with_no_replica_up_is_refused() {
+    let keyed = replicas("hedge::keyed_none", &["a", "b"]);
+    let log = Mutex::new(Vec::new());
+    let r = keyed
+        .call_hedged(&keys(&["a", "b"]), attempt(&log, |_| 5))
+        .await;
+    let Err(CallError::Breaker(e)) = r else {
+        panic!("{r:?}")
+    };
+    assert!(e.is_open());
+    assert_eq!(e.name(), "hedge::keyed_none[a]");
+    let r = keyed.call_hedged(&[], attempt(&log, |_| 5)).await;
+    let Err(CallError::Breaker(e)) = r else {
+        panic!("{r:?}")
+    };
+    assert!(e.is_open());
+    assert_eq!(e.name(), "hedge::keyed_none");
+    assert_eq!(log.lock().unwrap().len(), 2, "made, never run");
+}

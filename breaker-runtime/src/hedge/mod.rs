@@ -118,6 +118,7 @@ impl crate::Breaker {
         let targets = run::One {
             host: &*self.shared,
             make,
+            picked: false,
         };
         run::run(targets, crate::EveryError).await
     }
@@ -139,6 +140,7 @@ impl crate::Breaker {
         let targets = run::One {
             host: &*self.shared,
             make,
+            picked: false,
         };
         run::run(targets, crate::Classify(classify)).await
     }

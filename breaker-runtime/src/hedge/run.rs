@@ -124,6 +124,8 @@ pub(crate) trait Targets {
 pub(crate) struct One<H, F> {
     pub(crate) host: H,
     pub(crate) make: F,
+    /// The first attempt was given.
+    pub(crate) picked: bool,
 }
 
 impl<H: Host, F: Fn() -> Fut, Fut> Targets for One<H, F> {
@@ -131,7 +133,12 @@ impl<H: Host, F: Fn() -> Fut, Fut> Targets for One<H, F> {
     type Fut = Fut;
     const ONE: bool = true;
     fn pick(&mut self, hedge: bool) -> Option<(H, usize)> {
-        (!hedge || takes_a_hedge(self.host.shared())).then(|| (self.host.clone(), 0))
+        // One first attempt (its refusal is the call's answer); every hedge to the same one.
+        let takes = match hedge {
+            false => !std::mem::replace(&mut self.picked, true),
+            true => takes_a_hedge(self.host.shared()),
+        };
+        takes.then(|| (self.host.clone(), 0))
     }
     fn make(&self, _: usize) -> Fut {
         (self.make)()
@@ -175,6 +182,9 @@ where
         crate::BreakerError::open(&crate::Name::from(self.keyed.name()), None)
     }
 }
+
+/// The first attempt's slot: replaced when a keyed call's first key refuses it.
+type First<'s, Tg, J> = Option<Attempt<'s, <Tg as Targets>::Fut, J, <Tg as Targets>::Host>>;
 
 /// The race's state beside its first attempt (pinned in the caller's future).
 struct Race<'s, Tg: Targets, J, T, E> {
@@ -232,7 +242,7 @@ where
     fn poll(
         &mut self,
         cx: &mut Context<'_>,
-        mut first: Pin<&mut Option<Attempt<'s, Tg::Fut, J, Tg::Host>>>,
+        mut first: Pin<&mut First<'s, Tg, J>>,
     ) -> Poll<Result<T, CallError<E>>> {
         loop {
             if let (Some(started), Some(attempt)) = (self.first, first.as_mut().as_pin_mut()) {
@@ -350,9 +360,7 @@ where
             self.stop = true;
             return None;
         }
-        let Some((host, at)) = target else {
-            return None;
-        };
+        let (host, at) = target?;
         // The next one waits a whole delay from this one.
         if let Some(timer) = &mut self.timer {
             timer.as_mut().reset(Instant::now() + delay);
