@@ -137,10 +137,10 @@ impl Hedging {
     /// Pays for a hedge from the hedge budget, and from the retry budget when the breaker
     /// retries too: `false` when either is spent (nothing is paid then).
     pub(crate) fn pay(&self, shared: &Shared, now: Nanos) -> bool {
-        if !self.budget.pay(now).is_some() {
+        if self.budget.pay(now).is_none() {
             return false;
         }
-        if shared.core.live.retry().is_some() && !shared.retry_budget().pay(now).is_some() {
+        if shared.core.live.retry().is_some() && shared.retry_budget().pay(now).is_none() {
             self.budget.refund_at(now);
             return false;
         }
