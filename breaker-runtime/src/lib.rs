@@ -65,6 +65,7 @@ mod future;
 mod grpc;
 mod handle;
 pub mod hedge;
+mod hedging;
 mod judged;
 mod keyed;
 mod live;

@@ -39,8 +39,8 @@ pub struct Shared {
     /// never retries pays one word for it.
     retry: once_cell::race::OnceBox<crate::retry::budget::Budget>,
     /// Hedging's latencies, budget and counts, made by the first hedged call of a breaker
-    /// with `hedge` (`crate::hedge`): one word for any other.
-    hedge: once_cell::race::OnceBox<crate::hedge::Hedging>,
+    /// with `hedge` (`crate::hedging`): one word for any other.
+    hedge: once_cell::race::OnceBox<crate::hedging::Hedging>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -110,13 +110,13 @@ impl Shared {
     }
 
     /// Hedging's state, made on first use.
-    pub(crate) fn hedging(&self) -> &crate::hedge::Hedging {
+    pub(crate) fn hedging(&self) -> &crate::hedging::Hedging {
         self.hedge.get_or_init(Box::default)
     }
 
     /// Hedging's state, if made.
     #[cfg(test)]
-    pub(crate) fn hedging_made(&self) -> Option<&crate::hedge::Hedging> {
+    pub(crate) fn hedging_made(&self) -> Option<&crate::hedging::Hedging> {
         self.hedge.get()
     }
 

@@ -68,16 +68,15 @@
 //! # }
 //! ```
 
-mod histogram;
 mod run;
-mod state;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
 pub use crate::config::{
     HedgeDelay, DEFAULT_HEDGE_BUDGET_PERCENT, MAX_HEDGES, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY,
 };
-pub(crate) use state::Hedging;
+pub(crate) use crate::hedging::Hedging;
+pub use crate::hedging::{FLOOR_PER_SECOND, MIN_SAMPLES, SHORT_TAIL};
 
 use std::{future::Future, time::Duration};
 
@@ -85,12 +84,6 @@ use crate::{CallError, Verdict};
 
 /// The window of latencies a percentile delay is read from.
 pub const WINDOW: Duration = Duration::from_secs(30);
-/// Samples the window must hold before a percentile delay (or the short-tail rule) is read.
-pub const MIN_SAMPLES: u64 = 100;
-/// No hedge while the window's 99th percentile is under this many times its median.
-pub const SHORT_TAIL: u64 = 4;
-/// Hedges a second the hedge budget allows whatever the traffic.
-pub const FLOOR_PER_SECOND: u32 = 1;
 
 impl crate::Breaker {
     /// Runs an async call through the breaker, hedged per [`Config::hedge`](crate::Config::hedge)

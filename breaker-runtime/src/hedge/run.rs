@@ -11,14 +11,14 @@ use std::{
 
 use tokio::time::{Instant, Sleep};
 
-use super::state::{takes_a_hedge, Hedging};
 use crate::{
     clock::{Clock, Nanos},
     config::{HedgePolicy, MAX_HEDGES},
     future::CallFuture,
-    shared::Host,
+    hedging::{Hedging, RetryBudget},
+    shared::{Host, Shared},
     verdict::Judge,
-    CallError, Verdict,
+    CallError, State, Verdict,
 };
 
 /// Attempts in all, at most.
@@ -272,7 +272,7 @@ where
                     self.admitted = true;
                     let now = self.now();
                     if let Some(hedging) = self.hedging() {
-                        hedging.deposit(self.home.shared(), &self.policy, now);
+                        hedging.deposit(retry_budget(self.home.shared()), &self.policy, now);
                     }
                 }
                 if let Poll::Ready(r) = polled {
@@ -354,7 +354,7 @@ where
         let home = home.shared();
         let hedging = home.hedging();
         let target = self.targets.pick(true);
-        if target.is_none() || !hedging.pay(home, now) {
+        if target.is_none() || !hedging.pay(retry_budget(home), now) {
             // A denied hedge fails nothing: the call waits for the attempts in flight.
             hedging.deny();
             self.stop = true;
@@ -377,7 +377,7 @@ where
         match attempt.as_mut().poll(cx) {
             Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout() => {
                 // Refused after all (the breaker changed since `pick`): nothing was sent.
-                hedging.refused(home, now);
+                hedging.refused(retry_budget(home), now);
                 self.stop = true;
                 None
             }
@@ -502,4 +502,24 @@ where
     let mut first = pin!(Some(attempt));
     race.first = Some(race.now());
     poll_fn(|cx| race.poll(cx, first.as_mut())).await
+}
+
+/// The breaker would admit a hedge without refusing it, shedding it or making it wait:
+/// closed, not throttling nor ramping, below its concurrency limit.
+fn takes_a_hedge(shared: &Shared) -> bool {
+    let core = &shared.core;
+    core.peek() == State::Closed
+        && core.throttle_rate(&shared.clock) == 0.0
+        && core
+            .concurrency_limit()
+            .is_none_or(|limit| core.calls_in_flight() < u64::from(limit))
+}
+
+/// The retry budget a hedge of `shared` pays too: the breaker's, when it retries.
+fn retry_budget(shared: &Shared) -> RetryBudget<'_> {
+    shared
+        .core
+        .live
+        .retry()
+        .map(|policy| (shared.retry_budget(), policy.percent))
 }

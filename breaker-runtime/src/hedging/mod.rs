@@ -1,19 +1,31 @@
 //! What a breaker keeps for hedging, made by its first hedged call ([`Hedging`]): the
-//! latencies its delay is read from, the hedge budget, the counts; and when a call may hedge.
+//! latencies its delay is read from, the hedge budget, the counts. A leaf the breaker's
+//! shared state holds (as it holds the retry budget); the race of the attempts, which reads
+//! the breaker, is `crate::hedge`'s.
+
+mod histogram;
 
 use std::{
     sync::atomic::{AtomicU64, Ordering::Relaxed},
     time::Duration,
 };
 
-use super::{histogram::Histogram, FLOOR_PER_SECOND, MIN_SAMPLES, SHORT_TAIL};
 use crate::{
     clock::Nanos,
     config::{DelayPolicy, HedgePolicy, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY},
     retry::budget::Budget,
-    shared::Shared,
-    State,
 };
+use histogram::Histogram;
+
+/// Samples the window must hold before a percentile delay (or the short-tail rule) is read.
+pub const MIN_SAMPLES: u64 = 100;
+/// No hedge while the window's 99th percentile is under this many times its median.
+pub const SHORT_TAIL: u64 = 4;
+/// Hedges a second the hedge budget allows whatever the traffic.
+pub const FLOOR_PER_SECOND: u32 = 1;
+
+/// The retry budget a hedge pays too, with its percent: `Some` when the breaker retries.
+pub(crate) type RetryBudget<'a> = Option<(&'a Budget, u32)>;
 
 /// How often the delay is read again from the window: reading merges the window's bins
 /// (about 900 loads), once a second rather than once a call.
@@ -127,20 +139,20 @@ impl Hedging {
 
     /// A first attempt the breaker admitted: it pays into the hedge budget, and into the retry
     /// budget when the breaker retries too.
-    pub(crate) fn deposit(&self, shared: &Shared, policy: &HedgePolicy, now: Nanos) {
+    pub(crate) fn deposit(&self, retry: RetryBudget<'_>, policy: &HedgePolicy, now: Nanos) {
         self.budget.deposit(now, policy.percent);
-        if let Some(retry) = shared.core.live.retry() {
-            shared.retry_budget().deposit(now, retry.percent);
+        if let Some((budget, percent)) = retry {
+            budget.deposit(now, percent);
         }
     }
 
     /// Pays for a hedge from the hedge budget, and from the retry budget when the breaker
     /// retries too: `false` when either is spent (nothing is paid then).
-    pub(crate) fn pay(&self, shared: &Shared, now: Nanos) -> bool {
+    pub(crate) fn pay(&self, retry: RetryBudget<'_>, now: Nanos) -> bool {
         if self.budget.pay(now).is_none() {
             return false;
         }
-        if shared.core.live.retry().is_some() && shared.retry_budget().pay(now).is_none() {
+        if retry.is_some_and(|(budget, _)| budget.pay(now).is_none()) {
             self.budget.refund_at(now);
             return false;
         }
@@ -154,10 +166,10 @@ impl Hedging {
 
     /// A granted hedge the breaker refused after all (it opened, or its last seat went,
     /// meanwhile): its payment back, and counted denied.
-    pub(crate) fn refused(&self, shared: &Shared, now: Nanos) {
+    pub(crate) fn refused(&self, retry: RetryBudget<'_>, now: Nanos) {
         self.budget.refund_at(now);
-        if shared.core.live.retry().is_some() {
-            shared.retry_budget().refund_at(now);
+        if let Some((budget, _)) = retry {
+            budget.refund_at(now);
         }
         self.denied.fetch_add(1, Relaxed);
     }
@@ -187,15 +199,4 @@ impl Hedging {
         self.won.store(0, Relaxed);
         self.denied.store(0, Relaxed);
     }
-}
-
-/// The breaker would admit a hedge without refusing it, shedding it or making it wait:
-/// closed, not throttling nor ramping, below its concurrency limit.
-pub(crate) fn takes_a_hedge(shared: &Shared) -> bool {
-    let core = &shared.core;
-    core.peek() == State::Closed
-        && core.throttle_rate(&shared.clock) == 0.0
-        && core
-            .concurrency_limit()
-            .is_none_or(|limit| core.calls_in_flight() < u64::from(limit))
 }
