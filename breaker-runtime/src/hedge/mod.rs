@@ -75,7 +75,6 @@ mod tests;
 pub use crate::config::{
     HedgeDelay, DEFAULT_HEDGE_BUDGET_PERCENT, MAX_HEDGES, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY,
 };
-pub(crate) use crate::hedging::Hedging;
 pub use crate::hedging::{FLOOR_PER_SECOND, MIN_SAMPLES, SHORT_TAIL};
 
 use std::{future::Future, time::Duration};
