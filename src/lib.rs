@@ -21,8 +21,8 @@ pub use breaker_macros::circuit_breaker;
 pub use breaker_runtime::ConfigPatch;
 pub use breaker_runtime::{
     observe, registry, Breaker, BreakerError, BreakerKey, CallError, CallFuture, Cause, Config,
-    ConfigError, ConfigValues, Handle, KeyedBreaker, Name, Observer, Outliers, Registry, Snapshot,
-    State, Stats, Transition, Verdict, Window,
+    ConfigError, ConfigValues, Handle, HedgeDelay, KeyedBreaker, Name, Observer, Outliers,
+    Registry, Snapshot, State, Stats, Transition, Verdict, Window,
 };
 
 #[cfg(feature = "dashboard")]
@@ -31,6 +31,7 @@ pub mod dashboard;
 pub mod grpc;
 #[cfg(feature = "http")]
 mod grpc_table;
+pub mod hedge;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "metrics")]
@@ -57,6 +58,7 @@ pub mod __private {
         ClassifierSignature, ClassifyFits, ClassifyMisfits, ClassifyProbe,
     };
     pub use crate::glue::fallback::*;
+    pub use crate::glue::hedged::{hedged, run_hedged, HedgeArg};
     pub use crate::glue::keyed::*;
     pub use crate::glue::lazy::*;
     pub use crate::glue::names::InImpl;

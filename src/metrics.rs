@@ -9,6 +9,7 @@
 //! | `circuit_breaker_failure_rate` | gauge | `breaker` | percent failed in the breaker's current window |
 //! | `circuit_breaker_keys` | gauge | `breaker`, `state` | a keyed breaker's live keys in each state |
 //! | `circuit_breaker_retries_total` | counter | `breaker`, `result` | retries (`retry`): `made` (each one also a call above), `denied` by the retry budget; written once a breaker has retried |
+//! | `circuit_breaker_hedges_total` | counter | `breaker`, `result` | hedges (`hedge`): `sent` (each one also a call above), `won` (its answer returned), `denied` (by a budget or the breaker); written once a breaker has hedged |
 //!
 //! The outcomes are disjoint, so they add up to the calls (less those still in flight):
 //! `failure` is errors and panics only, that is [`Stats::failures`] less
@@ -122,17 +123,25 @@ pub const KEYS: &str = "circuit_breaker_keys";
 /// `circuit_breaker_retries_total{breaker, result}`: retries made and denied (a counter).
 pub const RETRIES_TOTAL: &str = "circuit_breaker_retries_total";
 
-/// The outcomes, then the retries made and denied: what a publish keeps per breaker.
-const COUNTS: usize = OUTCOMES.len() + 2;
+/// `circuit_breaker_hedges_total{breaker, result}`: hedges sent, won and denied (a counter).
+pub const HEDGES_TOTAL: &str = "circuit_breaker_hedges_total";
+
+/// The outcomes, then the retries made and denied, then the hedges sent, won and denied:
+/// what a publish keeps per breaker.
+const COUNTS: usize = OUTCOMES.len() + 5;
 type Counts = [u64; COUNTS];
 
-/// [`outcomes`], then `retries` and `retries_denied`.
+/// [`outcomes`], then `retries` and `retries_denied`, then `hedges`, `hedges_won` and
+/// `hedges_denied`.
 fn counts(stats: &Stats) -> Counts {
     let outcomes = outcomes(stats);
-    std::array::from_fn(|i| match i {
-        i if i < OUTCOMES.len() => outcomes[i],
-        i if i == OUTCOMES.len() => stats.retries,
-        _ => stats.retries_denied,
+    std::array::from_fn(|i| match i - OUTCOMES.len().min(i) {
+        _ if i < OUTCOMES.len() => outcomes[i],
+        0 => stats.retries,
+        1 => stats.retries_denied,
+        2 => stats.hedges,
+        3 => stats.hedges_won,
+        _ => stats.hedges_denied,
     })
 }
 
@@ -201,6 +210,11 @@ pub fn describe() {
         RETRIES_TOTAL,
         Unit::Count,
         "Retries through a circuit breaker: made (each also a call), or denied by its retry budget."
+    );
+    describe_counter!(
+        HEDGES_TOTAL,
+        Unit::Count,
+        "Hedges through a circuit breaker: sent (each also a call), won, or denied."
     );
 }
 
@@ -282,6 +296,14 @@ pub fn publish() {
         for (result, d) in ["made", "denied"].into_iter().zip(&delta[OUTCOMES.len()..]) {
             if *d > 0 {
                 counter!(RETRIES_TOTAL, "breaker" => series.clone(), "result" => result)
+                    .increment(*d);
+            }
+        }
+        // Likewise for hedges.
+        let hedges = &delta[OUTCOMES.len() + 2..];
+        for (result, d) in ["sent", "won", "denied"].into_iter().zip(hedges) {
+            if *d > 0 {
+                counter!(HEDGES_TOTAL, "breaker" => series.clone(), "result" => result)
                     .increment(*d);
             }
         }

@@ -102,50 +102,15 @@ fn config_and_reset_without_a_handle() {
     assert_eq!(b.stats().calls, 0);
 }
 
-/// Records the INFO lines of target `breaker` that say a breaker was reconfigured.
-#[derive(Clone, Default)]
-struct Changes(Arc<std::sync::Mutex<Vec<String>>>);
-
-struct Message(String);
-
-impl tracing::field::Visit for Message {
-    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.0 = format!("{value:?}");
-        }
-    }
-}
-
-impl tracing::Subscriber for Changes {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        let meta = event.metadata();
-        if *meta.level() == tracing::Level::INFO && meta.target() == "breaker" {
-            let mut m = Message(String::new());
-            event.record(&mut m);
-            if m.0.contains("reconfigured") {
-                self.0.lock().unwrap().push(m.0);
-            }
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+#[path = "support/logs.rs"]
+mod logs;
 
 /// Every change in force logs one INFO line naming the keys changed, old → new; a change
 /// that changes no key logs none.
 #[test]
 fn every_change_logs_one_line_naming_the_keys_old_and_new() {
-    let changes = Changes::default();
-    let lines = changes.0.clone();
-    tracing::subscriber::with_default(changes, || {
+    let logs = logs::Logs::new(tracing::Level::INFO, "breaker");
+    tracing::subscriber::with_default(logs.clone(), || {
         let b = Breaker::new("config_patch::logged", Config::default().threshold(5));
         b.reconfigure(
             Config::default()
@@ -156,9 +121,13 @@ fn every_change_logs_one_line_naming_the_keys_old_and_new() {
         b.reconfigure(b.config()).unwrap();
         assert!(b.reconfigure(Config::default().threshold(0)).is_err());
     });
-    let lines = lines.lock().unwrap();
+    let lines: Vec<_> = logs
+        .messages()
+        .into_iter()
+        .filter(|m| m.contains("reconfigured"))
+        .collect();
     assert_eq!(
-        *lines,
+        lines,
         ["breaker config_patch::logged reconfigured: threshold: 5 → 3, timeout: none → 300ms"]
     );
 }

@@ -374,6 +374,56 @@ async fn retries_made_and_denied() {
         .contains("# TYPE circuit_breaker_retries_total counter\n"));
 }
 
+#[tokio::test(start_paused = true)]
+async fn hedges_sent_won_and_denied() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    const NAME: &str = "metrics::hedges";
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let prometheus = recorder.handle();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    breaker::metrics::describe();
+    let delay = breaker::HedgeDelay::Fixed(Duration::from_millis(1));
+    let b = Breaker::new(NAME, Config::default().hedge(1).hedge_delay(delay));
+    breaker::metrics::publish();
+    let s = Scrape::of(&prometheus, NAME);
+    assert_eq!(
+        s.get("circuit_breaker_hedges_total", &[("result", "sent")]),
+        None,
+        "none yet"
+    );
+    // First attempts of 50 ms, hedges of 10: the budget's floor (10 hedges) sent, and won;
+    // then 5 % of 12 first attempts is not one more: 2 denied.
+    let attempts = std::sync::atomic::AtomicU32::new(0);
+    for _ in 0..12 {
+        let r = b
+            .call_hedged(|| {
+                let n = attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                async move {
+                    let ms = if n == 0 { 50 } else { 10 };
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                    Ok::<_, ()>(())
+                }
+            })
+            .await;
+        assert!(r.is_ok());
+        attempts.store(0, std::sync::atomic::Ordering::SeqCst);
+    }
+    breaker::metrics::publish();
+    let s = Scrape::of(&prometheus, NAME);
+    for (result, n) in [("sent", 10.0), ("won", 10.0), ("denied", 2.0)] {
+        assert_eq!(
+            s.value("circuit_breaker_hedges_total", &[("result", result)]),
+            n,
+            "{result}"
+        );
+    }
+    assert_eq!(s.calls("success"), 12.0);
+    assert_eq!(s.calls("cancelled"), 10.0, "the first attempts that lost");
+    assert!(prometheus
+        .render()
+        .contains("# TYPE circuit_breaker_hedges_total counter\n"));
+}
+
 /// By default a keyed breaker publishes one set of series under its own name, whatever
 /// its number of keys: no series per key while the keys are closed.
 #[tokio::test(start_paused = true)]

@@ -476,43 +476,14 @@ fn outliers_are_for_keyed_breakers_and_each_field_is_checked() {
     assert_ne!(named, Config::default().outliers(Outliers::default()));
 }
 
-/// The messages of WARN events with target `breaker` (the test's own thread's: the
-/// detector task runs on it, the runtime being the current thread's).
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-impl tracing::Subscriber for Warnings {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        tracing::span::Id::from_u64(1)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, event: &tracing::Event<'_>) {
-        struct Message<'a>(&'a mut String);
-        impl tracing::field::Visit for Message<'_> {
-            fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
-                if field.name() == "message" {
-                    *self.0 = format!("{value:?}");
-                }
-            }
-        }
-        let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN && meta.target() == "breaker" {
-            let mut message = String::new();
-            event.record(&mut Message(&mut message));
-            self.0.lock().unwrap().push(message);
-        }
-    }
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+/// The WARN lines of target `breaker` (the test's own thread's: the detector task runs on
+/// it, the runtime being the current thread's).
+#[path = "support/logs.rs"]
+mod logs;
 
 #[tokio::test(start_paused = true)]
 async fn a_dry_run_ejects_nothing_and_says_would_eject() {
-    let warnings = Warnings::default();
+    let warnings = logs::Logs::new(tracing::Level::WARN, "breaker");
     let _default = tracing::subscriber::set_default(warnings.clone());
     let config = Config::default()
         .outliers(Outliers::default())
@@ -528,7 +499,7 @@ async fn a_dry_run_ejects_nothing_and_says_would_eject() {
     f.run(20, 100, bad).await;
     assert!(f.log.lock().unwrap().is_empty(), "no transition at all");
     assert_eq!(f.endpoints.breaker(&key(7)).state(), State::Closed);
-    let said = warnings.0.lock().unwrap().clone();
+    let said = warnings.messages();
     assert_eq!(said.len(), 2, "one a tick: {said:?}");
     for s in &said {
         assert!(s.contains("would eject"), "{said:?}");

@@ -349,6 +349,7 @@ pub(crate) fn check_fn(args: &Args, func: &ItemFn, shape: &Shape, errors: &mut E
     }
     check_async_keys(args, shape, errors);
     check_retry(args, sig, shape, errors);
+    check_hedge(args, sig, shape, errors);
     check_fallback_params(args, sig, shape, errors);
 }
 
@@ -431,6 +432,29 @@ fn check_retry(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Er
                 "with `retry`, the body runs once per attempt, so it can only borrow `self`: \
                  take `&self` (with `&mut self` or `self` by value, a retry would need what the \
                  attempt before consumed)",
+            ));
+        }
+    }
+}
+
+/// `hedge`: the body runs once per attempt, several at once, on the async runtime's timer.
+fn check_hedge(args: &Args, sig: &syn::Signature, shape: &Shape, errors: &mut Errors) {
+    let Some(hedge) = &args.hedge else { return };
+    if let Shape::Sync = shape {
+        errors.push(syn::Error::new(
+            hedge.key.span(),
+            "`hedge` needs an `async fn`: it races attempts on the async runtime, and a \
+             blocking call cannot be raced; make the function `async`, or remove `hedge`",
+        ));
+    }
+    if let Some(r) = sig.receiver() {
+        let shared = r.reference.is_some() && r.mutability.is_none() && r.colon_token.is_none();
+        if !shared {
+            errors.push(syn::Error::new(
+                r.self_token.span,
+                "with `hedge`, the body runs once per attempt, several at once, so it can only \
+                 borrow `self`: take `&self` (two attempts cannot both hold `&mut self`, nor \
+                 both own `self`)",
             ));
         }
     }

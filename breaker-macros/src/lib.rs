@@ -149,6 +149,9 @@ use proc_macro::TokenStream;
 /// | `idle` | duration (needs `key`) | `"10m"` | a key's breaker unused this long, and indistinguishable from a fresh one, is dropped |
 /// | `classify` | path to `fn(&Result<T, E>) -> breaker::Verdict`, or closure | none | judges every finished call, `Ok` included; replaces `is_failure` (see [Judging results](#judging-results)) |
 /// | `fleet` | `true` or `false` | `false` | the breaker joins the fleet installed with `breaker::fleet::install` (see [Fleets](#fleets)) |
+/// | `hedge` | integer 1..=4 (`async fn` only) | off | extra attempts: while an attempt is slow (past `hedge_delay`) or after one fails, the body runs again and the first success wins, the others dropped; the arguments must be `Clone` or references (each attempt gets its own copy), a method takes `&self`; not with `retry` (a function hedges or retries, never both) |
+/// | `hedge_delay` | `"p50"`…`"p99.9"`, or a duration 1 ms..=2 s (needs `hedge`) | `"p95"` | how long an attempt runs before the next is sent: that percentile of this breaker's latencies (no hedge before 100 samples), or a fixed delay |
+/// | `hedge_budget` | integer percent 1..=100 (needs `hedge`) | 5 | at most this share of first attempts is hedged (over 10 s, at least one a second); a denied hedge fails nothing |
 ///
 /// Durations are humantime strings: `"250ms"`, `"10s"`, `"1m 30s"`; zero is an error.
 ///

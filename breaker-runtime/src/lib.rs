@@ -40,6 +40,7 @@
 //! | `events` | [`Transition`], the `tracing` events, [`observe`] |
 //! | `error` | [`BreakerError`], [`CallError`] |
 //! | `retry` | [`retry`]: retries through the breaker, paid from a retry budget |
+//! | `hedge` | [`hedge`]: hedged calls (`histogram` the lock-free latency window, `state` a breaker's hedging state and when a hedge may go, `run` the race of the attempts) |
 //! | `overload` | the overload algorithms alone, engine-independent: adaptive throttling, the recovery ramp, the Vegas limit |
 //! | `grpc` | feature `grpc`: a refusal as a `tonic::Status` (`UNAVAILABLE`, `DEADLINE_EXCEEDED`) |
 //! | `name` | [`Name`]: a breaker's shared, freed-with-it name, and bounding a caller's key |
@@ -63,6 +64,8 @@ mod future;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod handle;
+pub mod hedge;
+mod hedging;
 mod judged;
 mod keyed;
 mod live;
@@ -86,7 +89,7 @@ mod window;
 
 pub use crate::{
     breaker::Breaker,
-    config::{Config, ConfigError, ConfigValues, Outliers, Window},
+    config::{Config, ConfigError, ConfigValues, HedgeDelay, Outliers, Window},
     error::{BreakerError, CallError},
     events::{observe, Cause, Observer, Transition},
     future::CallFuture,

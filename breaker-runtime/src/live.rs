@@ -25,7 +25,7 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::{
-    config::{Policy, Resolved, RetryPolicy},
+    config::{HedgePolicy, Policy, Resolved, RetryPolicy},
     sync::{lock, AtomicBool, AtomicU32, AtomicU64, Mutex, Ordering::Relaxed},
     Config, ConfigError, Window,
 };
@@ -48,6 +48,8 @@ pub(crate) struct Live {
     retry: AtomicU64,
     /// `retry_within` in nanoseconds, read with `retry` (no room left in its word).
     retry_within: AtomicU64,
+    /// `hedge`, read once per hedged call (`HedgePolicy::word`); 0: no hedging.
+    hedge: AtomicU64,
     /// The configuration in force, as given and as validated; its lock is a leaf (nothing
     /// is locked under it), held only to clone or swap the pointer.
     resolved: Mutex<Arc<Resolved>>,
@@ -95,6 +97,7 @@ impl Live {
             dry_run: AtomicBool::new(false),
             retry: AtomicU64::new(0),
             retry_within: AtomicU64::new(0),
+            hedge: AtomicU64::new(0),
             resolved: Mutex::new(Arc::new(resolved)),
             changing: Mutex::new(()),
         };
@@ -127,6 +130,8 @@ impl Live {
         self.retry_within.store(within, Relaxed);
         self.retry
             .store(policy.retry.as_ref().map_or(0, retry_word), Relaxed);
+        self.hedge
+            .store(policy.hedge.as_ref().map_or(0, HedgePolicy::word), Relaxed);
     }
 
     /// The configuration in force (for transitions, probes, hooks: off the call path).
@@ -216,6 +221,12 @@ impl Live {
         drop(changing);
         crate::config::log_change(name, &before.config, &after.config);
         Ok(after)
+    }
+
+    /// The hedging policy in force: one load.
+    #[inline(always)]
+    pub(crate) fn hedge(&self) -> Option<HedgePolicy> {
+        HedgePolicy::from_word(self.hedge.load(Relaxed))
     }
 
     /// Validates `config`, checks it changes nothing that cannot change while the breaker

@@ -38,6 +38,9 @@ pub struct Shared {
     /// The retry budget, made by the first retried call (`crate::retry`): a breaker that
     /// never retries pays one word for it.
     retry: once_cell::race::OnceBox<crate::retry::budget::Budget>,
+    /// Hedging's latencies, budget and counts, made by the first hedged call of a breaker
+    /// with `hedge` (`crate::hedging`): one word for any other.
+    hedge: once_cell::race::OnceBox<crate::hedging::Hedging>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -81,6 +84,7 @@ impl Shared {
             id: crate::registry::departures::next_id(),
             family,
             retry: once_cell::race::OnceBox::new(),
+            hedge: once_cell::race::OnceBox::new(),
         }
     }
 
@@ -105,19 +109,36 @@ impl Shared {
         self.retry.get().is_none_or(|b| b.is_full(self.clock.now()))
     }
 
-    /// The counts: the engine's, and the retry budget's.
+    /// Hedging's state, made on first use.
+    pub(crate) fn hedging(&self) -> &crate::hedging::Hedging {
+        self.hedge.get_or_init(Box::default)
+    }
+
+    /// Hedging's state, if made.
+    #[cfg(test)]
+    pub(crate) fn hedging_made(&self) -> Option<&crate::hedging::Hedging> {
+        self.hedge.get()
+    }
+
+    /// The counts: the engine's, the retry budget's, hedging's.
     pub(crate) fn stats(&self) -> crate::Stats {
         let mut stats = self.core.stats();
         if let Some(budget) = self.retry.get() {
             (stats.retries, stats.retries_denied) = budget.counts();
         }
+        if let Some(hedging) = self.hedge.get() {
+            (stats.hedges, stats.hedges_won, stats.hedges_denied) = hedging.counts();
+        }
         stats
     }
 
-    /// Clears the retry budget's counts (`Handle::reset`).
+    /// Clears the retry budget's and hedging's counts (`Handle::reset`).
     pub(crate) fn reset_retry_counts(&self) {
         if let Some(budget) = self.retry.get() {
             budget.reset_counts();
+        }
+        if let Some(hedging) = self.hedge.get() {
+            hedging.reset_counts();
         }
     }
 }

@@ -11,9 +11,11 @@
 //! | `classify` | `classify = path`: the probe that checks the classifier's type (a crafted error naming `fn(&Result<T, E>) -> breaker::Verdict`) |
 //! | `fallback` | `fallback = path`: `recover` (its future the success or the fallback's), and the probe that checks the fallback's shape |
 //! | `retried` | `retry = N`: the body made once per attempt (`run_retried`, `retried`, any judge) |
+//! | `hedged` | `hedge = N`: the body made once per attempt, raced (`run_hedged`, `hedged`, any judge) |
 
 pub(crate) mod classify;
 pub(crate) mod fallback;
+pub(crate) mod hedged;
 pub(crate) mod keyed;
 pub(crate) mod lazy;
 pub(crate) mod names;

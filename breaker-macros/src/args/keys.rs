@@ -10,7 +10,7 @@ use syn::{spanned::Spanned, Expr, Ident, LitStr, Path};
 use super::{
     limits::{MAX_ADAPTIVE, MAX_PROBES},
     values::*,
-    Arg, WindowArg,
+    Arg, HedgeDelayArg, WindowArg,
 };
 use std::time::Duration;
 
@@ -184,6 +184,13 @@ keys! {
         e.g. "\"100ms\"", policy false, needs Some("retry"), becomes Some("backoff");
     retry_within: Duration, "retry_within", |k, v| duration(k, &v),
         e.g. "\"2s\"", policy false, needs Some("retry"), becomes Some("retry_within");
+    /// Hedging (part five): extra attempts, the delay before each, the budget's percent.
+    hedge: u32, "hedge", |k, v| hedges(k, &v),
+        e.g. "1", policy false, needs None, excludes "retry", becomes Some("hedge");
+    hedge_delay: HedgeDelayArg, "hedge_delay", |k, v| hedge_delay(k, &v),
+        e.g. "\"p95\"", policy false, needs Some("hedge"), becomes Some("hedge_delay");
+    hedge_budget: u32, "hedge_budget", |k, v| hedge_percent(k, &v),
+        e.g. "5", policy false, needs Some("hedge"), becomes Some("hedge_budget");
     /// The breaker's own probe (`Config::probe`): an `async fn() -> Verdict` (or `Result`).
     probe: Expr, "probe",
         |k, v| callable(k, v, "an `async fn() -> Verdict` (or `-> Result<T, E>`)"),

@@ -18,3 +18,10 @@ pub(super) const DEFAULT_WINDOW_CALLS: u32 = 100;
 /// The macro's own: `throttle` above this sheds nothing a breaker's threshold would not
 /// catch first.
 pub(super) const MAX_THROTTLE_K: f64 = 100.0;
+
+/// `config::hedge::MAX_HEDGES`: the most attempts after the first.
+pub(super) const MAX_HEDGES: u32 = 4;
+/// `config::hedge::MIN_HEDGE_DELAY`.
+pub(super) const MIN_HEDGE_DELAY: Duration = Duration::from_millis(1);
+/// `config::hedge::MAX_HEDGE_DELAY`.
+pub(super) const MAX_HEDGE_DELAY: Duration = Duration::from_secs(2);

@@ -38,6 +38,20 @@ pub(crate) enum WindowArg {
     Duration(Duration),
 }
 
+/// `hedge_delay = "p95"` or `hedge_delay = "20ms"`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum HedgeDelayArg {
+    Percentile(f64),
+    Fixed(Duration),
+}
+
+impl Args {
+    /// `retry` or `hedge`: the body runs once per attempt, each with its own arguments.
+    pub(crate) fn per_attempt(&self) -> bool {
+        self.retry.is_some() || self.hedge.is_some()
+    }
+}
+
 /// `key = value`, before the value is interpreted.
 struct RawArg {
     key: Ident,

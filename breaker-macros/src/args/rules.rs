@@ -31,6 +31,13 @@ pub(super) fn check_combinations(args: &Args, seen: &[Ident], errors: &mut Error
              (attempts in all, the first included) or remove `{key}`"
         )
     });
+    needs(args, "hedge", errors, |key| {
+        format!(
+            "`{key}` tunes hedging, and this function does not hedge: add `hedge = 1` (one \
+             more attempt when the first is slow) or remove `{key}`"
+        )
+    });
+    hedge_or_retry(args, seen, errors);
     probe_unkeyed(args, errors);
     needs(args, "key", errors, |key| {
         format!(
@@ -109,6 +116,23 @@ fn one_judge(args: &Args, seen: &[Ident], errors: &mut Errors) {
             "`{second}` cannot be combined with `{first}`: `classify` judges every result, \
              errors included, so remove `is_failure` and return `Verdict::Neutral` from \
              `classify` for the errors `is_failure` lets pass"
+        ),
+    ));
+}
+
+/// A function hedges or retries, never both (gRPC A6's rule: a retry after a hedge
+/// multiplies the attempts).
+fn hedge_or_retry(args: &Args, seen: &[Ident], errors: &mut Errors) {
+    let Some((hedge, retry)) = both(args, "hedge") else {
+        return;
+    };
+    let (first, second) = second(seen, hedge, retry);
+    errors.push(syn::Error::new(
+        second.span(),
+        format!(
+            "`{second}` cannot be combined with `{first}`: a function hedges or retries, never \
+             both; keep `hedge = N` to send another attempt while a slow one still runs, or \
+             `retry = N` to send another after one fails"
         ),
     ));
 }

@@ -8,7 +8,7 @@ use proc_macro2::{Literal, Span, TokenStream};
 use quote::{quote_spanned, ToTokens};
 use syn::{spanned::Spanned, Expr, ExprLit, Ident, Lit, LitStr, Path};
 
-use super::{example, limits::*, WindowArg};
+use super::{example, limits::*, HedgeDelayArg, WindowArg};
 
 /// `retry = N`: attempts in all, the first included, so at least 2.
 pub(super) fn attempts(key: &Ident, value: &Expr) -> syn::Result<u32> {
@@ -24,6 +24,74 @@ pub(super) fn attempts(key: &Ident, value: &Expr) -> syn::Result<u32> {
         ));
     }
     integer(key, value)
+}
+
+/// `hedge = N`: attempts after the first, 1 to 4.
+pub(super) fn hedges(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    let out_of_range = |n: &str| {
+        syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` counts the attempts sent after the first, from 1 to {MAX_HEDGES} (got \
+                 {n}): write `{key} = 1` for one hedge, or remove `{key}` for none"
+            ),
+        )
+    };
+    match lit(value) {
+        Some(Lit::Int(i)) => match i.base10_parse::<u64>() {
+            Ok(n @ 1..) if n <= u64::from(MAX_HEDGES) => Ok(n as u32),
+            _ => Err(out_of_range(i.base10_digits())),
+        },
+        _ => integer(key, value),
+    }
+}
+
+/// `hedge_budget = P`: a whole percent of first attempts, 1 to 100.
+pub(super) fn hedge_percent(key: &Ident, value: &Expr) -> syn::Result<u32> {
+    if let Some(Lit::Int(i)) = lit(value)
+        && !matches!(i.base10_parse::<u64>(), Ok(1..=100))
+    {
+        return Err(syn::Error::new(
+            value.span(),
+            format!(
+                "`{key}` is the percent of first attempts that may be hedged, from 1 to 100, \
+                 not {}: write e.g. `{key} = 5` (to hedge nothing, leave `hedge` out)",
+                i.base10_digits()
+            ),
+        ));
+    }
+    percent(key, value)
+}
+
+/// `hedge_delay`: a percentile `"p50"` … `"p99.9"` of the breaker's latencies, or a duration
+/// from 1 ms to 2 s.
+pub(super) fn hedge_delay(key: &Ident, value: &Expr) -> syn::Result<HedgeDelayArg> {
+    let wrong = |span: Span, got: &str| {
+        syn::Error::new(
+            span,
+            format!(
+                "`{key}` is a percentile of the breaker's latencies from \"p50\" to \"p99.9\", \
+                 or a duration from 1ms to 2s, not {got}: write e.g. `{key} = \"p95\"` or \
+                 `{key} = \"20ms\"`"
+            ),
+        )
+    };
+    let Some(Lit::Str(s)) = lit(value) else {
+        let shown = value.to_token_stream().to_string();
+        return Err(wrong(value.span(), &format!("`{shown}`")));
+    };
+    let text = s.value();
+    let text = text.trim();
+    if let Some(p) = text.strip_prefix('p') {
+        return match p.parse::<f64>() {
+            Ok(p) if (50.0..=99.9).contains(&p) => Ok(HedgeDelayArg::Percentile(p)),
+            _ => Err(wrong(s.span(), &format!("{text:?}"))),
+        };
+    }
+    match humantime::parse_duration(text) {
+        Ok(d) if (MIN_HEDGE_DELAY..=MAX_HEDGE_DELAY).contains(&d) => Ok(HedgeDelayArg::Fixed(d)),
+        _ => Err(wrong(s.span(), &format!("{text:?}"))),
+    }
 }
 
 /// `throttle = K`: how many calls per accepted one the client may send before it sheds
@@ -407,6 +475,22 @@ impl Value for bool {
 impl Value for Duration {
     fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
         duration_tokens(krate, *self, span)
+    }
+}
+
+impl Value for HedgeDelayArg {
+    /// `breaker::HedgeDelay::Percentile(95.0)` or `…::Fixed(Duration::from_millis(20))`.
+    fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        match *self {
+            HedgeDelayArg::Percentile(p) => {
+                let p = Literal::f64_unsuffixed(p);
+                quote_spanned!(span=> #krate::HedgeDelay::Percentile(#p))
+            }
+            HedgeDelayArg::Fixed(d) => {
+                let d = d.tokens(krate, span);
+                quote_spanned!(span=> #krate::HedgeDelay::Fixed(#d))
+            }
+        }
     }
 }
 

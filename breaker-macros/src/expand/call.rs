@@ -91,7 +91,26 @@ pub(super) fn call_expr(
         owned: seat.owned.as_ref(),
     };
     if let (Some(retry), true) = (&args.retry, is_async) {
-        return retried_call(args, sig, &parts, &body, retry.span, ret_span);
+        return retried_call(
+            args,
+            sig,
+            &parts,
+            &body,
+            retry.span,
+            ret_span,
+            Attempts::Retried,
+        );
+    }
+    if let (Some(hedge), true) = (&args.hedge, is_async) {
+        return retried_call(
+            args,
+            sig,
+            &parts,
+            &body,
+            hedge.span,
+            ret_span,
+            Attempts::Hedged,
+        );
     }
     match &args.fallback {
         None => entry(&parts, &body, frame, false, ret_span),
@@ -216,7 +235,7 @@ fn recovery(
         FnArg::Receiver(_) => false,
     });
     let recover_name = Ident::new("__breaker_recover", Span::mixed_site());
-    let shadowed = if gated || (args.retry.is_some() && is_async) {
+    let shadowed = if gated || (args.per_attempt() && is_async) {
         shadow(&[&err, &recover_name])
     } else {
         shadow(&[&err])
@@ -240,12 +259,20 @@ fn recovery(
     }}
 }
 
-/// The call of an `async fn` with `retry`: the body made once per attempt by a closure that
-/// gives each attempt its own clone of every argument (a reference or a `Copy` value costs
-/// nothing to clone), so an attempt may consume its arguments and the next gets them whole;
-/// the arguments themselves stay with the function, for the fallback. `run_retried` is
-/// spanned with the return type (`ret_span`), where its bound reports an `E` without
-/// `From<BreakerError>`, as `run` does.
+/// How the attempts of [`retried_call`] run: one after another (`retry`), or raced
+/// (`hedge`).
+#[derive(Clone, Copy)]
+enum Attempts {
+    Retried,
+    Hedged,
+}
+
+/// The call of an `async fn` with `retry` or `hedge`: the body made once per attempt by a
+/// closure that gives each attempt its own clone of every argument (a reference or a `Copy`
+/// value costs nothing to clone), so an attempt may consume its arguments and the next gets
+/// them whole; the arguments themselves stay with the function, for the fallback.
+/// `run_retried` (`run_hedged`) is spanned with the return type (`ret_span`), where its bound
+/// reports an `E` without `From<BreakerError>`, as `run` does.
 fn retried_call(
     args: &Args,
     sig: &syn::Signature,
@@ -253,8 +280,13 @@ fn retried_call(
     body: &TokenStream,
     span: Span,
     ret_span: Span,
+    attempts: Attempts,
 ) -> TokenStream {
     let k = krate_at(args, span);
+    let arg = match attempts {
+        Attempts::Retried => quote!(RetryArg),
+        Attempts::Hedged => quote!(HedgeArg),
+    };
     let clones = sig.inputs.iter().filter_map(|input| match input {
         FnArg::Typed(t) => match &*t.pat {
             Pat::Ident(p) if p.by_ref.is_none() && p.subpat.is_none() => {
@@ -263,7 +295,7 @@ fn retried_call(
                 // On the parameter: an argument that is not `Clone` is reported there.
                 let at = name.span();
                 Some(quote_spanned! {at=>
-                    #(#attrs)* let #m #name = #k::__private::RetryArg::for_attempt(&#name);
+                    #(#attrs)* let #m #name = #k::__private::#arg::for_attempt(&#name);
                 })
             }
             _ => None,
@@ -278,14 +310,18 @@ fn retried_call(
         breaker,
         ..
     } = parts;
+    let (run, call) = match attempts {
+        Attempts::Retried => (quote_spanned!(ret_span=> run_retried), quote!(retried)),
+        Attempts::Hedged => (quote_spanned!(ret_span=> run_hedged), quote!(hedged)),
+    };
     let Some(fallback) = &args.fallback else {
-        let run = quote_spanned!(ret_span=> #k_ret::__private::run_retried::<#ret, _, _, _, _, _>);
+        let run = quote_spanned!(ret_span=> #k_ret::__private::#run::<#ret, _, _, _, _, _>);
         return quote_spanned! {ret_span=>
             #run(#breaker, #judge, #make).await
         };
     };
     let call = quote_spanned! {span=>
-        #k::__private::retried::<#ret, _, _, _>(#breaker, #judge, #make).await
+        #k::__private::#call::<#ret, _, _, _>(#breaker, #judge, #make).await
     };
     let recovery = recovery(args, &fallback.value, fallback.span, sig, parts, true);
     let krate = krate_at(args, Span::call_site());

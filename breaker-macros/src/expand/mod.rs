@@ -99,7 +99,7 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
             &TokenStream::new(),
             &breaker,
         );
-        if args.retry.is_some() {
+        if args.per_attempt() {
             call::unmut_params(sig);
         }
         inner.block.stmts = verbatim(result);
@@ -137,7 +137,7 @@ fn generate(args: &Args, mut func: ItemFn, shape: Shape) -> TokenStream {
         &prelude,
         &breaker,
     );
-    if args.retry.is_some() && is_async {
+    if args.per_attempt() && is_async {
         call::unmut_params(&mut func.sig);
     }
     let body = match frame {

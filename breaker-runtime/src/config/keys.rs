@@ -153,6 +153,9 @@ keys! {
     retry_budget: u32 = |c| c.retry.percent, |c, v| c.retry.percent = v;
     backoff: Duration = |c| c.retry.backoff, |c, v| c.retry.backoff = v;
     retry_within: Duration = |c| c.retry.within, |c, v| c.retry.within = v;
+    hedge: u32 = |c| c.hedge.hedges, |c, v| c.hedge.hedges = v;
+    hedge_delay: super::HedgeDelay = |c| c.hedge.delay, |c, v| c.hedge.delay = v;
+    hedge_budget: u32 = |c| c.hedge.percent, |c, v| c.hedge.percent = v;
 }
 
 fn show<T: Value>(value: Option<T>) -> String {

@@ -6,6 +6,7 @@
 //! | this one | [`Config`]: the builder, its defaults, comparing two configurations |
 //! | `policy` | checking every field once, and the [`Policy`] the engine runs on |
 //! | `retry` | the retry keys (`retry`, `retry_budget`, `backoff`, `retry_within`): builder methods, checks, [`RetryPolicy`], their defaults |
+//! | `hedge` | the hedging keys (`hedge`, `hedge_delay`, `hedge_budget`): builder methods, checks, [`HedgeDelay`], `HedgePolicy` and its word |
 //! | `probe` | the `probe` key: the breaker's own probe as the configuration keeps it |
 //! | `outliers` | the `outliers` key: [`Outliers`], its builder methods and checks, [`OutlierPolicy`] (detection is `crate::outliers`') |
 //! | `overload` | the overload keys (`throttle`, `ramp`, `dry_run`, `adaptive_concurrency`): their builder methods and checks, and [`OverloadPolicy`] |
@@ -17,6 +18,7 @@
 //! | `serde` | feature `serde`: [`Config`] as a file or a control plane writes it |
 
 mod error;
+mod hedge;
 mod keys;
 mod outliers;
 mod overload;
@@ -32,6 +34,10 @@ mod text;
 mod values;
 
 pub use error::ConfigError;
+pub(crate) use hedge::{DelayPolicy, HedgeConfig, HedgePolicy};
+pub use hedge::{
+    HedgeDelay, DEFAULT_HEDGE_BUDGET_PERCENT, MAX_HEDGES, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY,
+};
 pub(crate) use keys::log_change;
 pub use outliers::Outliers;
 pub(crate) use outliers::{refuse_plain as refuse_outliers, OutlierPolicy};
@@ -109,6 +115,8 @@ pub struct Config {
     pub(crate) overload: OverloadConfig,
     /// `retry`, `retry_budget`, `backoff`, `retry_within` (`crate::retry`).
     pub(crate) retry: RetryConfig,
+    /// `hedge`, `hedge_delay`, `hedge_budget` (`crate::hedge`).
+    pub(crate) hedge: HedgeConfig,
     /// The breaker's own probe (`crate::probe`).
     pub(crate) probe: Option<ProbeFn>,
     /// Outlier ejection, keyed breakers only (`crate::outliers`).
@@ -158,6 +166,7 @@ impl Config {
         max_open_percent: None,
         overload: OverloadConfig::DEFAULT,
         retry: RetryConfig::DEFAULT,
+        hedge: HedgeConfig::DEFAULT,
         probe: None,
         outliers: None,
     };
@@ -420,6 +429,7 @@ impl PartialEq for Config {
             && self.overload == other.overload
             && self.retry == other.retry
             && self.outliers == other.outliers
+            && self.hedge == other.hedge
     }
 }
 
@@ -444,6 +454,7 @@ impl fmt::Debug for Config {
             .field("max_open_percent", &self.max_open_percent)
             .field("overload", &self.overload)
             .field("retry", &self.retry)
+            .field("hedge", &self.hedge)
             .field("probe", &self.probe.is_some())
             .field("outliers", &self.outliers)
             .finish()

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::{Config, ConfigError, Window};
-use super::{OverloadPolicy, RetryPolicy};
+use super::{HedgePolicy, OverloadPolicy, RetryPolicy};
 use crate::clock::to_nanos;
 
 /// Consecutive failures that open a breaker configured with neither `threshold` nor
@@ -151,6 +151,7 @@ impl Config {
             overload: self.overload.validate(self.max_concurrent)?,
             retry: self.retry.validate()?,
             outliers: self.outliers.map(|o| o.validate()).transpose()?,
+            hedge: self.hedge.validate()?,
         })
     }
 }
@@ -199,6 +200,8 @@ pub(crate) struct Policy {
     pub(crate) retry: Option<RetryPolicy>,
     /// Outlier ejection (a keyed breaker's; `None`: off).
     pub(crate) outliers: Option<super::OutlierPolicy>,
+    /// `None`: no hedging.
+    pub(crate) hedge: Option<HedgePolicy>,
 }
 
 impl Policy {

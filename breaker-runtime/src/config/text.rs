@@ -53,6 +53,41 @@ impl FileValue for bool {
     }
 }
 
+/// A hedge's delay as the attribute writes it: a percentile (`"p95"`, `"p99.9"`) or a
+/// duration (`"20ms"`).
+impl FileValue for super::HedgeDelay {
+    const WANTS: &'static str = "a percentile like \"p95\" or a duration like \"20ms\"";
+    fn read<'de, D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = super::HedgeDelay;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(super::HedgeDelay::WANTS)
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<super::HedgeDelay, E> {
+                let parsed = match s.strip_prefix('p') {
+                    Some(p) => p.parse().ok().map(super::HedgeDelay::Percentile),
+                    None => humantime::parse_duration(s)
+                        .ok()
+                        .map(super::HedgeDelay::Fixed),
+                };
+                parsed.ok_or_else(|| {
+                    E::custom(format_args!(
+                        "{s:?} is neither a percentile such as \"p95\" nor a duration such as \"20ms\""
+                    ))
+                })
+            }
+        }
+        d.deserialize_str(Text)
+    }
+    fn write<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            super::HedgeDelay::Percentile(p) => s.collect_str(&format_args!("p{p}")),
+            super::HedgeDelay::Fixed(d) => s.collect_str(&humantime::format_duration(*d)),
+        }
+    }
+}
+
 /// Durations as humantime strings (`"10s"`, `"600ms"`, `"1m 30s"`), as the attribute takes
 /// them.
 impl FileValue for Duration {

@@ -76,6 +76,12 @@ pub struct ConfigValues {
     pub backoff: Option<Duration>,
     /// [`Config::retry_within`].
     pub retry_within: Option<Duration>,
+    /// [`Config::hedge`].
+    pub hedge: Option<u32>,
+    /// [`Config::hedge_delay`].
+    pub hedge_delay: Option<super::HedgeDelay>,
+    /// [`Config::hedge_budget`].
+    pub hedge_budget: Option<u32>,
     /// [`Config::outliers`].
     pub outliers: Option<super::Outliers>,
 }
@@ -122,6 +128,9 @@ impl Config {
             retry_budget: r.percent,
             backoff: r.backoff,
             retry_within: r.within,
+            hedge: self.hedge.hedges,
+            hedge_delay: self.hedge.delay,
+            hedge_budget: self.hedge.percent,
             outliers: self.outliers,
         }
     }

@@ -32,8 +32,9 @@ const SECOND: u64 = 1_000_000_000;
 /// The reserve: the floor of retries a second, over the window, in units.
 const RESERVE: i64 = FLOOR_PER_SECOND as i64 * BUCKETS as i64 * COST;
 
-/// One breaker's (one key's) retry budget.
-#[derive(Debug, Default)]
+/// One breaker's (one key's) retry budget; the hedge budget is one too, with a floor of its
+/// own ([`with_floor`](Budget::with_floor)).
+#[derive(Debug)]
 pub(crate) struct Budget {
     /// The second (since the breaker's creation) of the newest bucket.
     head: AtomicU64,
@@ -42,9 +43,31 @@ pub(crate) struct Budget {
     /// Retries granted and denied since creation or the last reset (`Stats`).
     retries: AtomicU64,
     denied: AtomicU64,
+    /// The floor, in units over the window ([`RESERVE`] for retries).
+    reserve: i64,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Budget {
+            reserve: RESERVE,
+            ..Budget::with_floor(0)
+        }
+    }
 }
 
 impl Budget {
+    /// A budget whose floor is `per_second` withdrawals a second.
+    pub(crate) fn with_floor(per_second: u32) -> Budget {
+        Budget {
+            head: AtomicU64::new(0),
+            buckets: Default::default(),
+            retries: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+            reserve: i64::from(per_second) * BUCKETS as i64 * COST,
+        }
+    }
+
     /// A first attempt at `now` (nanoseconds on the breaker's clock) deposits `percent` units.
     pub(crate) fn deposit(&self, now: u64, percent: u32) {
         let bucket = self.turn(now / SECOND);
@@ -63,6 +86,16 @@ impl Budget {
     /// to, for [`refund`](Self::refund); `None` (counted as denied) when it does not.
     /// Not yet a retry: [`spent`](Self::spent) counts it when its attempt runs.
     pub(crate) fn take(&self, now: u64) -> Option<u64> {
+        let second = self.pay(now);
+        if second.is_none() {
+            self.denied.fetch_add(1, Relaxed);
+        }
+        second
+    }
+
+    /// One cost taken at `now` without counting it (a hedge paid here too is counted as a
+    /// hedge, not a retry): the second it was charged to, for [`refund`](Self::refund).
+    pub(crate) fn pay(&self, now: u64) -> Option<u64> {
         let bucket = self.turn(now / SECOND);
         // The second `turn` charged (a reading older than the head counts in the head's).
         let second = (now / SECOND).max(self.head.load(Relaxed));
@@ -70,7 +103,6 @@ impl Budget {
             bucket.fetch_sub(COST, Relaxed);
             Some(second)
         } else {
-            self.denied.fetch_add(1, Relaxed);
             None
         }
     }
@@ -88,6 +120,12 @@ impl Budget {
         if second + BUCKETS as u64 > self.head.load(Relaxed) {
             self.buckets[(second % BUCKETS as u64) as usize].fetch_add(COST, Relaxed);
         }
+    }
+
+    /// [`refund`](Self::refund) of what [`pay`](Self::pay) took at `now` (a hedge the other
+    /// budget refused, or the breaker refused after all).
+    pub(crate) fn refund_at(&self, now: u64) {
+        self.refund(now / SECOND);
     }
 
     /// Whether the budget at `now` grants, from now on, at least what a new one would: no
@@ -116,7 +154,7 @@ impl Budget {
     /// The balance in units, reserve included.
     fn balance(&self) -> i64 {
         let sum = self.buckets.iter().map(|b| b.load(Relaxed)).sum::<i64>();
-        sum.saturating_add(RESERVE)
+        sum.saturating_add(self.reserve)
     }
 
     /// The bucket of second `second`, clearing the buckets of the seconds that left the

@@ -84,6 +84,14 @@ pub struct Stats {
     pub retries: u64,
     /// Retries the retry budget refused: the last answer was returned instead.
     pub retries_denied: u64,
+    /// Hedges sent (`hedge`): attempts after the first of a hedged call; each is also a
+    /// call in `calls`.
+    pub hedges: u64,
+    /// Hedges whose answer was returned (the first attempt lost).
+    pub hedges_won: u64,
+    /// Hedges due but not sent: the hedge (or retry) budget was spent, or the breaker was
+    /// not closed, was throttling, or had no seat free. The call waited for its attempts.
+    pub hedges_denied: u64,
 }
 
 /// One stripe's counts. Inline in a breaker (its `home`) it shares cache lines with the
@@ -408,6 +416,9 @@ impl Counters {
             shadow_rejected: 0,
             retries: 0,
             retries_denied: 0,
+            hedges: 0,
+            hedges_won: 0,
+            hedges_denied: 0,
         }
     }
 

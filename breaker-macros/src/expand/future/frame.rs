@@ -28,7 +28,7 @@ pub(in crate::expand) fn frame(args: &Args, func: &ItemFn) -> Frame {
     }
     let closure = |judge: Option<&Expr>| judge.is_some_and(|j| !matches!(j, Expr::Path(_)));
     if args.fallback.is_some()
-        || args.retry.is_some()
+        || args.per_attempt()
         || args.config.is_some()
         || args
             .key

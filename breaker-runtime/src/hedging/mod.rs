@@ -1,0 +1,202 @@
+//! What a breaker keeps for hedging, made by its first hedged call ([`Hedging`]): the
+//! latencies its delay is read from, the hedge budget, the counts. A leaf the breaker's
+//! shared state holds (as it holds the retry budget); the race of the attempts, which reads
+//! the breaker, is `crate::hedge`'s.
+
+mod histogram;
+
+use std::{
+    sync::atomic::{AtomicU64, Ordering::Relaxed},
+    time::Duration,
+};
+
+use crate::{
+    clock::Nanos,
+    config::{DelayPolicy, HedgePolicy, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY},
+    retry::budget::Budget,
+};
+use histogram::Histogram;
+
+/// Samples the window must hold before a percentile delay (or the short-tail rule) is read.
+pub const MIN_SAMPLES: u64 = 100;
+/// No hedge while the window's 99th percentile is under this many times its median.
+pub const SHORT_TAIL: u64 = 4;
+/// Hedges a second the hedge budget allows whatever the traffic.
+pub const FLOOR_PER_SECOND: u32 = 1;
+
+/// The retry budget a hedge pays too, with its percent: `Some` when the breaker retries.
+pub(crate) type RetryBudget<'a> = Option<(&'a Budget, u32)>;
+
+/// How often the delay is read again from the window: reading merges the window's bins
+/// (about 900 loads), once a second rather than once a call.
+const REFRESH: Nanos = 1_000_000_000;
+
+/// One breaker's (one key's) hedging state.
+#[derive(Debug)]
+pub(crate) struct Hedging {
+    latencies: Histogram,
+    budget: Budget,
+    hedges: AtomicU64,
+    won: AtomicU64,
+    denied: AtomicU64,
+    /// What the window said when last read (see [`Reading`]), and when (plus 1; 0: never).
+    reading: AtomicU64,
+    read_at: AtomicU64,
+}
+
+impl Default for Hedging {
+    fn default() -> Self {
+        Hedging {
+            latencies: Histogram::default(),
+            budget: Budget::with_floor(FLOOR_PER_SECOND),
+            hedges: AtomicU64::new(0),
+            won: AtomicU64::new(0),
+            denied: AtomicU64::new(0),
+            reading: AtomicU64::new(0),
+            read_at: AtomicU64::new(0),
+        }
+    }
+}
+
+/// What the window said, in one word: a short tail (bit 0), the percentile asked for (in
+/// hundredths, bits 1..15) and its latency in microseconds (from bit 15; at most the ceiling,
+/// 2 000 000).
+struct Reading {
+    short_tail: bool,
+    hundredths: u32,
+    micros: u64,
+}
+
+impl Reading {
+    fn word(&self) -> u64 {
+        u64::from(self.short_tail) | u64::from(self.hundredths & 0x3fff) << 1 | self.micros << 15
+    }
+
+    fn of(w: u64) -> Reading {
+        Reading {
+            short_tail: w & 1 != 0,
+            hundredths: ((w >> 1) & 0x3fff) as u32,
+            micros: w >> 15,
+        }
+    }
+}
+
+impl Hedging {
+    /// Records an attempt's latency.
+    pub(crate) fn record(&self, now: Nanos, latency: Nanos) {
+        self.latencies.record(now, latency);
+    }
+
+    /// Samples in the window (tests).
+    #[cfg(test)]
+    pub(crate) fn samples(&self, now: Nanos) -> u64 {
+        self.latencies.samples(now)
+    }
+
+    /// The delay before a hedge under `policy` at `now`, or `None`: no hedge for this call
+    /// (too few samples for a percentile, the percentile at the ceiling, a short tail).
+    pub(crate) fn delay(&self, policy: &HedgePolicy, now: Nanos) -> Option<Duration> {
+        let hundredths = match policy.delay {
+            DelayPolicy::Percentile(p) => p,
+            DelayPolicy::Fixed(_) => 9_500, // read only for the tail
+        };
+        let reading = if self.latencies.samples(now) < MIN_SAMPLES {
+            None
+        } else {
+            Some(self.read(hundredths, now))
+        };
+        match (policy.delay, reading) {
+            (_, Some(r)) if r.short_tail => None,
+            (DelayPolicy::Fixed(d), _) => Some(d),
+            (DelayPolicy::Percentile(_), None) => None,
+            (DelayPolicy::Percentile(_), Some(r)) => {
+                let at = Duration::from_micros(r.micros);
+                (at < MAX_HEDGE_DELAY).then(|| at.max(MIN_HEDGE_DELAY))
+            }
+        }
+    }
+
+    /// The window's reading for `hundredths`, at most [`REFRESH`] old.
+    fn read(&self, hundredths: u32, now: Nanos) -> Reading {
+        let at = self.read_at.load(Relaxed);
+        if at != 0 && now < (at - 1).saturating_add(REFRESH) {
+            let r = Reading::of(self.reading.load(Relaxed));
+            if r.hundredths == hundredths {
+                return r;
+            }
+        }
+        let merged = self.latencies.merged(now);
+        let micros = |h| merged.percentile(h).unwrap_or(0) / 1_000;
+        let r = Reading {
+            short_tail: micros(9_900) < SHORT_TAIL * micros(5_000),
+            hundredths,
+            micros: micros(hundredths),
+        };
+        self.reading.store(r.word(), Relaxed);
+        self.read_at.store(now.saturating_add(1), Relaxed);
+        r
+    }
+
+    /// A first attempt the breaker admitted: it pays into the hedge budget, and into the retry
+    /// budget when the breaker retries too.
+    pub(crate) fn deposit(&self, retry: RetryBudget<'_>, policy: &HedgePolicy, now: Nanos) {
+        self.budget.deposit(now, policy.percent);
+        if let Some((budget, percent)) = retry {
+            budget.deposit(now, percent);
+        }
+    }
+
+    /// Pays for a hedge from the hedge budget, and from the retry budget when the breaker
+    /// retries too: `false` when either is spent (nothing is paid then).
+    pub(crate) fn pay(&self, retry: RetryBudget<'_>, now: Nanos) -> bool {
+        if self.budget.pay(now).is_none() {
+            return false;
+        }
+        if retry.is_some_and(|(budget, _)| budget.pay(now).is_none()) {
+            self.budget.refund_at(now);
+            return false;
+        }
+        true
+    }
+
+    /// A hedge due but not sent: no target took it, or a budget was spent.
+    pub(crate) fn deny(&self) {
+        self.denied.fetch_add(1, Relaxed);
+    }
+
+    /// A granted hedge the breaker refused after all (it opened, or its last seat went,
+    /// meanwhile): its payment back, and counted denied.
+    pub(crate) fn refused(&self, retry: RetryBudget<'_>, now: Nanos) {
+        self.budget.refund_at(now);
+        if let Some((budget, _)) = retry {
+            budget.refund_at(now);
+        }
+        self.denied.fetch_add(1, Relaxed);
+    }
+
+    /// A hedge sent.
+    pub(crate) fn sent(&self) {
+        self.hedges.fetch_add(1, Relaxed);
+    }
+
+    /// A hedge whose answer was returned.
+    pub(crate) fn won(&self) {
+        self.won.fetch_add(1, Relaxed);
+    }
+
+    /// `(hedges, hedges_won, hedges_denied)`.
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
+        (
+            self.hedges.load(Relaxed),
+            self.won.load(Relaxed),
+            self.denied.load(Relaxed),
+        )
+    }
+
+    /// Clears the counts (`Handle::reset`); the budget and the latencies are kept.
+    pub(crate) fn reset_counts(&self) {
+        self.hedges.store(0, Relaxed);
+        self.won.store(0, Relaxed);
+        self.denied.store(0, Relaxed);
+    }
+}
