@@ -1,0 +1,148 @@
+//! One model of the whole: random sequences of operations on a `Breaker` (calls with every
+//! outcome, cancelled, panicking, timing out, slow; time passing; reconfigurations and
+//! patches; an operator's hand; the breaker's own probe; `ready_when_closed` waiters; the
+//! breaker dropped and replaced) and on a `KeyedBreaker` (key churn past `max_keys`, sweeps,
+//! retries on a budget, throttling, a dry run, manual control), over the public API and
+//! paused tokio time. After every step the invariants of `model/check.rs` hold; at the end,
+//! everything is given back.
+//!
+//! The model is `model/model.rs` (a specification to read by eye), the operations
+//! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
+//!
+//! Exact: count windows and the threshold, slow calls, timeouts, the bulkhead, cool-off and
+//! its backoff, probes and their leases, `OpenFor` verdicts, the dry run, reconfigurations
+//! and patches, manual control, the own probe and its task, the retry budget bucket by
+//! bucket, eviction's and sweeps' choices where the map is small enough to be sampled
+//! whole. Bounds where the engine draws at random (the model takes the draw where it is
+//! allowed): the ramp sheds only while it runs, the adaptive limit is within `1..=max`,
+//! the throttle sheds only while its window may hold more than twice as many requests as
+//! accepts. Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
+//! windows, `max_open_percent`, fleets (Redis; `tests/fleet.rs`), streams (`tests/grpc.rs`),
+//! races between threads (loom, `breaker-runtime/src/tests/loom.rs`: one current-thread
+//! runtime never interleaves two calls of `reconfigure`).
+//!
+//! Bounded for CI: `PROPTEST_CASES` cases (default 2048, seconds) of up to 60 steps.
+//! `scripts/soak MINUTES` runs it with fresh seeds for as long as asked.
+
+#[path = "model/check.rs"]
+mod check;
+#[allow(clippy::module_inception)]
+#[path = "model/model.rs"]
+mod model;
+#[path = "model/ops.rs"]
+mod ops;
+#[path = "model/world.rs"]
+mod world;
+
+use std::sync::{
+    atomic::{AtomicU64, Ordering::Relaxed},
+    Once,
+};
+
+use proptest::{
+    prelude::*,
+    test_runner::{TestCaseError, TestError, TestRunner},
+};
+
+/// Cases and steps run by this process, shrinking included (`scripts/soak` reports them).
+static STEPS: AtomicU64 = AtomicU64::new(0);
+static CASES: AtomicU64 = AtomicU64::new(0);
+/// The case (counted from 1) that failed first, before shrinking.
+static FIRST_FAILURE: AtomicU64 = AtomicU64::new(0);
+
+/// The planned panics (a call's dependency, the breaker's own probe) print nothing.
+fn quiet_planned_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let planned = info
+                .payload()
+                .downcast_ref::<String>()
+                .is_some_and(|s| s == world::PLANNED);
+            if !planned {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(2048)
+}
+
+fn run(
+    k: ops::Knobs,
+    own_probe: bool,
+    kk: ops::KeyedKnobs,
+    ops: Vec<ops::Op>,
+) -> Result<(), TestCaseError> {
+    quiet_planned_panics();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let verdict = rt.block_on(async move {
+        let mut w = world::World::new(k, own_probe, kk);
+        for (step, op) in ops.iter().enumerate() {
+            let r = match w.step(op).await {
+                Ok(()) => check::after_step(&mut w),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = r {
+                return Err(format!("step {step} ({op:?}) at {} ms: {e}", w.now()));
+            }
+        }
+        let r = check::at_rest(&mut w).await;
+        STEPS.fetch_add(w.steps, Relaxed);
+        r.map_err(|e| format!("at rest: {e}"))
+    });
+    let case = CASES.fetch_add(1, Relaxed) + 1;
+    if verdict.is_err() {
+        let _ = FIRST_FAILURE.compare_exchange(0, case, Relaxed, Relaxed);
+    }
+    verdict.map_err(TestCaseError::fail)
+}
+
+/// The property, by hand on proptest's runner (to count what ran): random knobs for the
+/// breaker and the keyed breaker, whether the breaker has its own probe, and the operations.
+#[test]
+fn the_whole_agrees_with_the_model() {
+    let config = ProptestConfig {
+        cases: cases(),
+        // A shrunk sequence is the report: shrink it well.
+        max_shrink_iters: 4096,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    let mut runner = TestRunner::new(config);
+    let strategy = (
+        ops::knobs(),
+        any::<bool>(),
+        ops::keyed_knobs(),
+        prop::collection::vec(ops::op(), 1..60),
+    );
+    let result = runner.run(&strategy, |(k, own_probe, kk, ops)| {
+        run(k, own_probe, kk, ops)
+    });
+    if std::env::var_os("MODEL_REPORT").is_some() {
+        println!(
+            "model: {} cases, {} steps",
+            CASES.load(Relaxed),
+            STEPS.load(Relaxed)
+        );
+    }
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, (k, own_probe, kk, ops))) => panic!(
+            "failed first at case {}; shrunk: {why}\n\
+             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}\noperations {ops:#?}",
+            FIRST_FAILURE.load(Relaxed)
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
