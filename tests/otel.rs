@@ -111,12 +111,15 @@ impl TraceService for Receiver {
     }
 }
 
-/// The receiver, the SDK's providers (exporting to it), the meter installed and the global
-/// subscriber set: once per binary.
+/// The receiver, the SDK's providers (exporting to it), the meter installed and the
+/// subscriber bridging spans: once per binary. The subscriber is the default of the spans
+/// test's thread only: the other tests' calls (a hundred thousand keys) would crowd the
+/// exporter's batch queue, which drops spans past its size.
 struct Fixture {
     received: Arc<Received>,
     meters: SdkMeterProvider,
     tracers: SdkTracerProvider,
+    spans: tracing::Dispatch,
     /// The receiver's and the exporters' runtime (the exporters' channels run on it while a
     /// test's thread waits in `force_flush`).
     _runtime: tokio::runtime::Runtime,
@@ -180,12 +183,12 @@ fn make_fixture() -> Fixture {
         );
         let subscriber = tracing_subscriber::registry()
             .with(tracing_opentelemetry::layer().with_tracer(tracers.tracer("otel-test")));
-        tracing::subscriber::set_global_default(subscriber).unwrap();
         drop(_in_runtime);
         Fixture {
             received,
             meters,
             tracers,
+            spans: tracing::Dispatch::new(subscriber),
             _runtime: runtime,
         }
     }
@@ -470,7 +473,7 @@ async fn the_schema_arrives_over_otlp() {
 /// error; a plain call is one span. As `tracing-opentelemetry` exports them over OTLP.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn spans_arrive_over_otlp() {
-    fixture();
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
     let ms = Duration::from_millis;
     let quotes = Breaker::new(
         "otel::spans_retried",
@@ -694,5 +697,99 @@ async fn a_stream_is_judged_slow_at_its_headers() {
             ("slow".to_owned(), 1, 400.0),
             ("success".to_owned(), 1, 400.0)
         ]
+    );
+}
+
+/// A hedged call that the hedge wins, and an outlier ejected from a keyed breaker: the
+/// schema's `breaker.hedges` (by result) and `breaker.ejections` arrive over OTLP.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn hedges_and_ejections_arrive_over_otlp() {
+    fixture();
+    let ms = Duration::from_millis;
+    let prices = Breaker::new(
+        "otel::prices",
+        Config::default()
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(ms(20))),
+    );
+    let made = std::sync::atomic::AtomicU32::new(0);
+    let price = prices
+        .call_hedged(|| {
+            let slow = made.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+            async move {
+                tokio::time::sleep(if slow { ms(500) } else { ms(5) }).await;
+                Ok::<_, Unavailable>(7)
+            }
+        })
+        .await;
+    assert_eq!(price.unwrap(), 7);
+    assert_eq!((prices.stats().hedges, prices.stats().hedges_won), (1, 1));
+
+    // Ten endpoints, one failing every other call: below the peers' mean − 1.9 σ. Few calls
+    // (the spans of a thousand would crowd the exporter's queue the other tests share).
+    let endpoints = KeyedBreaker::<String>::new(
+        "otel::endpoints",
+        Config::default().outliers(
+            breaker::Outliers::default()
+                .interval(Duration::from_secs(1))
+                .request_volume(10),
+        ),
+    );
+    tokio::time::sleep(ms(500)).await;
+    for _ in 0..3 {
+        for e in 0..10 {
+            for i in 0..10 {
+                let failed = e == 3 && i % 2 == 0;
+                let _ = endpoints.call_sync(&format!("10.0.0.{e}"), || {
+                    if failed {
+                        Err("502")
+                    } else {
+                        Ok(())
+                    }
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert_eq!(
+        endpoints.breaker("10.0.0.3").state(),
+        breaker::State::Open,
+        "the outlier is ejected"
+    );
+
+    let metrics = flush_metrics();
+    let hedges = metric(&metrics, "breaker.hedges");
+    assert_eq!(hedges.unit, "{hedge}");
+    let result = |r: &str| {
+        value(
+            hedges,
+            &[
+                ("breaker.name", "otel::prices"),
+                ("breaker.hedge.result", r),
+            ],
+        )
+    };
+    assert_eq!(
+        (result("sent"), result("won"), result("denied")),
+        (Some(1), Some(1), Some(0))
+    );
+    let ejections = metric(&metrics, "breaker.ejections");
+    assert_eq!(ejections.unit, "{ejection}");
+    assert_eq!(
+        value(ejections, &[("breaker.name", "otel::endpoints")]),
+        Some(1)
+    );
+    let transitions = metric(&metrics, "breaker.transitions");
+    assert_eq!(
+        value(
+            transitions,
+            &[
+                ("breaker.name", "otel::endpoints"),
+                ("breaker.state.from", "closed"),
+                ("breaker.state.to", "open"),
+                ("breaker.cause", "outlier"),
+            ]
+        ),
+        Some(1)
     );
 }

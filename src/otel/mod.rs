@@ -27,8 +27,8 @@
 //! | `breaker.state` | gauge (observable) | `{breaker}` | `breaker.name`, `breaker.state` | 1 for the state in force, 0 for the four others; a keyed breaker's: its keys in each state |
 //! | `breaker.transitions` | counter | `{transition}` | `breaker.name`, `breaker.state.from`, `breaker.state.to`, `breaker.cause` | state changes, counted as they happen |
 //! | `breaker.retries` | counter (observable) | `{retry}` | `breaker.name`, `breaker.retry.result` | retries `made` (each also a call) and `denied` by the retry budget |
-//! | `breaker.hedges` | counter (observable) | `{hedge}` | `breaker.name` | reserved: hedged attempts, emitted once the runtime counts them (`Stats` has no such count yet) |
-//! | `breaker.ejections` | counter (observable) | `{ejection}` | `breaker.name` | reserved: outlier ejections, likewise |
+//! | `breaker.hedges` | counter (observable) | `{hedge}` | `breaker.name`, `breaker.hedge.result` (`sent`, `won`, `denied`) | hedges (`Stats.hedges`, `hedges_won`, `hedges_denied`); a series once a breaker has hedged |
+//! | `breaker.ejections` | counter | `{ejection}` | `breaker.name` | outlier ejections of a keyed breaker's keys (transitions whose `breaker.cause` is `outlier`), counted as they happen |
 //!
 //! Every series carries `breaker.name`, and, for a keyed breaker, `breaker.key` only through
 //! the mapping you give ([`Options::key`]). The values:
@@ -48,7 +48,7 @@
 //!   `half_open`, `forced_open`, `disabled`.
 //! - `breaker.cause`: `consecutive_failures`, `failure_rate`, `cool_off_elapsed`,
 //!   `probe_failed`, `probes_succeeded`, `manual`, `verdict` (a `Retry-After`, a classifier's
-//!   `OpenFor`), `fleet`, `other`.
+//!   `OpenFor`), `fleet`, `outlier` (an ejection), `other`.
 //! - `breaker.retry.result`: `made`, `denied`.
 //!
 //! `breaker.call.duration`'s buckets are OpenTelemetry's advice for request durations in

@@ -1,4 +1,5 @@
-//! The observable instruments: `breaker.calls`, `breaker.state` and `breaker.retries`, read
+//! The observable instruments: `breaker.calls`, `breaker.state`, `breaker.retries` and
+//! `breaker.hedges`, read
 //! from every live breaker's statistics when the SDK collects (nothing on the call path).
 //!
 //! The counters are cumulative, as OpenTelemetry's observable counters are: each series is
@@ -39,10 +40,14 @@ const STATES: [State; 5] = [
     State::Disabled,
 ];
 
-const COUNTS: usize = OUTCOMES.len() + RETRIES.len();
+/// `breaker.hedge.result`, in the order of [`counts`] after the retries.
+const HEDGES: [&str; 3] = ["sent", "won", "denied"];
+
+const COUNTS: usize = OUTCOMES.len() + RETRIES.len() + HEDGES.len();
 type Counts = [u64; COUNTS];
 
-/// A breaker's counts by outcome (disjoint), then its retries made and denied.
+/// A breaker's counts by outcome (disjoint), then its retries made and denied, then its
+/// hedges sent, won and denied.
 fn counts(s: &Stats) -> Counts {
     let failures = s
         .failures
@@ -59,6 +64,9 @@ fn counts(s: &Stats) -> Counts {
         s.neutral,
         s.retries,
         s.retries_denied,
+        s.hedges,
+        s.hedges_won,
+        s.hedges_denied,
     ]
 }
 
@@ -67,6 +75,7 @@ struct Bound {
     outcomes: [Vec<KeyValue>; OUTCOMES.len()],
     states: [Vec<KeyValue>; STATES.len()],
     retries: [Vec<KeyValue>; RETRIES.len()],
+    hedges: [Vec<KeyValue>; HEDGES.len()],
 }
 
 impl Bound {
@@ -84,6 +93,7 @@ impl Bound {
             }),
             states: STATES.map(|s| with(&[KeyValue::new("breaker.state", s.as_str())])),
             retries: RETRIES.map(|r| with(&[KeyValue::new("breaker.retry.result", r)])),
+            hedges: HEDGES.map(|h| with(&[KeyValue::new("breaker.hedge.result", h)])),
         }
     }
 }
@@ -158,10 +168,6 @@ fn add(sum: &mut Counts, more: &Counts) {
     }
 }
 
-// TODO(issue 45): `breaker.hedges` and `breaker.ejections` (reserved in the schema) as two
-// more observable counters here, from `Stats`' hedge and ejection counts once the runtime
-// has them (hedging and outlier detection land on other branches): a column each in
-// `counts` and a loop like the retries'.
 pub(super) fn register(meter: &Meter) {
     meter
         .u64_observable_counter("breaker.calls")
@@ -184,10 +190,29 @@ pub(super) fn register(meter: &Meter) {
         )
         .with_callback(|observer| {
             for (bound, counts) in collect().counts {
-                let retries = &counts[OUTCOMES.len()..];
+                let retries = &counts[OUTCOMES.len()..OUTCOMES.len() + RETRIES.len()];
                 // Only once there are some: a breaker that never retries has no series.
                 if retries.iter().any(|n| *n > 0) {
                     for (attrs, n) in bound.retries.iter().zip(retries) {
+                        observer.observe(*n, attrs);
+                    }
+                }
+            }
+        })
+        .build();
+    meter
+        .u64_observable_counter("breaker.hedges")
+        .with_unit("{hedge}")
+        .with_description(
+            "Hedges of a circuit breaker's calls: sent (each also a call), won (its answer \
+             returned), or denied (a budget, or the breaker not closed).",
+        )
+        .with_callback(|observer| {
+            for (bound, counts) in collect().counts {
+                let hedges = &counts[OUTCOMES.len() + RETRIES.len()..];
+                // Only once there are some: a breaker that never hedges has no series.
+                if hedges.iter().any(|n| *n > 0) {
+                    for (attrs, n) in bound.hedges.iter().zip(hedges) {
                         observer.observe(*n, attrs);
                     }
                 }
