@@ -38,6 +38,7 @@ fn enforced_as_said(breaker: &Breaker, rt: &tokio::runtime::Runtime) -> Result<(
 /// adopt A).
 #[test]
 fn racing_reconfigurations_leave_the_winner_enforced() {
+    let _serial = crate::serial();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -89,6 +90,7 @@ fn racing_reconfigurations_leave_the_winner_enforced() {
 /// `Breaker::config()` is the configuration in force; `Breaker::reset()` is the handle's.
 #[test]
 fn config_and_reset_without_a_handle() {
+    let _serial = crate::serial();
     let b = Breaker::new("config_patch::config", Config::default().threshold(1));
     assert_eq!(b.config().values().threshold, Some(1));
     b.reconfigure(Config::default().threshold(2)).unwrap();
@@ -105,12 +107,27 @@ fn config_and_reset_without_a_handle() {
 #[path = "support/logs.rs"]
 mod logs;
 
+/// This file's tests one at a time: each reconfigures, and the log line's callsite may be
+/// registered by one thread while another's subscriber waits for it (tracing can then keep
+/// "not wanted" for it), which made the log test miss its line now and then.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Every change in force logs one INFO line naming the keys changed, old → new; a change
 /// that changes no key logs none.
 #[test]
 fn every_change_logs_one_line_naming_the_keys_old_and_new() {
+    let _serial = crate::serial();
     let logs = logs::Logs::new(tracing::Level::INFO, "breaker");
     tracing::subscriber::with_default(logs.clone(), || {
+        // Another test's thread may have registered the log line's callsite while no
+        // subscriber wanted it, racing this one's registration (tracing then keeps "never"
+        // for it): ask every callsite again, with this thread's subscriber in place.
+        tracing::callsite::rebuild_interest_cache();
         let b = Breaker::new("config_patch::logged", Config::default().threshold(5));
         b.reconfigure(
             Config::default()
@@ -178,7 +195,9 @@ mod patch {
     /// still times out. (A `Config` read from the same file and given to `reconfigure` drops
     /// them: 1 attempt, and the 2 s call returns `Ok`.)
     #[tokio::test(start_paused = true)]
+    #[allow(clippy::await_holding_lock)] // the file's tests one at a time (`serial`)
     async fn a_file_keeps_the_attributes_timeout_and_retry() {
+        let _serial = crate::serial();
         let _ = search().await;
         let handle = registry().get("config_patch::search").unwrap();
         handle.reset();
@@ -237,6 +256,7 @@ mod patch {
     /// takes a key off (back to its default).
     #[test]
     fn a_patch_changes_only_what_it_names_and_null_takes_a_key_off() {
+        let _serial = crate::serial();
         let seen = Arc::new(AtomicU32::new(0));
         let count = seen.clone();
         let b = Breaker::new(
@@ -293,6 +313,7 @@ mod patch {
     /// and in `Config`'s own form.
     #[test]
     fn a_wrong_type_names_its_key() {
+        let _serial = crate::serial();
         let e = serde_json::from_str::<ConfigPatch>(r#"{"cool_off": 5}"#).unwrap_err();
         let e = e.to_string();
         assert!(
@@ -331,6 +352,7 @@ mod patch {
     /// A patch is written as read: the keys it names, `null` for those it takes off.
     #[test]
     fn a_patch_round_trips() {
+        let _serial = crate::serial();
         let text = r#"{"threshold":3,"cool_off":"5s","timeout":null,"dry_run":false}"#;
         let p = patch(text);
         let back = serde_json::to_string(&p).unwrap();
@@ -345,6 +367,7 @@ mod patch {
     /// other's key (apply reads, changes and puts in force under one lock).
     #[test]
     fn racing_patches_keep_both_keys() {
+        let _serial = crate::serial();
         let b = Breaker::new("config_patch::racing", Config::default());
         let patches = [patch(r#"{"threshold": 3}"#), patch(r#"{"timeout": "1s"}"#)];
         let start = Arc::new(Barrier::new(3));
@@ -383,6 +406,7 @@ mod patch {
     /// name; a key alone is not patched.
     #[test]
     fn a_keyed_breaker_is_patched_whole() {
+        let _serial = crate::serial();
         let hosts = KeyedBreaker::<String>::new(
             "config_patch::keyed",
             Config::default()
