@@ -100,3 +100,50 @@ impl<T, E, C: FnOnce(&Result<T, E>) -> Verdict> Judge<T, E> for Classify<C> {
         (self.0)(result)
     }
 }
+
+/// A judge that also writes down its verdict in a [`VerdictSlot`], for a loop that reads it
+/// once the attempt ends (the retry loop, the hedge race: the judge runs inside the call
+/// future, once per attempt).
+pub(crate) struct Recorder<'s, J> {
+    pub(crate) judge: J,
+    pub(crate) slot: &'s VerdictSlot,
+}
+
+impl<T, E, J: Judge<T, E>> Judge<T, E> for Recorder<'_, J> {
+    const OK_IS_SUCCESS: bool = J::OK_IS_SUCCESS;
+
+    #[inline]
+    fn judge(self, result: &Result<T, E>) -> Verdict {
+        let v = self.judge.judge(result);
+        self.slot.put(v);
+        v
+    }
+}
+
+/// A verdict, written by [`Recorder`]: 0 none yet, 1 success, 2 failure, 3 neutral, else
+/// `OpenFor` of (value − 4) nanoseconds. Atomic so the futures that hold one stay `Send`.
+#[derive(Default)]
+pub(crate) struct VerdictSlot(std::sync::atomic::AtomicU64);
+
+impl VerdictSlot {
+    fn put(&self, v: Verdict) {
+        let code = match v {
+            Verdict::Success => 1,
+            Verdict::Failure => 2,
+            Verdict::Neutral => 3,
+            Verdict::OpenFor(d) => crate::clock::to_nanos(d).saturating_add(4),
+        };
+        self.0.store(code, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The verdict written since the last `take`, if any.
+    pub(crate) fn take(&self) -> Option<Verdict> {
+        match self.0.swap(0, std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            1 => Some(Verdict::Success),
+            2 => Some(Verdict::Failure),
+            3 => Some(Verdict::Neutral),
+            n => Some(Verdict::OpenFor(Duration::from_nanos(n - 4))),
+        }
+    }
+}

@@ -4,7 +4,6 @@
 use std::{
     future::{poll_fn, Future},
     pin::{pin, Pin},
-    sync::atomic::{AtomicU64, Ordering::Relaxed},
     task::{Context, Poll},
     time::Duration,
 };
@@ -17,56 +16,12 @@ use crate::{
     future::CallFuture,
     hedging::{Hedging, RetryBudget},
     shared::{Host, Shared},
-    verdict::Judge,
+    verdict::{Judge, Recorder, VerdictSlot},
     CallError, State, Verdict,
 };
 
 /// Attempts in all, at most.
 const ATTEMPTS: usize = MAX_HEDGES as usize + 1;
-
-/// One attempt's verdict, written by its judge ([`Told`]) when it ends: 0 none, 1 success,
-/// 2 failure, 3 neutral, else `OpenFor`. Atomic so the hedged future stays `Send`.
-#[derive(Default)]
-struct Said(AtomicU64);
-
-impl Said {
-    fn put(&self, v: Verdict) {
-        let code = match v {
-            Verdict::Success => 1,
-            Verdict::Failure => 2,
-            Verdict::Neutral => 3,
-            Verdict::OpenFor(_) => 4,
-        };
-        self.0.store(code, Relaxed);
-    }
-
-    fn take(&self) -> Option<Verdict> {
-        match self.0.swap(0, Relaxed) {
-            0 => None,
-            1 => Some(Verdict::Success),
-            2 => Some(Verdict::Failure),
-            3 => Some(Verdict::Neutral),
-            _ => Some(Verdict::OpenFor(Duration::ZERO)),
-        }
-    }
-}
-
-/// An attempt's judge: the call's, telling the race its verdict.
-struct Told<'s, J> {
-    judge: J,
-    said: &'s Said,
-}
-
-impl<T, E, J: Judge<T, E>> Judge<T, E> for Told<'_, J> {
-    const OK_IS_SUCCESS: bool = J::OK_IS_SUCCESS;
-
-    #[inline]
-    fn judge(self, result: &Result<T, E>) -> Verdict {
-        let v = self.judge.judge(result);
-        self.said.put(v);
-        v
-    }
-}
 
 /// How an attempt ended, for the race.
 enum End {
@@ -99,7 +54,7 @@ fn end_of<T, E>(result: &Result<T, CallError<E>>, said: Option<Verdict>) -> End 
     }
 }
 
-type Attempt<'s, Fut, J, H> = CallFuture<'s, Fut, Told<'s, J>, H>;
+type Attempt<'s, Fut, J, H> = CallFuture<'s, Fut, Recorder<'s, J>, H>;
 /// A hedge in flight, with its start.
 type Sent<'s, Fut, J, H> = Option<(Pin<Box<Attempt<'s, Fut, J, H>>>, Nanos)>;
 
@@ -190,7 +145,7 @@ type First<'s, Tg, J> = Option<Attempt<'s, <Tg as Targets>::Fut, J, <Tg as Targe
 struct Race<'s, Tg: Targets, J, T, E> {
     targets: Tg,
     judge: &'s J,
-    said: &'s [Said; ATTEMPTS],
+    said: &'s [VerdictSlot; ATTEMPTS],
     /// The breaker of the first attempt: its hedging state and budget decide the hedges.
     home: Tg::Host,
     policy: HedgePolicy,
@@ -232,9 +187,9 @@ where
 
     /// A first attempt on the target `pick` chose.
     fn first_attempt(&self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
-        let told = Told {
+        let told = Recorder {
             judge: self.judge.clone(),
-            said: &self.said[0],
+            slot: &self.said[0],
         };
         CallFuture::new(host, told, self.targets.make(at))
     }
@@ -369,9 +324,9 @@ where
         }
         let k = self.sent;
         self.sent += 1;
-        let judge = Told {
+        let judge = Recorder {
             judge: self.judge.clone(),
-            said: &self.said[k + 1],
+            slot: &self.said[k + 1],
         };
         let mut attempt = Box::pin(CallFuture::new(host, judge, self.targets.make(at)));
         match attempt.as_mut().poll(cx) {
@@ -480,7 +435,7 @@ where
         None if Tg::ONE => return CallFuture::new(home, judge, targets.make(at)).await,
         None => HedgePolicy::NONE,
     };
-    let said: [Said; ATTEMPTS] = Default::default();
+    let said: [VerdictSlot; ATTEMPTS] = Default::default();
     let mut race = Race {
         targets,
         judge: &judge,

@@ -58,13 +58,15 @@ mod tests;
 pub use crate::config::{DEFAULT_BACKOFF, DEFAULT_BUDGET_PERCENT, DEFAULT_RETRY_WITHIN};
 pub use budget::{FLOOR_PER_SECOND, WINDOW};
 
-use std::{
-    future::Future,
-    sync::atomic::{AtomicU64, Ordering::Relaxed},
-    time::Duration,
-};
+use std::{future::Future, time::Duration};
 
-use crate::{clock::Clock, future::CallFuture, shared::Host, verdict::Judge, CallError, Verdict};
+use crate::{
+    clock::Clock,
+    future::CallFuture,
+    shared::Host,
+    verdict::{Judge, Recorder, VerdictSlot},
+    CallError, Verdict,
+};
 
 /// The longest wait between two attempts (before jitter), or the configured backoff when
 /// that is longer.
@@ -86,51 +88,6 @@ fn ceiling(initial: Duration, n: u32) -> Duration {
     let max = MAX_BACKOFF.max(initial);
     let doubling = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
     initial.saturating_mul(doubling).min(max)
-}
-
-/// A judge that also writes down its verdict, for the retry loop to read once the attempt
-/// ends (the judge runs once per attempt, inside the call future).
-struct Recorder<'s, J> {
-    judge: J,
-    slot: &'s VerdictSlot,
-}
-
-/// A verdict, written by [`Recorder`]: 0 none yet, 1 success, 2 failure, 3 neutral, else
-/// `OpenFor` of (value − 4) nanoseconds. Atomic so the retry future stays `Send`.
-#[derive(Default)]
-struct VerdictSlot(AtomicU64);
-
-impl VerdictSlot {
-    fn put(&self, v: Verdict) {
-        let code = match v {
-            Verdict::Success => 1,
-            Verdict::Failure => 2,
-            Verdict::Neutral => 3,
-            Verdict::OpenFor(d) => crate::clock::to_nanos(d).saturating_add(4),
-        };
-        self.0.store(code, Relaxed);
-    }
-
-    fn take(&self) -> Option<Verdict> {
-        match self.0.swap(0, Relaxed) {
-            0 => None,
-            1 => Some(Verdict::Success),
-            2 => Some(Verdict::Failure),
-            3 => Some(Verdict::Neutral),
-            n => Some(Verdict::OpenFor(Duration::from_nanos(n - 4))),
-        }
-    }
-}
-
-impl<T, E, J: Judge<T, E>> Judge<T, E> for Recorder<'_, J> {
-    const OK_IS_SUCCESS: bool = J::OK_IS_SUCCESS;
-
-    #[inline]
-    fn judge(self, result: &Result<T, E>) -> Verdict {
-        let v = self.judge.judge(result);
-        self.slot.put(v);
-        v
-    }
 }
 
 /// What the loop does after an attempt.
