@@ -73,6 +73,11 @@ pub(crate) trait Targets {
     fn make(&self, at: usize) -> Self::Fut;
     /// The refusal of a call with no target at all.
     fn nowhere(&self) -> crate::BreakerError;
+    /// Whether this call may still send a hedge (the caller's say: `false` for a gRPC call
+    /// committed to an answer, or whose request cannot be sent again). Not a denial.
+    fn more(&self) -> bool {
+        true
+    }
 }
 
 /// Every attempt to one breaker.
@@ -303,6 +308,10 @@ where
         delay: Duration,
     ) -> Option<Result<T, CallError<E>>> {
         self.due = false;
+        if !self.targets.more() {
+            self.stop = true;
+            return None;
+        }
         // The home breaker by value (a copy of a reference, or an `Arc`'s), so its hedging
         // state is not a borrow of the race.
         let home = self.home.clone();
