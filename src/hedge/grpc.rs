@@ -54,7 +54,6 @@ impl HedgeLayer {
     /// [`tonic::Status`], as with the gRPC layer.
     ///
     /// ```no_run
-    /// use std::time::Duration;
     /// use breaker::{hedge::HedgeLayer, Breaker, Config, HedgeDelay};
     /// use tower::ServiceBuilder;
     ///
@@ -68,7 +67,7 @@ impl HedgeLayer {
     ///     .layer(HedgeLayer::grpc(inventory))
     ///     .service(channel);
     /// // Hand `channel` to a generated client: `InventoryClient::new(channel)`.
-    /// # let _ = (channel, Duration::ZERO);
+    /// # let _ = channel;
     /// # Ok(()) }
     /// ```
     pub fn grpc(breaker: Breaker) -> GrpcHedgeLayer {
