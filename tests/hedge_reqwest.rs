@@ -19,7 +19,8 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 const SLOW: Duration = Duration::from_millis(600);
 
 /// A server on loopback whose first request is answered after [`SLOW`], every other one at
-/// once; each answer says which request it was (`answer N`).
+/// once; each answer says which request it was (`answer N`). A request to `/flaky` is
+/// answered 503 the first time (the server's first request is never one).
 struct Server {
     url: String,
     host_port: String,
@@ -29,15 +30,25 @@ struct Server {
 impl Server {
     async fn start() -> Server {
         let hits = Arc::new(AtomicUsize::new(0));
+        let flaky = Arc::new(AtomicUsize::new(0));
         let app = Router::new()
-            .fallback(|State(hits): State<Arc<AtomicUsize>>| async move {
-                let n = hits.fetch_add(1, SeqCst);
-                if n == 0 {
-                    tokio::time::sleep(SLOW).await;
-                }
-                format!("answer {n}")
-            })
-            .with_state(hits.clone());
+            .fallback(
+                |State((hits, flaky)): State<(Arc<AtomicUsize>, Arc<AtomicUsize>)>,
+                 uri: axum::http::Uri| async move {
+                    let n = hits.fetch_add(1, SeqCst);
+                    if n == 0 {
+                        tokio::time::sleep(SLOW).await;
+                    }
+                    if uri.path() == "/flaky" && flaky.fetch_add(1, SeqCst) == 0 {
+                        return (
+                            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                            format!("answer {n}"),
+                        );
+                    }
+                    (axum::http::StatusCode::OK, format!("answer {n}"))
+                },
+            )
+            .with_state((hits.clone(), flaky));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -54,9 +65,14 @@ impl Server {
 }
 
 fn hedging() -> (CircuitBreakerMiddleware, ClientWithMiddleware) {
-    let config = Config::default()
-        .hedge(1)
-        .hedge_delay(HedgeDelay::Fixed(Duration::from_millis(20)));
+    with_config(
+        Config::default()
+            .hedge(1)
+            .hedge_delay(HedgeDelay::Fixed(Duration::from_millis(20))),
+    )
+}
+
+fn with_config(config: Config) -> (CircuitBreakerMiddleware, ClientWithMiddleware) {
     let breakers = CircuitBreakerMiddleware::with_config(config);
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(breakers.clone())
@@ -122,4 +138,26 @@ async fn a_streamed_body_is_never_hedged() {
     assert!(started.elapsed() >= SLOW, "it waited for its one answer");
     assert_eq!(server.hits(), 1, "sent once");
     assert_eq!(breakers.breaker(&server.host_port).stats().hedges, 0);
+}
+
+/// With both `hedge` and `retry`: the idempotent request is hedged, the `POST` retried, none
+/// both.
+#[tokio::test]
+async fn with_retry_too_a_get_is_hedged_and_a_post_retried() {
+    let server = Server::start().await;
+    let (breakers, client) = with_config(
+        Config::default()
+            .hedge(1)
+            .hedge_delay(HedgeDelay::Fixed(Duration::from_millis(20)))
+            .retry(2)
+            .backoff(Duration::from_millis(1)),
+    );
+    let answer = client.get(&server.url).send().await.unwrap();
+    assert_eq!(answer.text().await.unwrap(), "answer 1", "the hedge's");
+    let flaky = server.url.replace("/items", "/flaky");
+    let answer = client.post(&flaky).body("order 1").send().await.unwrap();
+    assert_eq!(answer.status(), 200, "the retry's answer");
+    assert_eq!(server.hits(), 4, "GET and its hedge, POST and its retry");
+    let s = breakers.breaker(&server.host_port).stats();
+    assert_eq!((s.hedges, s.retries), (1, 1), "{s:?}");
 }
