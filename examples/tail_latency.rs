@@ -4,6 +4,13 @@
 //! spend a budget (5 % of calls), and when the dependency is slow for *everyone* hedging
 //! stops: a second attempt would not answer sooner, it would only double the load.
 //!
+//! On the same runs, tower's own `tower::hedge` (p95 of the last period, 100 data points
+//! first, as the breaker's default): it cuts the tail as far, with no budget and no notion of
+//! a dependency slow for everyone. When every call is slow from the start, its p95 is the
+//! call's own time, so its hedge fires (if at all) as the answer arrives: it is the delay, not
+//! a rule, that keeps its load down there. Its latency histogram holds the *previous* period only, so it is given a 1 s period (with
+//! tower's usual 10 s it would not have hedged by the end of these runs).
+//!
 //! ```text
 //! cargo run --example tail_latency                   # 4000 calls per run, a few seconds
 //! BREAKER_QUICK=1 cargo run --example tail_latency   # a few hundred, no targets checked
@@ -12,11 +19,14 @@
 //! Exits non-zero when the full run misses its targets: p99 at least 10× lower with
 //! hedging, at most 6 % extra load, at most 1 % when every call is slow.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use breaker::{Breaker, Config};
+use tower::ServiceExt;
 
 const MS: Duration = Duration::from_millis(1);
 /// Unmeasured traffic before each run: the hedge delay needs 100 samples, read once a second.
@@ -58,20 +68,24 @@ struct Run {
     extra_load: f64,
 }
 
-/// `requests` calls from `workers` concurrent callers through `breaker`, hedged per its
-/// configuration, measured after `warm` of unmeasured traffic (the breaker reads its
-/// hedge delay from the latencies it saw, again at most once a second).
-async fn run(
-    breaker: Breaker,
-    dep: Dependency,
+/// `requests` calls from `workers` concurrent callers, each made by `call` (`true` for a
+/// success), measured after `warm` of unmeasured traffic (the breaker reads its hedge delay
+/// from the latencies it saw, again at most once a second; tower's reads its last period).
+async fn run<C, F>(
+    call: C,
+    dep: &Dependency,
     requests: usize,
     workers: usize,
     warm: Duration,
-) -> Run {
+) -> Run
+where
+    C: Fn() -> F + Clone + Send + 'static,
+    F: Future<Output = bool> + Send,
+{
     let warm_until = Instant::now() + warm;
-    calls(&breaker, &dep, usize::MAX, workers, Some(warm_until)).await;
+    calls(&call, usize::MAX, workers, Some(warm_until)).await;
     let before = dep.calls.load(Relaxed);
-    let mut took = calls(&breaker, &dep, requests, workers, None).await;
+    let mut took = calls(&call, requests, workers, None).await;
     took.sort();
     let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
     let calls = dep.calls.load(Relaxed) - before;
@@ -82,25 +96,73 @@ async fn run(
     }
 }
 
-/// `requests` calls (or as many as fit before `until`), with the latency of each success.
-async fn calls(
-    breaker: &Breaker,
+/// Calls through `breaker`, hedged per its configuration.
+fn through(
+    breaker: Breaker,
     dep: &Dependency,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static {
+    let dep = dep.clone();
+    move || {
+        let (breaker, dep) = (breaker.clone(), dep.clone());
+        Box::pin(async move { breaker.call_hedged(|| dep.call()).await.is_ok() })
+    }
+}
+
+/// tower's hedge policy: every request may be hedged (it has no budget to ask).
+#[derive(Clone)]
+struct EveryRequest;
+
+impl tower::hedge::Policy<()> for EveryRequest {
+    fn clone_request(&self, _: &()) -> Option<()> {
+        Some(())
+    }
+
+    fn can_retry(&self, _: &()) -> bool {
+        true
+    }
+}
+
+/// Calls through `tower::hedge` at the p95 of its last second, after 100 data points
+/// (made inside the runtime: its `Buffer` spawns a task).
+fn through_tower(
+    dep: &Dependency,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static {
+    let dep = dep.clone();
+    let inner = tower::service_fn(move |()| {
+        let dep = dep.clone();
+        async move { dep.call().await }
+    });
+    let hedge =
+        tower::hedge::Hedge::new::<()>(inner, EveryRequest, 100, 0.95, Duration::from_secs(1));
+    // `Hedge` is not `Clone`: the callers share it through a `Buffer`, as a tower stack would.
+    let hedge = tower::buffer::Buffer::new(hedge, 1024);
+    move || {
+        let hedge = hedge.clone();
+        Box::pin(async move { hedge.oneshot(()).await.is_ok() })
+    }
+}
+
+/// `requests` calls (or as many as fit before `until`), with the latency of each success.
+async fn calls<C, F>(
+    call: &C,
     requests: usize,
     workers: usize,
     until: Option<Instant>,
-) -> Vec<Duration> {
+) -> Vec<Duration>
+where
+    C: Fn() -> F + Clone + Send + 'static,
+    F: Future<Output = bool> + Send,
+{
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..workers {
-        let (breaker, dep, next) = (breaker.clone(), dep.clone(), next.clone());
+        let (call, next) = (call.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
             let mut took = Vec::new();
             while next.fetch_add(1, Relaxed) < requests && until.is_none_or(|t| Instant::now() < t)
             {
                 let started = Instant::now();
-                let answer = breaker.call_hedged(|| dep.call()).await;
-                if answer.is_ok() {
+                if call().await {
                     took.push(started.elapsed());
                 }
             }
@@ -133,27 +195,42 @@ async fn main() {
         "{:<34} {:>11} {:>11} {:>10}",
         "", "p50", "p99", "extra load"
     );
+    let dep = Dependency::new(slow, false);
     let plain = run(
-        Breaker::new("tail::plain", Config::default()),
-        Dependency::new(slow, false),
+        through(Breaker::new("tail::plain", Config::default()), &dep),
+        &dep,
         requests,
         50,
         Duration::ZERO,
     )
     .await;
     row("2 % slow, no hedging", &plain);
+    let dep = Dependency::new(slow, false);
+    let towers = run(through_tower(&dep), &dep, requests, 50, WARM).await;
+    row("2 % slow, tower::hedge (p95)", &towers);
+    let dep = Dependency::new(slow, false);
     let hedged = run(
-        Breaker::new("tail::hedged", Config::default().hedge(1)),
-        Dependency::new(slow, false),
+        through(
+            Breaker::new("tail::hedged", Config::default().hedge(1)),
+            &dep,
+        ),
+        &dep,
         requests,
         50,
         WARM,
     )
     .await;
     row("2 % slow, hedge = 1", &hedged);
+    let dep = Dependency::new(slow, true);
+    let towers_everyone = run(through_tower(&dep), &dep, slow_requests, 200, WARM).await;
+    row("every call slow, tower::hedge", &towers_everyone);
+    let dep = Dependency::new(slow, true);
     let everyone = run(
-        Breaker::new("tail::everyone", Config::default().hedge(1)),
-        Dependency::new(slow, true),
+        through(
+            Breaker::new("tail::everyone", Config::default().hedge(1)),
+            &dep,
+        ),
+        &dep,
         slow_requests,
         200,
         WARM,
@@ -162,7 +239,16 @@ async fn main() {
     row("every call slow, hedge = 1", &everyone);
 
     let cut = plain.p99.as_secs_f64() / hedged.p99.as_secs_f64().max(1e-9);
-    println!("\np99 {cut:.0}× lower with hedging");
+    let tower_cut = plain.p99.as_secs_f64() / towers.p99.as_secs_f64().max(1e-9);
+    println!("\np99 {cut:.0}× lower with hedge = 1, {tower_cut:.0}× with tower::hedge");
+    println!(
+        "every call slow: hedge = 1 sends {:.1} % more calls (the short tail stops it); \
+         tower::hedge {:.1} %: it has no budget and no short-tail check, its delay is its \
+         p95 ({} ms, what every call takes), so its hedges go only as the answers come",
+        everyone.extra_load,
+        towers_everyone.extra_load,
+        towers_everyone.p50.as_millis()
+    );
     if quick {
         return;
     }

@@ -194,6 +194,8 @@ for w in bare grpc http resilience; do R[layer, $w]=$(per_call layer "$w"); done
 bin=$plain_bin
 # retry: a first attempt that succeeds, against the same call without the wrapper.
 for w in first_attempt unconfigured attr_first_attempt; do R[retried, $w]=$(per_call retried "$w"); done
+# hedging (issue 43): a first attempt that answers before the delay, against the plain call.
+for w in first_answer unconfigured; do R[hedged, $w]=$(per_call hedged "$w"); done
 echo
 echo "Part four's features, each at its own cost (Ir per call; \"over\" is over the row named):"
 echo
@@ -208,6 +210,10 @@ over_row "\`call_retried\` on a breaker without \`retry\` (one attempt)" "${R[re
     "${R[breaker, closed_async]}" "closed_async (\`call\`)"
 over_row "attribute \`retry = 3\`, first attempt succeeds" "${R[retried, attr_first_attempt]}" \
     "${R[attr, closed_async]}" "closed_async (attribute)"
+over_row "\`call_hedged\`, \`hedge(1)\`, first attempt answers before the delay" \
+    "${R[hedged, first_answer]}" "${R[breaker, closed_async]}" "closed_async (\`call\`)"
+over_row "\`call_hedged\` on a breaker without \`hedge\` (one attempt)" "${R[hedged, unconfigured]}" \
+    "${R[breaker, closed_async]}" "closed_async (\`call\`)"
 over_row "gRPC layer (\`CircuitBreakerLayer::grpc\`), a request" "${R[layer, grpc]}" "${R[layer, bare]}" \
     "the bare service (${R[layer, bare]})"
 over_row "HTTP layer (\`CircuitBreakerLayer::new\`), the same request" "${R[layer, http]}" \

@@ -61,6 +61,15 @@
 //! request whose body cannot be sent again (a stream) is sent once. Inner middlewares see a
 //! copy of the extensions per attempt. Then leave `reqwest-retry` out.
 //!
+//! **Hedges of its own**: with [`Config::hedge`](crate::Config::hedge) in its configuration,
+//! it hedges an idempotent request (`GET`, `HEAD`, `OPTIONS`, `PUT`, `DELETE`) whose body it
+//! can send again: when no answer came after the delay, a copy goes to the same host through
+//! its breaker, and the first good answer is returned (see [`breaker::hedge`](crate::hedge):
+//! budgeted, never while the host's breaker refuses; the losing request is dropped). A
+//! `POST` or `PATCH` is never hedged (sent twice, it could act twice), nor a streamed body.
+//! With both `hedge` and `retry`, idempotent requests are hedged and the others retried: a
+//! request hedges or retries, never both (as in gRPC A6).
+//!
 //! **Hooks**: [`keyed`](CircuitBreakerMiddleware::keyed) picks each request's breaker by a key
 //! of your own (authority and path, tenant, …), [`classify`](CircuitBreakerMiddleware::classify)
 //! replaces the preset, as on the tower layer.
@@ -389,6 +398,19 @@ impl fmt::Write for HostPort {
     }
 }
 
+/// The methods a hedge may send twice: those RFC 9110 calls idempotent, but `TRACE`.
+fn hedgeable(method: &reqwest::Method) -> bool {
+    use reqwest::Method;
+    [
+        Method::GET,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PUT,
+        Method::DELETE,
+    ]
+    .contains(method)
+}
+
 #[async_trait::async_trait]
 impl<P: PickBreaker, C: Classify> Middleware for CircuitBreakerMiddleware<P, C> {
     async fn handle(
@@ -399,28 +421,33 @@ impl<P: PickBreaker, C: Classify> Middleware for CircuitBreakerMiddleware<P, C> 
     ) -> reqwest_middleware::Result<Response> {
         let breaker = self.pick.pick(&req);
         let judge = |result: &reqwest_middleware::Result<Response>| self.classify.classify(result);
-        // With `Config::retry` and a body that can be sent again, each attempt goes through
-        // the breaker (`breaker::retry`); a streamed body is sent once.
-        let result = if breaker.retry_attempts().is_some() && req.try_clone().is_some() {
-            let attempt = || {
-                let (next, mut extensions) = (next.clone(), extensions.clone());
-                let req = req.try_clone();
-                async move {
-                    match req {
-                        Some(req) => next.run(req, &mut extensions).await,
-                        // Checked above: the same request clones again.
-                        None => Err(reqwest_middleware::Error::middleware(
-                            std::io::Error::other("the request body cannot be sent again"),
-                        )),
-                    }
+        // Each attempt a copy of the request, with its own copy of the extensions.
+        let attempt = || {
+            let (next, mut extensions) = (next.clone(), extensions.clone());
+            let req = req.try_clone();
+            async move {
+                match req {
+                    Some(req) => next.run(req, &mut extensions).await,
+                    // Checked before any attempt: the same request clones again.
+                    None => Err(reqwest_middleware::Error::middleware(
+                        std::io::Error::other("the request body cannot be sent again"),
+                    )),
                 }
-            };
-            breaker.call_retried_classified(judge, attempt).await
-        } else {
-            breaker
-                .call_classified(judge, next.run(req, extensions))
-                .await
+            }
         };
+        // A body that cannot be sent again (a stream) is sent once. With `Config::hedge`, an
+        // idempotent request is hedged (`breaker::hedge`); with `Config::retry`, any other is
+        // retried (`breaker::retry`): a request hedges or retries, never both.
+        let result =
+            if breaker.hedges().is_some() && hedgeable(req.method()) && req.try_clone().is_some() {
+                breaker.call_hedged_classified(judge, attempt).await
+            } else if breaker.retry_attempts().is_some() && req.try_clone().is_some() {
+                breaker.call_retried_classified(judge, attempt).await
+            } else {
+                breaker
+                    .call_classified(judge, next.run(req, extensions))
+                    .await
+            };
         match result {
             Ok(answer) => Ok(answer),
             Err(CallError::Inner(error)) => Err(error),

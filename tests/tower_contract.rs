@@ -1,5 +1,5 @@
 //! tower's contract, kept by every layer (`CircuitBreakerLayer` plain, keyed and gRPC,
-//! `RetryLayer` and `RetryLayer::grpc`), on tower's own mock service (`tower-test`) and its own `ConcurrencyLimit`
+//! `RetryLayer` and `RetryLayer::grpc`, `HedgeLayer` and `HedgeLayer::grpc`), on tower's own mock service (`tower-test`) and its own `ConcurrencyLimit`
 //! and `Buffer`, in paused time:
 //!
 //! - the readied service is the one called (a layer never readies one inner service and
@@ -21,9 +21,10 @@ use std::{
 };
 
 use breaker::{
+    hedge::HedgeLayer,
     retry::{clone_http_request, RetryLayer},
     tower::{CircuitBreakerLayer, DefaultClassify, Keyed},
-    Breaker, Config, KeyedBreaker,
+    Breaker, Config, HedgeDelay, KeyedBreaker,
 };
 use tower::{buffer::Buffer, limit::ConcurrencyLimit, Layer, Service};
 use tower_test::mock::{self, Handle, Mock, Spawn};
@@ -171,6 +172,27 @@ fn retry(name: &str) -> Subject<RetryLayer<DefaultClassify, Copy>> {
     let (open, count) = (b.clone(), b.clone());
     Subject {
         layer: RetryLayer::new(b).clone_request(clone_http_request as Copy),
+        request,
+        force_open: Box::new(move || open.handle().force_open()),
+        breaker_calls: Box::new(move || count.stats().calls),
+    }
+}
+
+/// A hedging breaker whose delay (1 s) no answer here waits for: the contract is the first
+/// attempt's.
+fn hedging(name: &str) -> Breaker {
+    let config = Config::default()
+        .threshold(100)
+        .hedge(1)
+        .hedge_delay(HedgeDelay::Fixed(Duration::from_secs(1)));
+    Breaker::new(name, config)
+}
+
+fn hedge(name: &str) -> Subject<HedgeLayer<DefaultClassify, Copy>> {
+    let b = hedging(name);
+    let (open, count) = (b.clone(), b.clone());
+    Subject {
+        layer: HedgeLayer::new(b).clone_request(clone_http_request as Copy),
         request,
         force_open: Box::new(move || open.handle().force_open()),
         breaker_calls: Box::new(move || count.stats().calls),
@@ -367,6 +389,17 @@ fn grpc_retry(name: &str) -> Subject<breaker::retry::GrpcRetryLayer, GrpcReq> {
     }
 }
 
+fn grpc_hedge(name: &str) -> Subject<breaker::hedge::GrpcHedgeLayer, GrpcReq> {
+    let b = hedging(name);
+    let (open, count) = (b.clone(), b.clone());
+    Subject {
+        layer: HedgeLayer::grpc(b),
+        request: grpc_request,
+        force_open: Box::new(move || open.handle().force_open()),
+        breaker_calls: Box::new(move || count.stats().calls),
+    }
+}
+
 macro_rules! contract {
     ($layer:ident) => {
         mod $layer {
@@ -407,6 +440,8 @@ contract!(keyed);
 contract!(grpc);
 contract!(retry);
 contract!(grpc_retry);
+contract!(hedge);
+contract!(grpc_hedge);
 
 /// `RetryLayer`'s retry readies its clone before the breaker admits it: while the inner
 /// service is backpressured, the retry holds no `timeout`, no bulkhead seat and makes no

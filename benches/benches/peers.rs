@@ -15,8 +15,8 @@
 use std::{hint::black_box, time::Duration};
 
 use breaker_bench::{
-    async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Recloser,
-    Reconfigured, Retried, Runtime, Seatbelt, Tower, TowerResilience, TowerShared,
+    async_loop, current_thread, on_threads, on_threads_with, Attr, Baselines, Failsafe, Hedged,
+    Recloser, Reconfigured, Retried, Runtime, Seatbelt, Tower, TowerResilience, TowerShared,
 };
 use common::{cli_sets, group};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -424,6 +424,15 @@ fn part_four(c: &mut Criterion) {
     });
     g.bench_function("retry_unconfigured", |b| {
         b.iter_custom(|n| async_loop(&rt, n, |x| retried.unconfigured(x)))
+    });
+    // Issue 43: a hedged call whose first attempt answers before the delay (target: at most
+    // +30 ns over `closed_async`).
+    let hedged = Hedged::new();
+    g.bench_function("hedge_first_answer", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| hedged.first_answer(x)))
+    });
+    g.bench_function("hedge_unconfigured", |b| {
+        b.iter_custom(|n| async_loop(&rt, n, |x| hedged.unconfigured(x)))
     });
     if let Some(attr) = &attr {
         g.bench_function("attr_closed_async", |b| {

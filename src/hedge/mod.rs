@@ -1,6 +1,8 @@
 //! Hedged requests, on a budget: [`Config::hedge`](crate::Config::hedge) with
 //! [`Breaker::call_hedged`](crate::Breaker::call_hedged), and the tower layer `HedgeLayer`
-//! (feature `tower`). The rules, from the runtime:
+//! (feature `tower`; `HedgeLayer::grpc` for a tonic `Channel`, feature `grpc`), and the
+//! reqwest middleware (feature `reqwest`: it hedges idempotent requests when its `Config` has
+//! `hedge`). The rules, from the runtime:
 #[doc(inline)]
 pub use breaker_runtime::hedge::*;
 
@@ -8,3 +10,8 @@ pub use breaker_runtime::hedge::*;
 mod tower;
 #[cfg(feature = "tower")]
 pub use self::tower::{Hedge, HedgeFuture, HedgeLayer};
+
+#[cfg(feature = "grpc")]
+mod grpc;
+#[cfg(feature = "grpc")]
+pub use self::grpc::{GrpcHedge, GrpcHedgeLayer};

@@ -186,7 +186,7 @@ where
 }
 
 /// A negative or malformed `grpc-retry-pushback-ms`: the server says not to retry (gRPC A6).
-fn declines(headers: &HeaderMap) -> bool {
+pub(crate) fn declines(headers: &HeaderMap) -> bool {
     headers.get("grpc-retry-pushback-ms").is_some_and(|value| {
         let text = value.to_str().map(str::trim).unwrap_or("");
         text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit())
@@ -194,7 +194,7 @@ fn declines(headers: &HeaderMap) -> bool {
 }
 
 /// A request's method, URI, version, headers and extensions, without its body.
-fn head<B>(req: &http::Request<B>) -> http::Request<()> {
+pub(crate) fn head<B>(req: &http::Request<B>) -> http::Request<()> {
     let mut copy = http::Request::new(());
     *copy.method_mut() = req.method().clone();
     *copy.uri_mut() = req.uri().clone();
@@ -206,13 +206,14 @@ fn head<B>(req: &http::Request<B>) -> http::Request<()> {
 
 /// The request again, with the body kept from the first attempt (empty if it was not kept
 /// whole: `is_final` then stopped the retries before this is made).
-fn again(template: &http::Request<()>, kept: &Kept) -> http::Request<GrpcRequestBody> {
+pub(crate) fn again(template: &http::Request<()>, kept: &Kept) -> http::Request<GrpcRequestBody> {
     head(template).map(|()| GrpcRequestBody::new(kept.replay()))
 }
 
-/// What the first attempt's request body sent, kept to be sent again.
+/// What the first attempt's request body sent, kept to be sent again (by a retry, or by
+/// `HedgeLayer::grpc`'s hedges).
 #[derive(Default)]
-struct Kept {
+pub(crate) struct Kept {
     frames: Mutex<KeptFrames>,
 }
 
@@ -228,7 +229,7 @@ struct KeptFrames {
 
 impl Kept {
     /// The whole body was kept.
-    fn whole(&self) -> bool {
+    pub(crate) fn whole(&self) -> bool {
         let frames = self.frames.lock().unwrap_or_else(|e| e.into_inner());
         frames.ended && !frames.lost
     }
@@ -244,10 +245,10 @@ impl Kept {
 
 pin_project_lite::pin_project! {
     /// The first attempt's request body, keeping what it sends.
-    struct Keep<B> {
+    pub(crate) struct Keep<B> {
         #[pin]
-        inner: B,
-        kept: Arc<Kept>,
+        pub(crate) inner: B,
+        pub(crate) kept: Arc<Kept>,
     }
 }
 

@@ -52,6 +52,6 @@ mod tower;
 pub use self::tower::{clone_http_request, ByClone, CloneRequest, Retry, RetryFuture, RetryLayer};
 
 #[cfg(feature = "grpc")]
-mod grpc;
+pub(crate) mod grpc;
 #[cfg(feature = "grpc")]
 pub use self::grpc::{GrpcRetry, GrpcRetryLayer, GRPC_RETRY_BUFFER};

@@ -11,7 +11,9 @@
 //! refusal into the function's own error type, which does not allocate).
 //!
 //! Part four's features: `retried` (`first_attempt`, `unconfigured`, `attr_first_attempt`:
-//! async calls through the retry wrapper that succeed at once), `reconfigured`
+//! async calls through the retry wrapper that succeed at once), `hedged` (`first_answer`,
+//! `unconfigured`: through `call_hedged`, the first attempt answering before the delay),
+//! `reconfigured`
 //! (`closed_sync` on a breaker reconfigured before every 8th call: count inside
 //! `Reconfigured::closed_sync` with `--toggle-collect`), and with feature `grpc`, `layer`
 //! (`bare`, `grpc`, `http`, `resilience`: one request through each tower layer).
@@ -19,8 +21,8 @@
 use std::{hint::black_box, process::ExitCode};
 
 use breaker_bench::{
-    current_thread, Attr, Baselines, Failsafe, Recloser, Reconfigured, Retried, Runtime, Seatbelt,
-    Tower, TowerResilience,
+    current_thread, Attr, Baselines, Failsafe, Hedged, Recloser, Reconfigured, Retried, Runtime,
+    Seatbelt, Tower, TowerResilience,
 };
 
 const WARM_UP: u64 = 1000;
@@ -136,6 +138,15 @@ fn main() -> ExitCode {
                 "first_attempt" => async_loop!(n, |x| b.first_attempt(x)),
                 "unconfigured" => async_loop!(n, |x| b.unconfigured(x)),
                 "attr_first_attempt" => async_loop!(n, |x| b.attr_first_attempt(x)),
+                _ => return unknown(imp, workload),
+            }
+            true
+        }
+        "hedged" => {
+            let b = Hedged::new();
+            match workload.as_str() {
+                "first_answer" => async_loop!(n, |x| b.first_answer(x)),
+                "unconfigured" => async_loop!(n, |x| b.unconfigured(x)),
                 _ => return unknown(imp, workload),
             }
             true

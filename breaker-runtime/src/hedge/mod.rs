@@ -138,6 +138,69 @@ impl crate::Breaker {
     }
 }
 
+impl crate::Breaker {
+    /// [`call_hedged_classified`](Self::call_hedged_classified) for the gRPC hedge layer:
+    /// `judge` is any [`Judge`](crate::Judge), and no hedge is sent once `more()` says
+    /// `false` (the call committed to an answer, or its request cannot be sent again): the
+    /// call then waits for the attempts in flight, and nothing is counted as denied. Not part
+    /// of the API.
+    #[doc(hidden)]
+    pub async fn call_hedged_while<F, Fut, T, E, J, M>(
+        self,
+        judge: J,
+        make: F,
+        more: M,
+    ) -> Result<T, CallError<E>>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        J: crate::Judge<T, E> + Clone,
+        M: Fn() -> bool,
+    {
+        let targets = While {
+            targets: run::One {
+                host: &*self.shared,
+                make,
+                picked: false,
+            },
+            more,
+        };
+        run::run(targets, judge).await
+    }
+
+    /// The hedges a call may send ([`Config::hedge`](crate::Config::hedge)), or `None`
+    /// without `hedge`: one attempt. One load. Not part of the API (the reqwest middleware's
+    /// test of whether to hedge).
+    #[doc(hidden)]
+    pub fn hedges(&self) -> Option<u32> {
+        self.shared.core.live.hedge().map(|p| p.hedges)
+    }
+}
+
+/// Targets whose caller may stop the hedges ([`Breaker::call_hedged_while`](crate::Breaker::call_hedged_while)).
+struct While<Tg, M> {
+    targets: Tg,
+    more: M,
+}
+
+impl<Tg: run::Targets, M: Fn() -> bool> run::Targets for While<Tg, M> {
+    type Host = Tg::Host;
+    type Fut = Tg::Fut;
+    const ONE: bool = Tg::ONE;
+    fn pick(&mut self, hedge: bool) -> Option<(Self::Host, usize)> {
+        self.targets.pick(hedge)
+    }
+    fn make(&self, at: usize) -> Self::Fut {
+        self.targets.make(at)
+    }
+    fn nowhere(&self) -> crate::BreakerError {
+        self.targets.nowhere()
+    }
+    fn more(&self) -> bool {
+        (self.more)()
+    }
+}
+
 impl<K: crate::BreakerKey + Clone> crate::KeyedBreaker<K> {
     /// A hedged call over replicas: each attempt goes to the next key of `keys` whose
     /// breaker admits it, the first key first, so a hedge goes to another replica and never
