@@ -61,8 +61,35 @@
 //!
 //! | span | fields |
 //! | --- | --- |
-//! | `breaker.call` | `otel.kind = "internal"`, `breaker.name`, `breaker.outcome`, and on an error outcome `otel.status_code = "ERROR"` and `error.type`; a retried call's also `breaker.attempts` |
-//! | `breaker.attempt` (a child of a retried call's `breaker.call`) | `otel.kind`, `breaker.name`, `breaker.attempt.kind` (`first`, `retry`; `hedge` and `probe` are reserved), `breaker.attempt.number` (1 the first), `breaker.outcome`, `otel.status_code`, `error.type` |
+//! | `breaker.call` | `otel.kind = "internal"`, `breaker.name`, `breaker.outcome`, and on an error outcome `otel.status_code = "ERROR"` and `error.type`; a retried or hedged call's also `breaker.attempts` (the attempts made) |
+//! | `breaker.attempt` | `otel.kind`, `breaker.name`, `breaker.attempt.kind`, `breaker.attempt.number` (1 the first; not on a probe), `breaker.outcome`, `otel.status_code`, `error.type` |
+//!
+//! `breaker.attempt.kind` says which attempt it is:
+//!
+//! - `first` and `retry`: the attempts of a retried call (`call_retried`, the retry layers),
+//!   children of its `breaker.call`, which ends with its last attempt's outcome.
+//! - `first` and `hedge`: the attempts of a hedged call (`call_hedged`, the hedge layer),
+//!   children of its `breaker.call`, numbered in the order they were sent; the attempts that
+//!   lose are dropped, and each ends its span with the outcome that drop gives it
+//!   (`cancelled`, or `abandoned` past `slow_call`). The call ends with the answer it
+//!   returns: the winner's, or the first attempt's failure when every attempt failed. A
+//!   keyed call whose first key refused its first attempt makes another `first` attempt on
+//!   the next key (the refused one's span says `rejected`).
+//! - `probe`: one run of the breaker's own probe ([`Config::probe`](crate::Config::probe)).
+//!   No caller's call holds it (it runs in a task of the breaker's, whenever a cool-off
+//!   ends), so it is a root span, the start of a trace of its own, rather than the child of
+//!   whatever span was current at the opening; it has no `breaker.call` above it and no
+//!   number. Its outcome is the probe's: `success`, `failure` (`error.type` `_OTHER`: a
+//!   probe answers with a verdict, not an error of a type), `timeout` (no answer within its
+//!   lease), or `cancelled` (the breaker went while it ran). The probe's own spans are its
+//!   children.
+//!
+//! **A panic.** A call whose future panics ends, once the panic is caught (by tokio's task,
+//! say) and the call future dropped, with `breaker.outcome = "failure"`,
+//! `otel.status_code = "ERROR"` and `error.type = "panic"`, as does a probe that panics. A
+//! retried or hedged call whose attempt panics ends so too, and so does that attempt. A
+//! panicked call is a failure in `breaker.calls` (the statistics) but is not timed: it has
+//! no point in `breaker.call.duration`.
 //!
 //! A span's `breaker.name` is the breaker's own (`{name}[{key}]` for a key, as in its log
 //! lines): a trace may be as precise as you like, a metric series may not. The user's future

@@ -167,6 +167,10 @@ struct Race<'s, Tg: Targets, J, T, E> {
     /// The delay, once read: `Some(None)` is no hedging for this call.
     delay: Option<Option<Duration>>,
     timer: Option<Pin<Box<Sleep>>>,
+    /// Feature `otel`: the call's span, its attempts its children (`crate::traced`); last,
+    /// so the attempts still running end theirs first.
+    #[cfg(feature = "otel")]
+    traced: crate::traced::Retried,
 }
 
 impl<'s, Tg, J, T, E> Race<'s, Tg, J, T, E>
@@ -186,12 +190,17 @@ where
     }
 
     /// A first attempt on the target `pick` chose.
-    fn first_attempt(&self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
+    fn first_attempt(&mut self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
         let told = Recorder {
             judge: self.judge.clone(),
             slot: &self.said[0],
         };
-        CallFuture::new(host, told, self.targets.make(at))
+        #[cfg(feature = "otel")]
+        let span = self.traced.hedge(host.shared(), false);
+        let attempt = CallFuture::new(host, told, self.targets.make(at));
+        #[cfg(feature = "otel")]
+        let attempt = attempt.attempt(span);
+        attempt
     }
 
     fn poll(
@@ -214,7 +223,10 @@ where
                             let next = (!Tg::ONE).then(|| self.targets.pick(false)).flatten();
                             let Some((host, at)) = next else {
                                 self.first = None;
-                                return Poll::Ready(self.refused.take().unwrap_or(r));
+                                let r = self.refused.take().unwrap_or(r);
+                                #[cfg(feature = "otel")]
+                                self.traced.record(&r, None, 0);
+                                return Poll::Ready(r);
                             };
                             self.refused.get_or_insert(r);
                             self.home = host.clone();
@@ -328,7 +340,12 @@ where
             judge: self.judge.clone(),
             slot: &self.said[k + 1],
         };
-        let mut attempt = Box::pin(CallFuture::new(host, judge, self.targets.make(at)));
+        #[cfg(feature = "otel")]
+        let span = self.traced.hedge(host.shared(), true);
+        let attempt = CallFuture::new(host, judge, self.targets.make(at));
+        #[cfg(feature = "otel")]
+        let attempt = attempt.attempt(span);
+        let mut attempt = Box::pin(attempt);
         match attempt.as_mut().poll(cx) {
             Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout() => {
                 // Refused after all (the breaker changed since `pick`): nothing was sent.
@@ -357,7 +374,14 @@ where
     ) -> Option<Result<T, CallError<E>>> {
         let now = self.now();
         let took = now.saturating_sub(started);
-        match end_of(&r, self.said[k].take()) {
+        let said = self.said[k].take();
+        let end = end_of(&r, said);
+        // Feature `otel`: the call's outcome so far, the first attempt's or the winner's.
+        #[cfg(feature = "otel")]
+        if k == 0 || matches!(end, End::Won) {
+            self.traced.record(&r, said, 0);
+        }
+        match end {
             End::Refused if k == 0 => Some(r),
             End::Refused => None,
             End::Won => {
@@ -436,6 +460,8 @@ where
         None => HedgePolicy::NONE,
     };
     let said: [VerdictSlot; ATTEMPTS] = Default::default();
+    #[cfg(feature = "otel")]
+    let traced = crate::traced::Retried::begin(home.shared());
     let mut race = Race {
         targets,
         judge: &judge,
@@ -452,6 +478,8 @@ where
         due: false,
         delay: None,
         timer: None,
+        #[cfg(feature = "otel")]
+        traced,
     };
     let attempt = race.first_attempt(race.home.clone(), at);
     let mut first = pin!(Some(attempt));
