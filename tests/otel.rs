@@ -1054,3 +1054,92 @@ async fn a_call_whose_future_panics_ends_its_span_as_a_panic() {
         }
     }
 }
+
+/// The outcomes the schema test does not make: a timeout, a neutral error, a call dropped
+/// before `slow_call` (cancelled) and one dropped after it (abandoned), each counted in
+/// `breaker.calls` with its `error.type` and timed in `breaker.call.duration`.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn every_outcome_arrives_with_its_value() {
+    fixture();
+    let ms = Duration::from_millis;
+    let b = Breaker::new(
+        "otel::outcomes",
+        Config::default()
+            .threshold(100)
+            .timeout(ms(300))
+            .slow_call(ms(200)),
+    );
+    let timed_out = b
+        .call(async {
+            tokio::time::sleep(ms(400)).await;
+            Ok::<_, Unavailable>(())
+        })
+        .await;
+    assert!(matches!(timed_out, Err(breaker::CallError::Breaker(ref e)) if e.is_timeout()));
+    let neutral = b
+        .call_with(|_: &Unavailable| false, async { Err::<(), _>(Unavailable) })
+        .await;
+    assert!(neutral.is_err());
+    for dropped_after in [ms(50), ms(250)] {
+        let mut call = std::pin::pin!(b.call(async {
+            tokio::time::sleep(ms(1000)).await;
+            Ok::<_, Unavailable>(())
+        }));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(dropped_after).await;
+    }
+
+    let metrics = flush_metrics();
+    let calls = metric(&metrics, "breaker.calls");
+    let count = |outcome: &str, error: Option<&str>| {
+        let mut with = vec![
+            ("breaker.name", "otel::outcomes"),
+            ("breaker.outcome", outcome),
+        ];
+        with.extend(error.map(|e| ("error.type", e)));
+        value(calls, &with)
+    };
+    assert_eq!(count("timeout", Some("timeout")), Some(1));
+    assert_eq!(count("neutral", None), Some(1));
+    assert_eq!(count("cancelled", None), Some(1));
+    assert_eq!(count("abandoned", Some("abandoned")), Some(1));
+    assert_eq!(
+        of(calls, "otel::outcomes")
+            .iter()
+            .map(|(_, v)| v)
+            .sum::<i64>(),
+        4
+    );
+
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!("breaker.call.duration is not a histogram")
+    };
+    let mut timed: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count, p.sum.unwrap_or(0.0)))
+        .filter(|(a, _, _)| a["breaker.name"] == "otel::outcomes")
+        .map(|(a, n, sum)| {
+            let error = a.get("error.type").cloned().unwrap_or_default();
+            (
+                a["breaker.outcome"].clone(),
+                error,
+                n,
+                (sum * 1000.0).round() as u64,
+            )
+        })
+        .collect();
+    timed.sort();
+    let row = |o: &str, e: &str, ms: u64| (o.to_owned(), e.to_owned(), 1, ms);
+    assert_eq!(
+        timed,
+        [
+            row("abandoned", "abandoned", 250),
+            row("cancelled", "", 50),
+            row("neutral", "", 0),
+            row("timeout", "timeout", 300),
+        ]
+    );
+}
