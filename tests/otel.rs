@@ -614,7 +614,7 @@ async fn a_keyed_breaker_of_100_000_keys_has_bounded_series() {
 
 /// With the meter installed, a call allocates nothing for it: its duration is recorded with
 /// attributes bound once (counted on this thread, which runs every call; no subscriber
-/// wants spans here).
+/// wants spans here). A retried and a hedged call neither.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_call_allocates_nothing_for_the_metrics() {
     fixture();
@@ -632,6 +632,32 @@ async fn a_call_allocates_nothing_for_the_metrics() {
     assert!(fail().await.is_err());
     assert_eq!(allocations() - before, 0);
     b.handle().reset();
+
+    // A retried call and a hedged call whose first attempt answers at once: nothing either
+    // (no span is wanted, so no call span is made for their attempts).
+    let ms = Duration::from_millis;
+    let retried = Breaker::new(
+        "otel::allocations_retried",
+        Config::default().retry(3).backoff(ms(10)),
+    );
+    let hedged = Breaker::new(
+        "otel::allocations_hedged",
+        Config::default()
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(ms(20))),
+    );
+    let both = || async {
+        let r = retried.call_retried(|| async { Ok::<_, Unavailable>(()) });
+        assert!(r.await.is_ok());
+        let h = hedged.call_hedged(|| async { Ok::<_, Unavailable>(()) });
+        assert!(h.await.is_ok());
+    };
+    both().await;
+    let before = allocations();
+    for _ in 0..100 {
+        both().await;
+    }
+    assert_eq!(allocations() - before, 0);
 
     // And the durations were recorded.
     let metrics = flush_metrics();
