@@ -1169,3 +1169,73 @@ async fn every_outcome_arrives_with_its_value() {
         ]
     );
 }
+
+/// A keyed hedged call over replicas whose first key is open: its `breaker.call` carries the
+/// first key's name; the refused attempt (`rejected`), the first attempt made again on the
+/// next key (dropped: `cancelled`) and the hedge to the third key (`success`) are its
+/// children, numbered as made, each with its own key's name.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_keyed_hedged_call_names_each_attempt_by_its_key() {
+    use tracing::Instrument as _;
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
+    let ms = Duration::from_millis;
+    let replicas = KeyedBreaker::<String>::new(
+        "otel::spans_replicas",
+        Config::default()
+            .threshold(1)
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(ms(10))),
+    );
+    let _ = replicas.call_sync("a", || Err::<(), _>(Unavailable));
+    let keys = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+    let answer = replicas
+        .call_hedged(&keys, |replica: &String| {
+            let replica = replica.clone();
+            async move {
+                let took = if replica == "b" { ms(500) } else { ms(5) };
+                tokio::time::sleep(took)
+                    .instrument(tracing::info_span!("client.request"))
+                    .await;
+                Ok::<_, Unavailable>(replica)
+            }
+        })
+        .await;
+    assert_eq!(answer.unwrap(), "c");
+
+    let spans = flush_spans();
+    // The sync call that opened `a` has no span.
+    let call = spans_of(&spans, "breaker.call", "otel::spans_replicas[a]");
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let a = span_attrs(call[0]);
+    assert_eq!(
+        (
+            a["breaker.outcome"].as_str(),
+            a["breaker.attempts"].as_str()
+        ),
+        ("success", "3")
+    );
+    let mut attempts: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "breaker.attempt" && s.parent_span_id == call[0].span_id)
+        .map(|s| {
+            let a = span_attrs(s);
+            [
+                "breaker.attempt.number",
+                "breaker.attempt.kind",
+                "breaker.name",
+                "breaker.outcome",
+            ]
+            .map(|k| a[k].clone())
+        })
+        .collect();
+    attempts.sort();
+    assert_eq!(
+        attempts,
+        [
+            ["1", "first", "otel::spans_replicas[a]", "rejected"],
+            ["2", "first", "otel::spans_replicas[b]", "cancelled"],
+            ["3", "hedge", "otel::spans_replicas[c]", "success"],
+        ]
+        .map(|row| row.map(str::to_owned))
+    );
+}
