@@ -314,11 +314,14 @@ struct Unavailable;
 async fn the_schema_arrives_over_otlp() {
     fixture();
     let ms = Duration::from_millis;
+    // An hour's cool-off: the collection reads the state on the SDK's side, by the real
+    // clock (this runtime's is paused), and must find it still open however long the other
+    // tests keep this one waiting.
     let tax = Breaker::new(
         "otel::tax",
         Config::default()
             .threshold(3)
-            .cool_off(Duration::from_secs(5))
+            .cool_off(Duration::from_secs(3600))
             .slow_call(ms(500)),
     );
     for wait in [ms(100), ms(200)] {
@@ -614,7 +617,7 @@ async fn a_keyed_breaker_of_100_000_keys_has_bounded_series() {
 
 /// With the meter installed, a call allocates nothing for it: its duration is recorded with
 /// attributes bound once (counted on this thread, which runs every call; no subscriber
-/// wants spans here).
+/// wants spans here). A retried and a hedged call neither.
 #[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_call_allocates_nothing_for_the_metrics() {
     fixture();
@@ -632,6 +635,32 @@ async fn a_call_allocates_nothing_for_the_metrics() {
     assert!(fail().await.is_err());
     assert_eq!(allocations() - before, 0);
     b.handle().reset();
+
+    // A retried call and a hedged call whose first attempt answers at once: nothing either
+    // (no span is wanted, so no call span is made for their attempts).
+    let ms = Duration::from_millis;
+    let retried = Breaker::new(
+        "otel::allocations_retried",
+        Config::default().retry(3).backoff(ms(10)),
+    );
+    let hedged = Breaker::new(
+        "otel::allocations_hedged",
+        Config::default()
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(ms(20))),
+    );
+    let both = || async {
+        let r = retried.call_retried(|| async { Ok::<_, Unavailable>(()) });
+        assert!(r.await.is_ok());
+        let h = hedged.call_hedged(|| async { Ok::<_, Unavailable>(()) });
+        assert!(h.await.is_ok());
+    };
+    both().await;
+    let before = allocations();
+    for _ in 0..100 {
+        both().await;
+    }
+    assert_eq!(allocations() - before, 0);
 
     // And the durations were recorded.
     let metrics = flush_metrics();
@@ -791,5 +820,425 @@ async fn hedges_and_ejections_arrive_over_otlp() {
             ]
         ),
         Some(1)
+    );
+}
+
+/// The spans of one breaker, by name.
+fn spans_of<'s>(spans: &'s [Span], name: &str, breaker: &str) -> Vec<&'s Span> {
+    spans
+        .iter()
+        .filter(|s| {
+            s.name == name && span_attrs(s).get("breaker.name").map(String::as_str) == Some(breaker)
+        })
+        .collect()
+}
+
+/// A hedged call is a `breaker.call` span with its attempts as children: the first (kind
+/// `first`), dropped when the hedge won, ends as its drop makes it (abandoned: past
+/// `slow_call`); the hedge (kind `hedge`) answered, and the call with it. A hedged call whose
+/// attempts all fail ends with its first attempt's failure, the answer it returns.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_hedged_call_is_a_span_with_its_first_and_hedge_attempts() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    use tracing::Instrument as _;
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
+    let ms = Duration::from_millis;
+    let config = Config::default()
+        .threshold(10)
+        .slow_call(ms(10))
+        .hedge(1)
+        .hedge_delay(breaker::HedgeDelay::Fixed(ms(20)));
+    let prices = Breaker::new("otel::spans_hedged", config.clone());
+    let made = AtomicU32::new(0);
+    let price = prices
+        .call_hedged(|| {
+            let n = made.fetch_add(1, SeqCst);
+            async move {
+                // The dependency's span, made as its attempt is polled: the attempt's child.
+                let client = tracing::info_span!("client.request", n);
+                let took = if n == 0 { ms(500) } else { ms(5) };
+                tokio::time::sleep(took).instrument(client).await;
+                Ok::<_, Unavailable>(n)
+            }
+        })
+        .await;
+    assert_eq!(price.unwrap(), 1, "the hedge won");
+
+    let failing = Breaker::new("otel::spans_hedged_failing", config);
+    let failed = failing
+        .call_hedged(|| async { Err::<(), _>(Unavailable) })
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(
+        failing.stats().hedges,
+        1,
+        "a failure sends the hedge at once"
+    );
+
+    let spans = flush_spans();
+    let call = spans_of(&spans, "breaker.call", "otel::spans_hedged");
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let call = call[0];
+    let a = span_attrs(call);
+    assert_eq!(call.kind, SpanKind::Internal as i32);
+    assert_eq!(a["breaker.outcome"], "success");
+    assert_eq!(a["breaker.attempts"], "2");
+    assert!(!a.contains_key("error.type"));
+    assert_ne!(status(call), StatusCode::Error as i32);
+    let mut attempts = spans_of(&spans, "breaker.attempt", "otel::spans_hedged");
+    attempts.sort_by_key(|s| span_attrs(s)["breaker.attempt.number"].clone());
+    assert_eq!(attempts.len(), 2);
+    for attempt in &attempts {
+        assert_eq!(attempt.parent_span_id, call.span_id);
+        assert_eq!(attempt.trace_id, call.trace_id);
+    }
+    let first = span_attrs(attempts[0]);
+    assert_eq!(
+        (
+            first["breaker.attempt.kind"].as_str(),
+            first["breaker.attempt.number"].as_str()
+        ),
+        ("first", "1")
+    );
+    assert_eq!(first["breaker.outcome"], "abandoned");
+    assert_eq!(first["error.type"], "abandoned");
+    assert_eq!(status(attempts[0]), StatusCode::Error as i32);
+    let hedge = span_attrs(attempts[1]);
+    assert_eq!(
+        (
+            hedge["breaker.attempt.kind"].as_str(),
+            hedge["breaker.attempt.number"].as_str()
+        ),
+        ("hedge", "2")
+    );
+    assert_eq!(hedge["breaker.outcome"], "success");
+    assert_ne!(status(attempts[1]), StatusCode::Error as i32);
+    // The first attempt began at 0 and was dropped at 25 ms, when the hedge (sent at 20 ms)
+    // answered: its span is the longer.
+    let took = |s: &Span| s.end_time_unix_nano - s.start_time_unix_nano;
+    assert!(took(attempts[0]) > took(attempts[1]));
+    let clients: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "client.request" && s.trace_id == call.trace_id)
+        .collect();
+    assert_eq!(clients.len(), 2);
+    for c in clients {
+        assert!(attempts.iter().any(|a| a.span_id == c.parent_span_id));
+    }
+
+    let call = spans_of(&spans, "breaker.call", "otel::spans_hedged_failing");
+    assert_eq!(call.len(), 1);
+    let a = span_attrs(call[0]);
+    assert_eq!(
+        (
+            a["breaker.outcome"].as_str(),
+            a["breaker.attempts"].as_str()
+        ),
+        ("failure", "2")
+    );
+    assert!(a["error.type"].ends_with("Unavailable"), "{a:?}");
+    assert_eq!(status(call[0]), StatusCode::Error as i32);
+    let mut kinds: Vec<_> = spans_of(&spans, "breaker.attempt", "otel::spans_hedged_failing")
+        .into_iter()
+        .map(|s| {
+            assert_eq!(s.parent_span_id, call[0].span_id);
+            let a = span_attrs(s);
+            (
+                a["breaker.attempt.kind"].clone(),
+                a["breaker.outcome"].clone(),
+            )
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            ("first".to_owned(), "failure".to_owned()),
+            ("hedge".to_owned(), "failure".to_owned())
+        ]
+    );
+}
+
+/// The breaker's own probe has no caller: each run is a root `breaker.attempt` of kind
+/// `probe`, the probe's own spans its children; a probe that panics ends as a panic, the
+/// next one's success as a success.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn each_probe_run_is_a_root_attempt_span() {
+    use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = runs.clone();
+    let b = Breaker::new(
+        "otel::spans_probe",
+        Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_secs(5))
+            .max_cool_off(Duration::from_secs(60))
+            .probe(move || {
+                let first = counted.fetch_add(1, SeqCst) == 0;
+                async move {
+                    drop(tracing::info_span!("client.health").entered());
+                    if first {
+                        panic!("the probe's own bug (this panic is the test's)");
+                    }
+                    Ok::<(), Unavailable>(())
+                }
+            }),
+    );
+    let _ = b.call(async { Err::<(), _>(Unavailable) }).await;
+    assert_eq!(b.state(), breaker::State::Open);
+    // Probed at 5 s (it panics: reopened for 10 s), again at 15 s (it closes the breaker).
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert_eq!(runs.load(SeqCst), 2);
+    assert_eq!(b.state(), breaker::State::Closed);
+
+    let spans = flush_spans();
+    let mut probes = spans_of(&spans, "breaker.attempt", "otel::spans_probe");
+    probes.sort_by_key(|s| s.start_time_unix_nano);
+    assert_eq!(probes.len(), 2, "{spans:#?}");
+    for p in &probes {
+        assert!(p.parent_span_id.is_empty(), "a root span: {p:?}");
+        assert_eq!(p.kind, SpanKind::Internal as i32);
+        assert_eq!(span_attrs(p)["breaker.attempt.kind"], "probe");
+        let children = spans
+            .iter()
+            .filter(|s| s.name == "client.health" && s.parent_span_id == p.span_id)
+            .count();
+        assert_eq!(children, 1);
+    }
+    let panicked = span_attrs(probes[0]);
+    assert_eq!(
+        (
+            panicked["breaker.outcome"].as_str(),
+            panicked["error.type"].as_str()
+        ),
+        ("failure", "panic")
+    );
+    assert_eq!(status(probes[0]), StatusCode::Error as i32);
+    let healthy = span_attrs(probes[1]);
+    assert_eq!(healthy["breaker.outcome"], "success");
+    assert!(!healthy.contains_key("error.type"));
+    assert_ne!(status(probes[1]), StatusCode::Error as i32);
+}
+
+/// The dependency's client, panicking.
+fn panics() -> Result<(), Unavailable> {
+    panic!("the dependency's client panicked (this panic is the test's)")
+}
+
+/// A call whose future panics is a failure on its span (`error.type = "panic"`, an error
+/// status), once the panic is caught and the call future dropped; so are a retried and a
+/// hedged call whose attempt panics, and the attempt.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_call_whose_future_panics_ends_its_span_as_a_panic() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
+    fn poll_panics<F: std::future::Future>(future: F) {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let polled = catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx)));
+        assert!(polled.is_err(), "the panic went through the call");
+    }
+    let plain = Breaker::new("otel::spans_panic", Config::default().threshold(10));
+    poll_panics(plain.call(async { panics() }));
+    assert_eq!(plain.stats().failures, 1);
+    let retried = Breaker::new(
+        "otel::spans_panic_retried",
+        Config::default().threshold(10).retry(3),
+    );
+    poll_panics(retried.call_retried(|| async { panics() }));
+    let hedged = Breaker::new(
+        "otel::spans_panic_hedged",
+        Config::default().threshold(10).hedge(1),
+    );
+    poll_panics(hedged.call_hedged(|| async { panics() }));
+
+    let spans = flush_spans();
+    let is_panic = |s: &Span| {
+        let a = span_attrs(s);
+        assert_eq!(
+            (a["breaker.outcome"].as_str(), a["error.type"].as_str()),
+            ("failure", "panic"),
+            "{s:?}"
+        );
+        assert_eq!(status(s), StatusCode::Error as i32);
+    };
+    for breaker in [
+        "otel::spans_panic",
+        "otel::spans_panic_retried",
+        "otel::spans_panic_hedged",
+    ] {
+        let call = spans_of(&spans, "breaker.call", breaker);
+        assert_eq!(call.len(), 1, "{breaker}: {spans:#?}");
+        is_panic(call[0]);
+        let attempts = spans_of(&spans, "breaker.attempt", breaker);
+        if breaker == "otel::spans_panic" {
+            assert!(attempts.is_empty());
+        } else {
+            assert_eq!(attempts.len(), 1, "{breaker}");
+            assert_eq!(attempts[0].parent_span_id, call[0].span_id);
+            assert_eq!(span_attrs(attempts[0])["breaker.attempt.kind"], "first");
+            is_panic(attempts[0]);
+            assert_eq!(span_attrs(call[0])["breaker.attempts"], "1");
+        }
+    }
+}
+
+/// The outcomes the schema test does not make: a timeout, a neutral error, a call dropped
+/// before `slow_call` (cancelled) and one dropped after it (abandoned), each counted in
+/// `breaker.calls` with its `error.type` and timed in `breaker.call.duration`.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn every_outcome_arrives_with_its_value() {
+    fixture();
+    let ms = Duration::from_millis;
+    let b = Breaker::new(
+        "otel::outcomes",
+        Config::default()
+            .threshold(100)
+            .timeout(ms(300))
+            .slow_call(ms(200)),
+    );
+    let timed_out = b
+        .call(async {
+            tokio::time::sleep(ms(400)).await;
+            Ok::<_, Unavailable>(())
+        })
+        .await;
+    assert!(matches!(timed_out, Err(breaker::CallError::Breaker(ref e)) if e.is_timeout()));
+    let neutral = b
+        .call_with(|_: &Unavailable| false, async { Err::<(), _>(Unavailable) })
+        .await;
+    assert!(neutral.is_err());
+    for dropped_after in [ms(50), ms(250)] {
+        let mut call = std::pin::pin!(b.call(async {
+            tokio::time::sleep(ms(1000)).await;
+            Ok::<_, Unavailable>(())
+        }));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(call.as_mut().poll(&mut cx).is_pending());
+        tokio::time::advance(dropped_after).await;
+    }
+
+    let metrics = flush_metrics();
+    let calls = metric(&metrics, "breaker.calls");
+    let count = |outcome: &str, error: Option<&str>| {
+        let mut with = vec![
+            ("breaker.name", "otel::outcomes"),
+            ("breaker.outcome", outcome),
+        ];
+        with.extend(error.map(|e| ("error.type", e)));
+        value(calls, &with)
+    };
+    assert_eq!(count("timeout", Some("timeout")), Some(1));
+    assert_eq!(count("neutral", None), Some(1));
+    assert_eq!(count("cancelled", None), Some(1));
+    assert_eq!(count("abandoned", Some("abandoned")), Some(1));
+    assert_eq!(
+        of(calls, "otel::outcomes")
+            .iter()
+            .map(|(_, v)| v)
+            .sum::<i64>(),
+        4
+    );
+
+    let duration = metric(&metrics, "breaker.call.duration");
+    let Some(Data::Histogram(h)) = &duration.data else {
+        panic!("breaker.call.duration is not a histogram")
+    };
+    let mut timed: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count, p.sum.unwrap_or(0.0)))
+        .filter(|(a, _, _)| a["breaker.name"] == "otel::outcomes")
+        .map(|(a, n, sum)| {
+            let error = a.get("error.type").cloned().unwrap_or_default();
+            (
+                a["breaker.outcome"].clone(),
+                error,
+                n,
+                (sum * 1000.0).round() as u64,
+            )
+        })
+        .collect();
+    timed.sort();
+    let row = |o: &str, e: &str, ms: u64| (o.to_owned(), e.to_owned(), 1, ms);
+    assert_eq!(
+        timed,
+        [
+            row("abandoned", "abandoned", 250),
+            row("cancelled", "", 50),
+            row("neutral", "", 0),
+            row("timeout", "timeout", 300),
+        ]
+    );
+}
+
+/// A keyed hedged call over replicas whose first key is open: its `breaker.call` carries the
+/// first key's name; the refused attempt (`rejected`), the first attempt made again on the
+/// next key (dropped: `cancelled`) and the hedge to the third key (`success`) are its
+/// children, numbered as made, each with its own key's name.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_keyed_hedged_call_names_each_attempt_by_its_key() {
+    use tracing::Instrument as _;
+    let _spans = tracing::dispatcher::set_default(&fixture().spans);
+    let ms = Duration::from_millis;
+    let replicas = KeyedBreaker::<String>::new(
+        "otel::spans_replicas",
+        Config::default()
+            .threshold(1)
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(ms(10))),
+    );
+    let _ = replicas.call_sync("a", || Err::<(), _>(Unavailable));
+    let keys = ["a".to_owned(), "b".to_owned(), "c".to_owned()];
+    let answer = replicas
+        .call_hedged(&keys, |replica: &String| {
+            let replica = replica.clone();
+            async move {
+                let took = if replica == "b" { ms(500) } else { ms(5) };
+                tokio::time::sleep(took)
+                    .instrument(tracing::info_span!("client.request"))
+                    .await;
+                Ok::<_, Unavailable>(replica)
+            }
+        })
+        .await;
+    assert_eq!(answer.unwrap(), "c");
+
+    let spans = flush_spans();
+    // The sync call that opened `a` has no span.
+    let call = spans_of(&spans, "breaker.call", "otel::spans_replicas[a]");
+    assert_eq!(call.len(), 1, "{spans:#?}");
+    let a = span_attrs(call[0]);
+    assert_eq!(
+        (
+            a["breaker.outcome"].as_str(),
+            a["breaker.attempts"].as_str()
+        ),
+        ("success", "3")
+    );
+    let mut attempts: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "breaker.attempt" && s.parent_span_id == call[0].span_id)
+        .map(|s| {
+            let a = span_attrs(s);
+            [
+                "breaker.attempt.number",
+                "breaker.attempt.kind",
+                "breaker.name",
+                "breaker.outcome",
+            ]
+            .map(|k| a[k].clone())
+        })
+        .collect();
+    attempts.sort();
+    assert_eq!(
+        attempts,
+        [
+            ["1", "first", "otel::spans_replicas[a]", "rejected"],
+            ["2", "first", "otel::spans_replicas[b]", "cancelled"],
+            ["3", "hedge", "otel::spans_replicas[c]", "success"],
+        ]
+        .map(|row| row.map(str::to_owned))
     );
 }

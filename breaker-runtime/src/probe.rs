@@ -148,17 +148,32 @@ async fn probe_once(weak: &Weak<Shared>, admission: Admission) {
     let Some(probe) = probe else {
         return; // taken away by `reconfigure`: the slot is given back
     };
-    let outcome = match catch_unwind(AssertUnwindSafe(|| probe())) {
+    // Feature `otel`: the probe's span, the probe made and polled inside it; it records the
+    // outcome as it goes (`cancelled` if the task stops mid-probe).
+    #[cfg(feature = "otel")]
+    let mut traced = crate::traced::Probed::begin(weak.upgrade().as_deref());
+    let made = {
+        #[cfg(feature = "otel")]
+        let _entered = traced.span.enter();
+        catch_unwind(AssertUnwindSafe(|| probe()))
+    };
+    let (outcome, _panicked) = match made {
         Ok(future) => {
             let lease = Duration::from_nanos(lease);
-            match tokio::time::timeout(lease, Caught(future)).await {
-                Ok(Ok(verdict)) => Outcome::from(verdict),
-                Ok(Err(())) => panicked(&name),
-                Err(_) => Outcome::Timeout,
+            #[cfg(feature = "otel")]
+            let future = tracing::Instrument::instrument(Caught(future), traced.span.clone());
+            #[cfg(not(feature = "otel"))]
+            let future = Caught(future);
+            match tokio::time::timeout(lease, future).await {
+                Ok(Ok(verdict)) => (Outcome::from(verdict), false),
+                Ok(Err(())) => (panicked(&name), true),
+                Err(_) => (Outcome::Timeout, false),
             }
         }
-        Err(_) => panicked(&name),
+        Err(_) => (panicked(&name), true),
     };
+    #[cfg(feature = "otel")]
+    traced.ended(outcome, _panicked);
     held.finish(outcome);
 }
 

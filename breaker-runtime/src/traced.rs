@@ -1,14 +1,15 @@
 //! What feature `otel` adds to a call (the facade's `breaker::otel`): a `tracing` span per
-//! call (`breaker.call`) and per attempt of a retried call (`breaker.attempt`), made only
-//! when a subscriber wants them, and each call's duration handed to the hook that
-//! `breaker::otel::install` sets ([`time_calls`]).
+//! call (`breaker.call`), per attempt of a retried or hedged call and per run of the
+//! breaker's own probe (`breaker.attempt`), made only when a subscriber wants them, and each
+//! call's duration handed to the hook that `breaker::otel::install` sets ([`time_calls`]).
 //!
 //! Without the feature none of this is compiled: a call future is what it was, to the
 //! instruction. With it, a call that neither a subscriber nor the hook wants pays, once
 //! admitted, a load and compare of tracing's cached level filter and of the hook, and one
 //! compare at its end and at its drop; the span, the clock readings and the hook's work are
 //! out of line. A call whose user's future panics is a failure in the statistics (so in
-//! `breaker.calls`); its span closes without an outcome, and it is not timed.
+//! `breaker.calls`) and on its span (`error.type = "panic"`, set as the call future goes);
+//! it is not timed.
 //! The spans' target is [`TARGET`] at INFO, so a filter can drop them (`breaker::otel=off`)
 //! and keep the transitions' log lines (target `breaker`).
 
@@ -224,12 +225,12 @@ impl Watch {
     }
 
     /// As the call future goes: a span no end took (a call never polled, or whose future
-    /// panicked) is closed. Called by the call's own `Drop`, whose one compare of the stage
+    /// panicked: then it records the failure) is closed. Called by the call's own `Drop`, whose one compare of the stage
     /// this joins, so the call future's drop glue stays inlined.
     #[inline(always)]
     pub(crate) fn release(&mut self) {
         if self.span.is_some() {
-            drop_span(&mut self.span);
+            drop_span(&mut self.span, self.started);
         }
     }
 
@@ -265,10 +266,28 @@ fn call_span(shared: &Shared) -> Option<Box<Span>> {
     (!span.is_disabled()).then(|| Box::new(span))
 }
 
+/// The span, closed; a call admitted and never ended (still timed: `started`) is one whose
+/// user's future panicked (every other end records its outcome), so it says so.
 #[cold]
 #[inline(never)]
-fn drop_span(span: &mut Option<Box<Span>>) {
-    drop(span.take());
+fn drop_span(span: &mut Option<Box<Span>>, started: u64) {
+    if let Some(span) = span.take() {
+        if started != 0 {
+            record(&span, Ended::Failure, Some(PANIC));
+            PANICKED.set(true);
+        }
+    }
+}
+
+/// The `error.type` of a call whose future panicked.
+const PANIC: &str = "panic";
+
+thread_local! {
+    /// A call's span just recorded a panic: the retried or hedged call it is an attempt of,
+    /// dropped next on this thread as the panic is dealt with (its attempt future goes
+    /// first), ends as a panic too. Cleared by each such call as it begins, so a plain
+    /// call's panic before it says nothing of it.
+    static PANICKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The outcome on a span, and an error's status and type.
@@ -320,17 +339,25 @@ impl<T, E, J: crate::verdict::Judge<T, E>> crate::verdict::Judge<T, E> for Witne
     }
 }
 
-/// The span of a retried call, whose attempts are its children (`None`: no subscriber
-/// wants it), and the outcome of its last attempt so far, recorded on it when the call ends
-/// (this is dropped).
-pub(crate) struct Retried(Option<Span>, Option<(Ended, Option<&'static str>, u32)>);
+/// The span of a call made of attempts (retried or hedged), whose attempts are its
+/// children (`None`: no subscriber wants it); the outcome of the call so far (its last
+/// attempt's, or the answer a race returned) and the attempts made, recorded on it when the
+/// call ends (this is dropped). Dropped as one of its attempts panicked, it ends as a panic;
+/// dropped without an outcome otherwise, it was cancelled.
+pub(crate) struct Retried(Option<Span>, Option<(Ended, Option<&'static str>)>, u32);
 
 impl Drop for Retried {
     fn drop(&mut self) {
-        if let (Some(span), Some((outcome, error_type, n))) = (&self.0, self.1) {
-            span.record("breaker.attempts", n);
-            record(span, outcome, error_type);
-        }
+        let Some(span) = &self.0 else {
+            return;
+        };
+        let (outcome, error_type) = match self.1 {
+            _ if PANICKED.replace(false) => (Ended::Failure, Some(PANIC)),
+            Some(ended) => ended,
+            None => (Ended::Cancelled, None),
+        };
+        span.record("breaker.attempts", self.2);
+        record(span, outcome, error_type);
     }
 }
 
@@ -338,7 +365,7 @@ impl Retried {
     #[inline(always)]
     pub(crate) fn begin(shared: &Shared) -> Retried {
         if !tracing::level_enabled!(Level::INFO) {
-            return Retried(None, None);
+            return Retried(None, None, 0);
         }
         let span = tracing::info_span!(
             target: TARGET,
@@ -350,13 +377,30 @@ impl Retried {
             otel.status_code = Empty,
             "error.type" = Empty,
         );
-        Retried((!span.is_disabled()).then_some(span), None)
+        if span.is_disabled() {
+            return Retried(None, None, 0);
+        }
+        PANICKED.set(false);
+        Retried(Some(span), None, 0)
     }
 
-    /// Attempt `n`'s span (1 the first), a child of the call's.
-    pub(crate) fn attempt(&self, shared: &Shared, n: u32) -> Option<Box<Span>> {
-        let parent = self.0.as_ref()?;
+    /// Attempt `n`'s span (1 the first) of a retried call, a child of the call's.
+    pub(crate) fn attempt(&mut self, shared: &Shared, n: u32) -> Option<Box<Span>> {
+        self.2 = n;
         let kind = if n == 1 { "first" } else { "retry" };
+        self.child(shared, kind, n)
+    }
+
+    /// The next attempt's span of a hedged call, a child of the call's, numbered in the
+    /// order they are made: `first` unless `hedge` (a keyed call whose first key refused the
+    /// first attempt makes another, on the next key), `hedge` for a hedge.
+    pub(crate) fn hedge(&mut self, shared: &Shared, hedge: bool) -> Option<Box<Span>> {
+        self.2 += 1;
+        self.child(shared, if hedge { "hedge" } else { "first" }, self.2)
+    }
+
+    fn child(&self, shared: &Shared, kind: &'static str, n: u32) -> Option<Box<Span>> {
+        let parent = self.0.as_ref()?;
         let span = tracing::info_span!(
             target: TARGET,
             parent: parent,
@@ -388,6 +432,65 @@ impl Retried {
             Ok(_) => judged::<E>(false, verdict),
             Err(crate::CallError::Inner(_)) => judged::<E>(true, verdict),
         };
-        self.1 = Some((outcome, error_type, n));
+        self.1 = Some((outcome, error_type));
+        self.2 = self.2.max(n);
+    }
+}
+
+/// The span of one run of the breaker's own probe (`Config::probe`): a root
+/// `breaker.attempt` of kind `probe`, since no caller's call holds it (the probe runs in a
+/// task of its own, whatever span was current at the opening that started it). It records
+/// the probe's outcome as it goes: `cancelled` unless [`ended`](Self::ended) said otherwise
+/// (the task stopped mid-probe). A probe's failure is its verdict, not an error of a type:
+/// `error.type` `_OTHER`, or `panic`.
+pub(crate) struct Probed {
+    pub(crate) span: Span,
+    outcome: crate::core::Outcome,
+    panicked: bool,
+}
+
+impl Probed {
+    /// The span, if a subscriber wants it (`None`: the breaker is gone).
+    pub(crate) fn begin(shared: Option<&Shared>) -> Probed {
+        let span = match shared {
+            Some(shared) => tracing::info_span!(
+                target: TARGET,
+                parent: None,
+                "breaker.attempt",
+                otel.kind = "internal",
+                breaker.name = %shared.core.name,
+                breaker.attempt.kind = "probe",
+                breaker.outcome = Empty,
+                otel.status_code = Empty,
+                "error.type" = Empty,
+            ),
+            None => Span::none(),
+        };
+        Probed {
+            span,
+            outcome: crate::core::Outcome::Cancelled,
+            panicked: false,
+        }
+    }
+
+    /// The probe ended with `outcome`; `panicked`: a failure that was a panic.
+    pub(crate) fn ended(&mut self, outcome: crate::core::Outcome, panicked: bool) {
+        (self.outcome, self.panicked) = (outcome, panicked);
+    }
+}
+
+impl Drop for Probed {
+    fn drop(&mut self) {
+        use crate::core::Outcome;
+        let (ended, error_type) = match self.outcome {
+            Outcome::Success => (Ended::Success, None),
+            Outcome::Neutral => (Ended::Neutral, None),
+            Outcome::Timeout => (Ended::Timeout, None),
+            Outcome::Slow => (Ended::Slow, None),
+            Outcome::Cancelled => (Ended::Cancelled, None),
+            Outcome::Failure if self.panicked => (Ended::Failure, Some(PANIC)),
+            Outcome::Failure | Outcome::OpenFor(_) => (Ended::Failure, Some("_OTHER")),
+        };
+        record(&self.span, ended, error_type);
     }
 }

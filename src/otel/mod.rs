@@ -23,7 +23,7 @@
 //! | instrument | kind | unit | attributes | what |
 //! | --- | --- | --- | --- | --- |
 //! | `breaker.calls` | counter (observable) | `{call}` | `breaker.name`, `breaker.outcome`, `error.type` | calls by outcome, disjoint: they add up to the calls made (less those in flight) |
-//! | `breaker.call.duration` | histogram | `s` | `breaker.name`, `breaker.outcome`, `error.type` | from admission to the end of each call that reached the dependency (a retried call's attempts each) |
+//! | `breaker.call.duration` | histogram | `s` | `breaker.name`, `breaker.outcome`, `error.type` | from admission to the end of each async call that reached the dependency (a retried or hedged call's attempts each; a sync call is not timed, see *Spans*) |
 //! | `breaker.state` | gauge (observable) | `{breaker}` | `breaker.name`, `breaker.state` | 1 for the state in force, 0 for the four others; a keyed breaker's: its keys in each state |
 //! | `breaker.transitions` | counter | `{transition}` | `breaker.name`, `breaker.state.from`, `breaker.state.to`, `breaker.cause` | state changes, counted as they happen |
 //! | `breaker.retries` | counter (observable) | `{retry}` | `breaker.name`, `breaker.retry.result` | retries `made` (each also a call) and `denied` by the retry budget |
@@ -61,8 +61,41 @@
 //!
 //! | span | fields |
 //! | --- | --- |
-//! | `breaker.call` | `otel.kind = "internal"`, `breaker.name`, `breaker.outcome`, and on an error outcome `otel.status_code = "ERROR"` and `error.type`; a retried call's also `breaker.attempts` |
-//! | `breaker.attempt` (a child of a retried call's `breaker.call`) | `otel.kind`, `breaker.name`, `breaker.attempt.kind` (`first`, `retry`; `hedge` and `probe` are reserved), `breaker.attempt.number` (1 the first), `breaker.outcome`, `otel.status_code`, `error.type` |
+//! | `breaker.call` | `otel.kind = "internal"`, `breaker.name`, `breaker.outcome`, and on an error outcome `otel.status_code = "ERROR"` and `error.type`; a retried or hedged call's also `breaker.attempts` (the attempts made) |
+//! | `breaker.attempt` | `otel.kind`, `breaker.name`, `breaker.attempt.kind`, `breaker.attempt.number` (1 the first; not on a probe), `breaker.outcome`, `otel.status_code`, `error.type` |
+//!
+//! `breaker.attempt.kind` says which attempt it is:
+//!
+//! - `first` and `retry`: the attempts of a retried call (`call_retried`, the retry layers),
+//!   children of its `breaker.call`, which ends with its last attempt's outcome.
+//! - `first` and `hedge`: the attempts of a hedged call (`call_hedged`, the hedge layer),
+//!   children of its `breaker.call`, numbered in the order they were sent; the attempts that
+//!   lose are dropped, and each ends its span with the outcome that drop gives it
+//!   (`cancelled`, or `abandoned` past `slow_call`). The call ends with the answer it
+//!   returns: the winner's, or the first attempt's failure when every attempt failed. A
+//!   keyed call whose first key refused its first attempt makes another `first` attempt on
+//!   the next key (the refused one's span says `rejected`). A keyed hedged call's
+//!   `breaker.call` carries the name of the first key it picked; each attempt its own key's.
+//! - `probe`: one run of the breaker's own probe ([`Config::probe`](crate::Config::probe)).
+//!   No caller's call holds it (it runs in a task of the breaker's, whenever a cool-off
+//!   ends), so it is a root span, the start of a trace of its own, rather than the child of
+//!   whatever span was current at the opening; it has no `breaker.call` above it and no
+//!   number. Its outcome is the probe's: `success`, `failure` (`error.type` `_OTHER`: a
+//!   probe answers with a verdict, not an error of a type), `timeout` (no answer within its
+//!   lease), or `cancelled` (the breaker went while it ran). The probe's own spans are its
+//!   children.
+//!
+//! **A panic.** A call whose future panics ends, once the panic is caught (by tokio's task,
+//! say) and the call future dropped, with `breaker.outcome = "failure"`,
+//! `otel.status_code = "ERROR"` and `error.type = "panic"`, as does a probe that panics. A
+//! retried or hedged call whose attempt panics ends so too, and so does that attempt. A
+//! panicked call is a failure in `breaker.calls` (the statistics) but is not timed: it has
+//! no point in `breaker.call.duration`.
+//!
+//! **A sync call** ([`Breaker::call_sync`](crate::Breaker::call_sync), the attribute on a
+//! plain `fn`) has no span and no duration: it is counted in `breaker.calls` like any call,
+//! and its path is what it is without the feature, to the instruction. It runs inside its
+//! caller's own span, whose time is its time.
 //!
 //! A span's `breaker.name` is the breaker's own (`{name}[{key}]` for a key, as in its log
 //! lines): a trace may be as precise as you like, a metric series may not. The user's future
@@ -102,12 +135,14 @@
 //! - Without the feature none of this is compiled: a call costs what it did, to the
 //!   instruction.
 //!
-//! Measured with callgrind (instructions per closed async call ready at once, release build,
-//! current-thread runtime): 123 without the feature; 152 with it, when no subscriber wants
-//! the spans and nothing is installed (a WARN-level `fmt` subscriber alike); about 1 720
-//! installed (an SDK meter, no spans), of which about 1 200 are the SDK's
-//! `Histogram::record` (it hashes the attribute set at every record) and the rest the two
-//! clock readings and finding the bound attributes. A refusal is not timed.
+//! Measured with callgrind (`scripts/callgrind_otel.sh`, instructions per call ready at
+//! once, release build, current-thread runtime; `benches/RESULTS.md` has the table): a
+//! closed async call 120 without the feature; 159 with it, when no subscriber wants the
+//! spans and nothing is installed (a refused one 196 → 211; a sync call +0: it has no span
+//! and is not timed); about 1 630 more installed (an SDK meter, no spans), of which 1 250
+//! are the SDK's `Histogram::record` (785 of them hashing the attribute set, which it does
+//! at every record) and the rest the two clock readings and finding the bound attributes.
+//! A refusal is not timed.
 //!
 //! # Keyed breakers: bounded series
 //!

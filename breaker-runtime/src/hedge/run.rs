@@ -172,6 +172,10 @@ struct Race<'s, Tg: Targets, J, T, E> {
     /// The delay, once read: `Some(None)` is no hedging for this call.
     delay: Option<Option<Duration>>,
     timer: Option<Pin<Box<Sleep>>>,
+    /// Feature `otel`: the call's span, its attempts its children (`crate::traced`); last,
+    /// so the attempts still running end theirs first.
+    #[cfg(feature = "otel")]
+    traced: crate::traced::Retried,
 }
 
 impl<'s, Tg, J, T, E> Race<'s, Tg, J, T, E>
@@ -191,12 +195,17 @@ where
     }
 
     /// A first attempt on the target `pick` chose.
-    fn first_attempt(&self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
+    fn first_attempt(&mut self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
         let told = Recorder {
             judge: self.judge.clone(),
             slot: &self.said[0],
         };
-        CallFuture::new(host, told, self.targets.make(at))
+        #[cfg(feature = "otel")]
+        let span = self.traced.hedge(host.shared(), false);
+        let attempt = CallFuture::new(host, told, self.targets.make(at));
+        #[cfg(feature = "otel")]
+        let attempt = attempt.attempt(span);
+        attempt
     }
 
     fn poll(
@@ -219,7 +228,10 @@ where
                             let next = (!Tg::ONE).then(|| self.targets.pick(false)).flatten();
                             let Some((host, at)) = next else {
                                 self.first = None;
-                                return Poll::Ready(self.refused.take().unwrap_or(r));
+                                let r = self.refused.take().unwrap_or(r);
+                                #[cfg(feature = "otel")]
+                                self.traced.record(&r, None, 0);
+                                return Poll::Ready(r);
                             };
                             self.refused.get_or_insert(r);
                             self.home = host.clone();
@@ -338,7 +350,12 @@ where
             judge: self.judge.clone(),
             slot: &self.said[k + 1],
         };
-        let mut attempt = Box::pin(CallFuture::new(host, judge, self.targets.make(at)));
+        #[cfg(feature = "otel")]
+        let span = self.traced.hedge(host.shared(), true);
+        let attempt = CallFuture::new(host, judge, self.targets.make(at));
+        #[cfg(feature = "otel")]
+        let attempt = attempt.attempt(span);
+        let mut attempt = Box::pin(attempt);
         match attempt.as_mut().poll(cx) {
             Poll::Ready(Err(CallError::Breaker(e))) if !e.is_timeout() => {
                 // Refused after all (the breaker changed since `pick`): nothing was sent.
@@ -379,7 +396,13 @@ where
     ) -> Option<Result<T, CallError<E>>> {
         let now = self.now();
         let took = now.saturating_sub(started);
-        match end_of(&r, verdict) {
+        let end = end_of(&r, verdict);
+        // Feature `otel`: the call's outcome so far, the first attempt's or the winner's.
+        #[cfg(feature = "otel")]
+        if k == 0 || matches!(end, End::Won) {
+            self.traced.record(&r, verdict, 0);
+        }
+        match end {
             End::Refused if k == 0 => Some(r),
             End::Refused => None,
             End::Won => {
@@ -463,48 +486,15 @@ where
     };
     let said: [VerdictSlot; ATTEMPTS] = Default::default();
     let started = home.shared().clock.now();
-    let told = Recorder {
-        judge: judge.clone(),
-        slot: &said[0],
-    };
-    let mut first = pin!(Some(CallFuture::new(home.clone(), told, targets.make(at))));
-    // One breaker: the first attempt is polled once before the race is set up, so one that
-    // answers at once costs its call, the budget's deposit and its latency's record (issue
-    // 43's +30 ns), not the race's state. Keys: the race itself tries the next on a refusal.
-    let mut failed = None;
-    if Tg::ONE {
-        let polled =
-            poll_fn(|cx| Poll::Ready(first.as_mut().as_pin_mut().map(|a| a.poll(cx)))).await;
-        let shared = home.shared();
-        match polled {
-            Some(Poll::Ready(Err(CallError::Breaker(e)))) if !e.is_timeout() => {
-                return Err(CallError::Breaker(e));
-            }
-            Some(Poll::Ready(r)) => {
-                first.set(None);
-                let hedging = shared.hedging();
-                hedging.deposit(retry_budget(shared), &policy, started);
-                let verdict = said[0].take();
-                if matches!(end_of(&r, verdict), End::Won) {
-                    let now = shared.clock.now();
-                    hedging.record(now, now.saturating_sub(started));
-                    return r;
-                }
-                failed = Some((r, verdict));
-            }
-            // Admitted, running: the race goes on from here.
-            _ => shared
-                .hedging()
-                .deposit(retry_budget(shared), &policy, started),
-        }
-    }
     let mut race = Race {
         targets,
         judge: &judge,
         said: &said,
+        #[cfg(feature = "otel")]
+        traced: crate::traced::Retried::begin(home.shared()),
         home,
         policy,
-        first: first.is_some().then_some(started),
+        first: None,
         first_failed: None,
         refused: None,
         admitted: Tg::ONE,
@@ -515,6 +505,45 @@ where
         delay: None,
         timer: None,
     };
+    // Declared after the race, so dropped before it: an attempt ends its span before the
+    // call's (feature `otel`).
+    let mut first = pin!(Some(race.first_attempt(race.home.clone(), at)));
+    // One breaker: the first attempt is polled once before the race runs, so one that
+    // answers at once costs its call, the budget's deposit and its latency's record (issue
+    // 43's +30 ns), not the race's timer. Keys: the race itself tries the next on a refusal.
+    let mut failed = None;
+    if Tg::ONE {
+        let polled =
+            poll_fn(|cx| Poll::Ready(first.as_mut().as_pin_mut().map(|a| a.poll(cx)))).await;
+        let shared = race.home.shared();
+        match polled {
+            Some(Poll::Ready(Err(CallError::Breaker(e)))) if !e.is_timeout() => {
+                let r = Err(CallError::Breaker(e));
+                #[cfg(feature = "otel")]
+                race.traced.record(&r, None, 0);
+                return r;
+            }
+            Some(Poll::Ready(r)) => {
+                first.set(None);
+                let hedging = shared.hedging();
+                hedging.deposit(retry_budget(shared), &race.policy, started);
+                let verdict = said[0].take();
+                if matches!(end_of(&r, verdict), End::Won) {
+                    let now = shared.clock.now();
+                    hedging.record(now, now.saturating_sub(started));
+                    #[cfg(feature = "otel")]
+                    race.traced.record(&r, verdict, 0);
+                    return r;
+                }
+                failed = Some((r, verdict));
+            }
+            // Admitted, running: the race goes on from here.
+            _ => shared
+                .hedging()
+                .deposit(retry_budget(shared), &race.policy, started),
+        }
+    }
+    race.first = first.is_some().then_some(started);
     if let Some((r, verdict)) = failed {
         // A failure: the next hedge goes at once (`settle` cannot end the call here).
         let _ = race.settled(0, started, r, verdict);
