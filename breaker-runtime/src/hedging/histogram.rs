@@ -263,6 +263,10 @@ mod tests {
     #[test]
     fn threads_record_without_losing_counts() {
         let h = Histogram::default();
+        // The period's slot taken first: a sample racing the clearing of a slot taken over
+        // may be lost (the module's doc), and 4 threads starting at once race exactly that
+        // (a run of the suite under load lost some). Within a period no count is lost.
+        h.record(0, 0);
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let h = &h;
@@ -273,7 +277,7 @@ mod tests {
                 });
             }
         });
-        assert_eq!(h.samples(0), 40_000);
-        assert_eq!(h.merged(0).total(), 40_000);
+        assert_eq!(h.samples(0), 40_001);
+        assert_eq!(h.merged(0).total(), 40_001);
     }
 }
