@@ -1,20 +1,30 @@
 //! One model of the whole: random sequences of operations on a `Breaker` (calls with every
 //! outcome, cancelled, panicking, timing out, slow; time passing; reconfigurations and
 //! patches; an operator's hand; the breaker's own probe; `ready_when_closed` waiters; the
-//! breaker dropped and replaced) and on a `KeyedBreaker` (key churn past `max_keys`, sweeps,
-//! retries on a budget, throttling, a dry run, manual control), over the public API and
-//! paused tokio time. After every step the invariants of `model/check.rs` hold; at the end,
-//! everything is given back.
+//! breaker dropped and replaced; hedged calls, their attempts answered one by one) and on a
+//! `KeyedBreaker` (key churn past `max_keys`, sweeps, retries on a budget, throttling, a dry
+//! run, manual control), and on a pool of hosts judged against each other
+//! (`Config::outliers`), over the public API and paused tokio time. After every step the
+//! invariants of `model/check.rs` hold; at the end, everything is given back.
 //!
-//! The model is `model/model.rs` (a specification to read by eye), the operations
-//! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
+//! The model is `model/model.rs` (a specification to read by eye; the outlier rules in
+//! `model/outliers.rs`), the operations `model/ops.rs`, the harness that drives the real
+//! thing `model/world.rs`.
 //!
 //! Exact: count windows and the threshold, slow calls, timeouts, the bulkhead, cool-off and
 //! its backoff, probes and their leases, `OpenFor` verdicts, the dry run, reconfigurations
 //! and patches, manual control, the own probe and its task, the retry budget bucket by
 //! bucket, eviction's and sweeps' choices where the map is small enough to be sampled
-//! whole. Bounds where the engine draws at random (the model takes the draw where it is
-//! allowed): the ramp sheds only while it runs, the adaptive limit is within `1..=max`,
+//! whole; hedging: which attempts reach the dependency and when (a fixed delay; a percentile
+//! one sends none before 100 samples, which a case never reaches), what the call returns,
+//! `hedges`, `hedges_won`, `hedges_denied`, the hedge budget bucket by bucket with its
+//! floor, no hedge unless closed, losers cancelled and their seats freed; outliers: which
+//! hosts each interval ejects (never past `max_ejection_percent`, only against their peers,
+//! only closed ones), n growing and decaying, every ejected host back after its time.
+//! Bounds where the engine draws at random (the model takes the draw where it is
+//! allowed): the ramp sheds only while it runs (a hedge is refused only then or at a
+//! limit), the adaptive limit is within `1..=max`, an ejection's jitter within a tenth,
+//! hosts of equal rates taken in the engine's order,
 //! the throttle sheds only while its window may hold more than twice as many requests as
 //! accepts. Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
 //! windows, `max_open_percent`, fleets (Redis; `tests/fleet.rs`), streams (`tests/grpc.rs`),
@@ -31,6 +41,8 @@ mod check;
 mod model;
 #[path = "model/ops.rs"]
 mod ops;
+#[path = "model/outliers.rs"]
+mod outliers;
 #[path = "model/world.rs"]
 mod world;
 
@@ -78,6 +90,7 @@ fn run(
     k: ops::Knobs,
     own_probe: bool,
     kk: ops::KeyedKnobs,
+    pk: outliers::PoolKnobs,
     ops: Vec<ops::Op>,
 ) -> Result<(), TestCaseError> {
     quiet_planned_panics();
@@ -87,7 +100,7 @@ fn run(
         .build()
         .unwrap();
     let verdict = rt.block_on(async move {
-        let mut w = world::World::new(k, own_probe, kk);
+        let mut w = world::World::new(k, own_probe, kk, pk);
         for (step, op) in ops.iter().enumerate() {
             let r = match w.step(op).await {
                 Ok(()) => check::after_step(&mut w),
@@ -124,10 +137,11 @@ fn the_whole_agrees_with_the_model() {
         ops::knobs(),
         any::<bool>(),
         ops::keyed_knobs(),
+        outliers::pool_knobs(),
         prop::collection::vec(ops::op(), 1..60),
     );
-    let result = runner.run(&strategy, |(k, own_probe, kk, ops)| {
-        run(k, own_probe, kk, ops)
+    let result = runner.run(&strategy, |(k, own_probe, kk, pk, ops)| {
+        run(k, own_probe, kk, pk, ops)
     });
     if std::env::var_os("MODEL_REPORT").is_some() {
         println!(
@@ -135,12 +149,17 @@ fn the_whole_agrees_with_the_model() {
             CASES.load(Relaxed),
             STEPS.load(Relaxed)
         );
+        let c: Vec<u64> = world::COVERED.iter().map(|c| c.load(Relaxed)).collect();
+        println!(
+            "covered: {} hedges sent, {} won, {} denied ({} by the budget); {} ejections, {} hosts back",
+            c[0], c[1], c[2], c[5], c[3], c[4]
+        );
     }
     match result {
         Ok(()) => {}
-        Err(TestError::Fail(why, (k, own_probe, kk, ops))) => panic!(
+        Err(TestError::Fail(why, (k, own_probe, kk, pk, ops))) => panic!(
             "failed first at case {}; shrunk: {why}\n\
-             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}\noperations {ops:#?}",
+             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}, pool {pk:?}\noperations {ops:#?}",
             FIRST_FAILURE.load(Relaxed)
         ),
         Err(e) => panic!("{e}"),
