@@ -414,6 +414,78 @@ mod grpc {
         assert_eq!(backend::call(channel, "ok").await.unwrap(), "fine");
     }
 
+    fn layered(
+        breaker: &Breaker,
+        channel: tonic::transport::Channel,
+    ) -> impl tonic::client::GrpcService<
+        tonic::body::Body,
+        ResponseBody: http_body::Body<
+            Data = bytes::Bytes,
+            Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        > + Send
+                          + 'static,
+    > + Clone {
+        ServiceBuilder::new()
+            .layer(CircuitBreakerLayer::grpc(breaker.clone()))
+            .service(channel)
+    }
+
+    /// Bulkhead and adaptive limit × stream: a stream holds its seat until its end (a unary
+    /// call meanwhile is refused full, without a request), then gives it back.
+    #[tokio::test]
+    async fn a_stream_holds_its_seat_until_its_end() {
+        for (name, config) in [
+            ("bulkhead", Config::default().max_concurrent(1)),
+            ("adaptive", Config::default().adaptive_concurrency(1)),
+        ] {
+            let server = backend::start().await;
+            let breaker = Breaker::new(format!("guarantees::grpc_seat_{name}"), config);
+            let channel = layered(&breaker, server.channel().await);
+            let stream = stream_begun(channel.clone(), "stream 3 code 0").await;
+            assert!(
+                backend::call(channel.clone(), "ok").await.is_err(),
+                "{name}"
+            );
+            assert_eq!((breaker.stats().rejected, server.hits()), (1, 1), "{name}");
+            assert_eq!(ended(stream).await, tonic::Code::Ok);
+            assert_eq!(
+                backend::call(channel, "ok").await.unwrap(),
+                "fine",
+                "{name}"
+            );
+        }
+    }
+
+    /// Throttle × stream: a stream's failing trailers are an unaccepted request; after
+    /// enough of them the throttle sheds (without a request).
+    #[tokio::test]
+    async fn failing_streams_are_unaccepted_and_the_throttle_sheds() {
+        let server = backend::start().await;
+        let config = Config::default().threshold(1_000).throttle(2.0);
+        let breaker = Breaker::new("guarantees::grpc_throttle", config);
+        let channel = layered(&breaker, server.channel().await);
+        for _ in 0..20 {
+            let _ = backend::call_stream(channel.clone(), "stream 1 code 14", None).await;
+        }
+        let stats = breaker.stats();
+        assert!(stats.throttled > 0, "{stats:?}");
+        assert_eq!(stats.calls - stats.throttled, server.hits() as u64);
+    }
+
+    /// Dry run × stream: a stream a forced-open dry run lets through is a shadow, judged for
+    /// nothing at its end.
+    #[tokio::test]
+    async fn a_shadowed_stream_is_judged_for_nothing() {
+        let server = backend::start().await;
+        let breaker = Breaker::new("guarantees::grpc_dry_run", Config::default().dry_run(true));
+        breaker.handle().force_open();
+        let channel = layered(&breaker, server.channel().await);
+        let stream = stream_begun(channel, "stream 3 code 14").await;
+        assert_eq!(ended(stream).await, tonic::Code::Unavailable, "it ran");
+        let stats = breaker.stats();
+        assert_eq!((stats.shadow_rejected, stats.failures), (1, 0), "{stats:?}");
+    }
+
     /// A reconfiguration while a stream runs: the stream's failing end is judged by the
     /// threshold in force at its end (one failure opens now).
     #[tokio::test]
