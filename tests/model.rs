@@ -165,3 +165,66 @@ fn the_whole_agrees_with_the_model() {
         Err(e) => panic!("{e}"),
     }
 }
+
+/// A shrunk sequence the model got wrong once (found while a defect was put back, and not
+/// the defect's): a hedge whose deadline passed while a reconfiguration had taken `timeout`
+/// away times out when its race is polled again after `timeout` came back (the engine reads
+/// `timeout` live at each poll, against the deadline of its admission).
+#[test]
+fn an_attempt_overdue_while_untimed_times_out_when_its_race_is_polled_again() {
+    use ops::{Answer, Hedge, Op::*, PatchKey};
+    let knobs = |timeout, slow_call, hedge| ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call,
+        timeout,
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge,
+    };
+    let hedge = Hedge {
+        hedges: 2,
+        delay: Some(1),
+        budget: None,
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let operations = vec![
+        StartHedged,
+        Finish(0, Answer::Fail),
+        Start,
+        Start,
+        Reconfigure(knobs(None, None, None)),
+        Finish(396115626751115772, Answer::Ok),
+        Patch(vec![PatchKey::Threshold(1)]),
+        Advance(250),
+        Start,
+        Start,
+        Advance(250),
+        Finish(9328247917735630685, Answer::Ok),
+        Finish(833533932414727500, Answer::Ok),
+        Reconfigure(knobs(Some(500), None, None)),
+        Finish(9565594899875275481, Answer::Ok),
+        Start,
+    ];
+    let k = knobs(Some(500), Some(250), Some(hedge));
+    run(k, false, keyed, pool, operations).unwrap();
+}

@@ -72,6 +72,9 @@ pub struct Call {
     fast: bool,
     /// When its `timeout` fires.
     pub deadline: Option<Ms>,
+    /// Its deadline passed while no `timeout` was in force: polled again with one in force
+    /// (a race's attempt is, whenever the race is), it times out then.
+    pub overdue: bool,
     /// Admitted before the last reset (its outcome is counted in the new stats).
     epoch: u64,
     /// When it was admitted.
@@ -335,6 +338,7 @@ impl Model {
             shadow: false,
             fast: self.state == State::Closed && self.simple(),
             deadline: self.k.timeout.map(|t| now + t),
+            overdue: false,
             epoch: self.epoch,
             started_at: now,
             seq: self.admissions,
@@ -565,6 +569,7 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
+                overdue: false,
                 epoch,
                 started_at: lease.since,
                 seq: 0,
@@ -608,6 +613,7 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
+                overdue: false,
                 epoch: self.epoch,
                 started_at: now,
                 seq: 0,
@@ -740,7 +746,18 @@ impl Model {
         now: Ms,
         drawn: impl Fn(Chance) -> bool,
     ) -> RaceEnd {
-        for &(k, answer) in ended {
+        // The race polls its attempts in order: those answered or timing out now end, and so
+        // does one overdue while a `timeout` is in force again.
+        let timed = self.k.timeout.is_some();
+        let ends: Vec<(usize, Option<Answer>)> = (race.attempts.iter().enumerate())
+            .filter_map(|(k, call)| {
+                let answered = ended.iter().find(|(j, _)| *j == k).map(|(_, a)| *a);
+                answered
+                    .or((call.is_some_and(|c| c.overdue) && timed).then_some(None))
+                    .map(|a| (k, a))
+            })
+            .collect();
+        for (k, answer) in ends {
             let call = race.attempts[k].take().expect("an attempt ends once");
             let hedged = race.hedges > 0;
             let took = now - call.started_at;

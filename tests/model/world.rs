@@ -715,7 +715,7 @@ impl World {
                         // Without a `timeout` in force any more, its timer fires for nothing.
                         match timed {
                             true => ended.push((k, None)),
-                            false => call.deadline = None,
+                            false => (call.deadline, call.overdue) = (None, true),
                         }
                     }
                 }
