@@ -166,6 +166,57 @@ fn the_whole_agrees_with_the_model() {
     }
 }
 
+/// The hedge budget's floor, which random cases seldom reach (it takes more than ten hedges
+/// within ten seconds): three hedged calls whose first attempts hang, each sending its four
+/// hedges a millisecond apart; the budget (a reserve of ten hedges, and 5 % of the three first
+/// attempts) pays for ten, the eleventh is denied. The model predicts each step exactly.
+#[test]
+fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
+    use ops::{Hedge, Op::*};
+    let hedge = Hedge {
+        hedges: 4,
+        delay: Some(1),
+        budget: None,
+    };
+    let k = ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: None,
+        timeout: None,
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge: Some(hedge),
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let denied_before = world::COVERED[5].load(Relaxed);
+    let race = [StartHedged, Advance(250), Cancel(0)];
+    let operations = race.iter().cycle().take(9).cloned().collect();
+    run(k, false, keyed, pool, operations).unwrap();
+    assert!(
+        world::COVERED[5].load(Relaxed) > denied_before,
+        "a hedge the budget denied"
+    );
+}
+
 /// A shrunk sequence the model got wrong once (found while a defect was put back, and not
 /// the defect's): a hedge whose deadline passed while a reconfiguration had taken `timeout`
 /// away times out when its race is polled again after `timeout` came back (the engine reads

@@ -233,7 +233,7 @@ pub const STEADY_KEYS: u8 = 4;
 pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => Just(Op::Start),
-        6 => Just(Op::StartHedged),
+        4 => Just(Op::StartHedged),
         8 => (any::<usize>(), prop_oneof![
             4 => Just(Answer::Ok),
             4 => Just(Answer::Fail),
@@ -265,7 +265,7 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..STEADY_KEYS, prop_oneof![2 => Just(Manual::Reset), 1 => Just(Manual::ForceOpen), 1 => Just(Manual::Disable)])
             .prop_map(|(k, m)| Op::KeyManual(k, m)),
         2 => Just(Op::KeySweep),
-        6 => (0u8..8, 0u8..12, prop_oneof![2 => Just(0u8), 1 => 1u8..12])
+        3 => (0u8..8, 0u8..12, prop_oneof![2 => Just(0u8), 1 => 1u8..12])
             .prop_map(|(h, ok, fail)| Op::HostCalls(h, ok, fail)),
     ]
 }
