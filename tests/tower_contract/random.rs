@@ -1,4 +1,5 @@
-//! The contract under random readiness and cancellation: for every layer, random sequences
+//! The contract under random readiness and cancellation: for every layer (and
+//! `HedgeLayer::new`, whose hedges ready clones of their own), random sequences
 //! of an inner service going ready and not (`tower-test`'s mock, its allowance), two clones
 //! readied and calling, answers, errors, response futures polled or dropped at any point
 //! (before their first poll, waiting on the inner service, in a retry's backoff), clones
@@ -110,6 +111,23 @@ fn grpc_retry_layer(name: &str) -> Layered<breaker::retry::GrpcRetryLayer, GrpcR
     Layered {
         layer: RetryLayer::grpc(b.clone()),
         request: grpc_request,
+        breaker: b,
+    }
+}
+
+/// `HedgeLayer::new` (its requests must be `Clone`: a number here), one hedge 1 ms after
+/// the first attempt.
+fn hedge_layer(name: &str) -> Layered<breaker::hedge::HedgeLayer, u32> {
+    let delay = breaker::HedgeDelay::Fixed(Duration::from_millis(1));
+    let config = Config::default()
+        .threshold(100)
+        .max_concurrent(SEATS)
+        .hedge(1)
+        .hedge_delay(delay);
+    let b = Breaker::new(name, config);
+    Layered {
+        layer: breaker::hedge::HedgeLayer::new(b.clone()),
+        request: || 7,
         breaker: b,
     }
 }
@@ -282,4 +300,9 @@ fn retry() {
 #[test]
 fn grpc_retry() {
     check("grpc_retry", grpc_retry_layer);
+}
+
+#[test]
+fn hedge() {
+    check("hedge", hedge_layer);
 }
