@@ -1,20 +1,30 @@
 //! One model of the whole: random sequences of operations on a `Breaker` (calls with every
 //! outcome, cancelled, panicking, timing out, slow; time passing; reconfigurations and
 //! patches; an operator's hand; the breaker's own probe; `ready_when_closed` waiters; the
-//! breaker dropped and replaced) and on a `KeyedBreaker` (key churn past `max_keys`, sweeps,
-//! retries on a budget, throttling, a dry run, manual control), over the public API and
-//! paused tokio time. After every step the invariants of `model/check.rs` hold; at the end,
-//! everything is given back.
+//! breaker dropped and replaced; hedged calls, their attempts answered one by one) and on a
+//! `KeyedBreaker` (key churn past `max_keys`, sweeps, retries on a budget, throttling, a dry
+//! run, manual control), and on a pool of hosts judged against each other
+//! (`Config::outliers`), over the public API and paused tokio time. After every step the
+//! invariants of `model/check.rs` hold; at the end, everything is given back.
 //!
-//! The model is `model/model.rs` (a specification to read by eye), the operations
-//! `model/ops.rs`, the harness that drives the real thing `model/world.rs`.
+//! The model is `model/model.rs` (a specification to read by eye; the outlier rules in
+//! `model/outliers.rs`), the operations `model/ops.rs`, the harness that drives the real
+//! thing `model/world.rs`.
 //!
 //! Exact: count windows and the threshold, slow calls, timeouts, the bulkhead, cool-off and
 //! its backoff, probes and their leases, `OpenFor` verdicts, the dry run, reconfigurations
 //! and patches, manual control, the own probe and its task, the retry budget bucket by
 //! bucket, eviction's and sweeps' choices where the map is small enough to be sampled
-//! whole. Bounds where the engine draws at random (the model takes the draw where it is
-//! allowed): the ramp sheds only while it runs, the adaptive limit is within `1..=max`,
+//! whole; hedging: which attempts reach the dependency and when (a fixed delay; a percentile
+//! one sends none before 100 samples, which a case never reaches), what the call returns,
+//! `hedges`, `hedges_won`, `hedges_denied`, the hedge budget bucket by bucket with its
+//! floor, no hedge unless closed, losers cancelled and their seats freed; outliers: which
+//! hosts each interval ejects (never past `max_ejection_percent`, only against their peers,
+//! only closed ones), n growing and decaying, every ejected host back after its time.
+//! Bounds where the engine draws at random (the model takes the draw where it is
+//! allowed): the ramp sheds only while it runs (a hedge is refused only then or at a
+//! limit), the adaptive limit is within `1..=max`, an ejection's jitter within a tenth,
+//! hosts of equal rates taken in the engine's order,
 //! the throttle sheds only while its window may hold more than twice as many requests as
 //! accepts. Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
 //! windows, `max_open_percent`, fleets (Redis; `tests/fleet.rs`), streams (`tests/grpc.rs`),
@@ -31,6 +41,8 @@ mod check;
 mod model;
 #[path = "model/ops.rs"]
 mod ops;
+#[path = "model/outliers.rs"]
+mod outliers;
 #[path = "model/world.rs"]
 mod world;
 
@@ -78,6 +90,7 @@ fn run(
     k: ops::Knobs,
     own_probe: bool,
     kk: ops::KeyedKnobs,
+    pk: outliers::PoolKnobs,
     ops: Vec<ops::Op>,
 ) -> Result<(), TestCaseError> {
     quiet_planned_panics();
@@ -87,7 +100,7 @@ fn run(
         .build()
         .unwrap();
     let verdict = rt.block_on(async move {
-        let mut w = world::World::new(k, own_probe, kk);
+        let mut w = world::World::new(k, own_probe, kk, pk);
         for (step, op) in ops.iter().enumerate() {
             let r = match w.step(op).await {
                 Ok(()) => check::after_step(&mut w),
@@ -124,10 +137,11 @@ fn the_whole_agrees_with_the_model() {
         ops::knobs(),
         any::<bool>(),
         ops::keyed_knobs(),
+        outliers::pool_knobs(),
         prop::collection::vec(ops::op(), 1..60),
     );
-    let result = runner.run(&strategy, |(k, own_probe, kk, ops)| {
-        run(k, own_probe, kk, ops)
+    let result = runner.run(&strategy, |(k, own_probe, kk, pk, ops)| {
+        run(k, own_probe, kk, pk, ops)
     });
     if std::env::var_os("MODEL_REPORT").is_some() {
         println!(
@@ -135,14 +149,133 @@ fn the_whole_agrees_with_the_model() {
             CASES.load(Relaxed),
             STEPS.load(Relaxed)
         );
+        let c: Vec<u64> = world::COVERED.iter().map(|c| c.load(Relaxed)).collect();
+        println!(
+            "covered: {} hedges sent, {} won, {} denied ({} by the budget); {} ejections, {} hosts back",
+            c[0], c[1], c[2], c[5], c[3], c[4]
+        );
     }
     match result {
         Ok(()) => {}
-        Err(TestError::Fail(why, (k, own_probe, kk, ops))) => panic!(
+        Err(TestError::Fail(why, (k, own_probe, kk, pk, ops))) => panic!(
             "failed first at case {}; shrunk: {why}\n\
-             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}\noperations {ops:#?}",
+             knobs {k:#?}\nown probe {own_probe}, keyed {kk:?}, pool {pk:?}\noperations {ops:#?}",
             FIRST_FAILURE.load(Relaxed)
         ),
         Err(e) => panic!("{e}"),
     }
+}
+
+/// The hedge budget's floor, which random cases seldom reach (it takes more than ten hedges
+/// within ten seconds): three hedged calls whose first attempts hang, each sending its four
+/// hedges a millisecond apart; the budget (a reserve of ten hedges, and 5 % of the three first
+/// attempts) pays for ten, the eleventh is denied. The model predicts each step exactly.
+#[test]
+fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
+    use ops::{Hedge, Op::*};
+    let hedge = Hedge {
+        hedges: 4,
+        delay: Some(1),
+        budget: None,
+    };
+    let k = ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: None,
+        timeout: None,
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge: Some(hedge),
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let denied_before = world::COVERED[5].load(Relaxed);
+    let race = [StartHedged, Advance(250), Cancel(0)];
+    let operations = race.iter().cycle().take(9).cloned().collect();
+    run(k, false, keyed, pool, operations).unwrap();
+    assert!(
+        world::COVERED[5].load(Relaxed) > denied_before,
+        "a hedge the budget denied"
+    );
+}
+
+/// A shrunk sequence the model got wrong once (found while a defect was put back, and not
+/// the defect's): a hedge whose deadline passed while a reconfiguration had taken `timeout`
+/// away times out when its race is polled again after `timeout` came back (the engine reads
+/// `timeout` live at each poll, against the deadline of its admission).
+#[test]
+fn an_attempt_overdue_while_untimed_times_out_when_its_race_is_polled_again() {
+    use ops::{Answer, Hedge, Op::*, PatchKey};
+    let knobs = |timeout, slow_call, hedge| ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call,
+        timeout,
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge,
+    };
+    let hedge = Hedge {
+        hedges: 2,
+        delay: Some(1),
+        budget: None,
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let operations = vec![
+        StartHedged,
+        Finish(0, Answer::Fail),
+        Start,
+        Start,
+        Reconfigure(knobs(None, None, None)),
+        Finish(396115626751115772, Answer::Ok),
+        Patch(vec![PatchKey::Threshold(1)]),
+        Advance(250),
+        Start,
+        Start,
+        Advance(250),
+        Finish(9328247917735630685, Answer::Ok),
+        Finish(833533932414727500, Answer::Ok),
+        Reconfigure(knobs(Some(500), None, None)),
+        Finish(9565594899875275481, Answer::Ok),
+        Start,
+    ];
+    let k = knobs(Some(500), Some(250), Some(hedge));
+    run(k, false, keyed, pool, operations).unwrap();
 }

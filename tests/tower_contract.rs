@@ -29,6 +29,9 @@ use breaker::{
 use tower::{buffer::Buffer, limit::ConcurrencyLimit, Layer, Service};
 use tower_test::mock::{self, Handle, Mock, Spawn};
 
+#[path = "tower_contract/random.rs"]
+mod random;
+
 type Req = http::Request<String>;
 type Res = http::Response<String>;
 

@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
-use breaker::Window;
+use breaker::{State, Window};
 
 use super::{
     model::Call,
     ops::{Knobs, Manual, Op},
-    world::{ensure, Checked, World},
+    outliers::HostState,
+    world::{ensure, hedge_delay, Checked, World},
 };
 
 pub fn after_step(w: &mut World) -> Checked {
@@ -35,7 +36,7 @@ pub fn after_step(w: &mut World) -> Checked {
 
     let m = &w.model;
     // Each admitted call ends exactly once, as one of its outcomes.
-    let calls: Vec<Call> = w.lives.iter().map(|l| l.call).collect();
+    let calls: Vec<Call> = w.calls();
     let ended = stats.successes + stats.failures + stats.neutral + stats.cancelled;
     let refused = stats.rejected + stats.shadow_rejected;
     ensure!(
@@ -66,13 +67,30 @@ pub fn after_step(w: &mut World) -> Checked {
     let alive = tokio::runtime::Handle::current()
         .metrics()
         .num_alive_tasks();
-    let accounted = w.lives.len() + pending + m.tasks();
+    let race = usize::from(w.race.is_some());
+    let accounted = w.lives.len() + race + pending + m.tasks() + w.pool_tasks();
     ensure!(
         alive == accounted,
-        "{alive} tasks alive, {accounted} accounted for ({} calls, {pending} waiters, probe task {:?})",
+        "{alive} tasks alive, {accounted} accounted for ({} calls, {race} hedged, {pending} waiters, probe task {:?}, {} pool)",
         w.lives.len(),
-        m.task
+        m.task,
+        w.pool_tasks(),
     );
+
+    // The pool: each host open exactly while the model has it ejected (or its probe failed).
+    let real = w.hosts_in_map();
+    for (h, host) in w.hosts.hosts.iter().enumerate() {
+        let Some(host) = host else { continue };
+        let expected = match host.state {
+            HostState::Closed => State::Closed,
+            HostState::Open { .. } => State::Open,
+        };
+        let state = real.get(&format!("h{h}"));
+        ensure!(
+            state == Some(&expected),
+            "host h{h} {state:?} at {now} ms, the model {host:?}"
+        );
+    }
 
     // The keyed breaker: bounded, and the operator's keys kept as set.
     let keys = &w.keys;
@@ -134,8 +152,14 @@ fn config_in_force(config: &breaker::Config, k: &Knobs) -> Checked {
         k.adaptive,
         k.dry_run,
     );
+    let hedge = (v.hedge, v.hedge_delay, v.hedge_budget)
+        == (
+            k.hedge.map(|h| h.hedges),
+            k.hedge.map(|h| hedge_delay(h.delay)),
+            k.hedge.and_then(|h| h.budget),
+        );
     ensure!(
-        rules && times && admission,
+        rules && times && admission && hedge,
         "config() says {v:?}, the model runs {k:?}"
     );
     Ok(())
@@ -145,7 +169,7 @@ fn config_in_force(config: &breaker::Config, k: &Knobs) -> Checked {
 /// and cool-off; then nothing is in flight, every bulkhead seat and probe slot is free, and
 /// the breaker dropped leaves no task and no handle alive.
 pub async fn at_rest(w: &mut World) -> Checked {
-    while !w.lives.is_empty() {
+    while !w.lives.is_empty() || w.race.is_some() {
         w.step(&Op::Cancel(0)).await?;
     }
     // Past the longest cool-off and lease: nothing pending may remain but the probe task.
@@ -172,5 +196,6 @@ pub async fn at_rest(w: &mut World) -> Checked {
     }
     after_step(w)?;
     // (Every probe slot free: each half-open admission above was the model's.)
-    w.drop_breaker().await
+    w.drop_breaker().await?;
+    w.drop_pool().await
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use breaker::{State, Stats};
 
-use super::ops::{KeyAnswer, Knobs, Manual, Ms, ProbeAnswer};
+use super::ops::{Answer, KeyAnswer, Knobs, Manual, Ms, ProbeAnswer};
 
 /// What an admission gives the caller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,9 @@ pub enum Chance {
     Ramp,
     /// The adaptive limit, somewhere in `1..=max`, is reached.
     AdaptiveFull,
+    /// A hedge is not taken: the ramp sheds now, or the limit (the calls in flight, which
+    /// the model does not count as the engine does, against the bulkhead's) is reached.
+    NoHedge,
 }
 
 /// How an admitted call ended, as the engine judges it.
@@ -69,8 +72,16 @@ pub struct Call {
     fast: bool,
     /// When its `timeout` fires.
     pub deadline: Option<Ms>,
+    /// Its deadline passed while no `timeout` was in force: polled again with one in force
+    /// (a race's attempt is, whenever the race is), it times out then.
+    pub overdue: bool,
     /// Admitted before the last reset (its outcome is counted in the new stats).
     epoch: u64,
+    /// When it was admitted.
+    started_at: Ms,
+    /// Its place in the order of admissions: timers of one instant fire in the order they
+    /// were set (tokio's wheel), so calls timing out together end in this order.
+    pub seq: u64,
 }
 
 /// The breaker's own probe task (`Config::probe`).
@@ -101,6 +112,8 @@ pub struct Model {
     reopenings: u32,
     leases: Vec<Option<Lease>>,
     next_lease: u64,
+    /// Admissions so far (each call's `seq`).
+    admissions: u64,
     /// Bulkhead seats taken (fixed, adaptive).
     pub seats: u32,
     pub aseats: u32,
@@ -111,11 +124,20 @@ pub struct Model {
     epoch: u64,
     /// Outcomes counted since the last reset of calls admitted before it.
     pub carried_done: u64,
+    /// When the breaker was made: its clock's origin (the hedge budget's seconds).
+    created: Ms,
+    /// The hedge budget: net units (deposits less payments) by second of the breaker's clock.
+    hedge_budget: BTreeMap<u64, i64>,
+    /// Latencies recorded for the hedge delay, at most (never pruned: a bound).
+    pub samples: u64,
 }
 
 impl Model {
-    pub fn new(k: Knobs, own_probe: Option<ProbeAnswer>) -> Model {
+    pub fn new(k: Knobs, own_probe: Option<ProbeAnswer>, created: Ms) -> Model {
         Model {
+            created,
+            hedge_budget: BTreeMap::new(),
+            samples: 0,
             leases: Vec::new(),
             k,
             own_probe,
@@ -128,6 +150,7 @@ impl Model {
             probe_successes: 0,
             reopenings: 0,
             next_lease: 1,
+            admissions: 1,
             seats: 0,
             aseats: 0,
             ramp_start: None,
@@ -315,8 +338,12 @@ impl Model {
             shadow: false,
             fast: self.state == State::Closed && self.simple(),
             deadline: self.k.timeout.map(|t| now + t),
+            overdue: false,
             epoch: self.epoch,
+            started_at: now,
+            seq: self.admissions,
         };
+        self.admissions += 1;
         if let Some(refusal) = refused {
             if !self.k.dry_run {
                 self.stats.rejected += 1;
@@ -542,7 +569,10 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
+                overdue: false,
                 epoch,
+                started_at: lease.since,
+                seq: 0,
             };
             self.task = Some(Task::Wait(now)); // before `finish`: an opening finds it running
             self.finish(call, Outcome::Timeout, now);
@@ -583,7 +613,10 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
+                overdue: false,
                 epoch: self.epoch,
+                started_at: now,
+                seq: 0,
             };
             match self
                 .own_probe
@@ -612,6 +645,211 @@ impl Model {
             .filter(|c| !c.shadow && c.epoch == self.epoch)
             .count();
         calls as u64 + u64::from(hanging)
+    }
+}
+
+/// A hedged call (`breaker::hedge`): its attempts raced, each a call through the breaker.
+#[derive(Debug, Clone)]
+pub struct Race {
+    hedges: u32,
+    /// The delay before a hedge; `None`: no hedge for this call (a percentile delay
+    /// before 100 samples).
+    delay: Option<Ms>,
+    /// Its attempts, the first then each hedge, `None` once ended.
+    pub attempts: Vec<Option<Call>>,
+    /// When the next hedge is due by the delay.
+    timer: Ms,
+    /// An attempt failed: the next hedge goes at once.
+    due: bool,
+    /// No more hedges for this call (denied, or pushback).
+    stop: bool,
+    /// The first attempt's failure: returned if every attempt fails.
+    first_failed: Option<Outcome>,
+}
+
+/// How a hedged call's race stands after an event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RaceEnd {
+    Running,
+    /// Attempt `k`'s answer is returned (a success or a neutral answer).
+    Won(usize, Outcome),
+    /// Every attempt failed: the first one's failure is returned.
+    AllFailed(Outcome),
+    /// An attempt panicked: the race with it.
+    Panicked,
+}
+
+/// The hedge budget: a hedge costs 100 units, a first attempt deposits `hedge_budget`; the
+/// floor, one hedge a second over the ten-second window, is a reserve of 1 000 units.
+const HEDGE_RESERVE: i64 = 1_000;
+
+impl Race {
+    /// The next hedge's deadline, if one may still go by the timer.
+    pub fn timer(&self) -> Option<Ms> {
+        let more = !self.stop && (self.attempts.len() as u32) <= self.hedges;
+        self.delay.filter(|_| more).map(|_| self.timer)
+    }
+
+    pub fn running(&self) -> impl Iterator<Item = &Call> {
+        self.attempts.iter().flatten()
+    }
+}
+
+impl Model {
+    /// The hedge budget's balance at `now`: the window's ten seconds, and the reserve.
+    fn hedge_balance(&self, now: Ms) -> i64 {
+        let second = (now - self.created) / 1_000;
+        let window = second.saturating_sub(9)..=second;
+        HEDGE_RESERVE + self.hedge_budget.range(window).map(|(_, u)| u).sum::<i64>()
+    }
+
+    fn hedge_pay(&mut self, units: i64, now: Ms) {
+        let second = (now - self.created) / 1_000;
+        *self.hedge_budget.entry(second).or_default() += units;
+    }
+
+    /// A hedged call arrives: its first attempt admitted (else the refusal, as `call`'s).
+    /// The hedge policy is read now: a reconfiguration later changes the next calls only.
+    pub fn start_race(&mut self, now: Ms, drawn: impl Fn(Chance) -> bool) -> Result<Race, Admit> {
+        let (admit, call) = self.admit(now, drawn);
+        let call = call.ok_or(admit)?;
+        let mut race = Race {
+            hedges: 0,
+            delay: None,
+            attempts: vec![Some(call)],
+            timer: now,
+            due: false,
+            stop: true,
+            first_failed: None,
+        };
+        if let Some(h) = self.k.hedge {
+            // The first attempt deposits; with fewer than 100 samples only a fixed delay hedges.
+            self.hedge_pay(i64::from(h.budget.unwrap_or(5)), now);
+            assert!(
+                self.samples < 100,
+                "the model counts on fewer than 100 samples"
+            );
+            race.hedges = h.hedges;
+            race.delay = h.delay;
+            race.timer = now + h.delay.unwrap_or(0);
+            race.stop = h.delay.is_none();
+        }
+        Ok(race)
+    }
+
+    /// Events of the race at `now`: attempts that ended (in their order; a `None` answer is
+    /// a timeout), then the next hedge if it is due. `drawn`: what the engine drew.
+    pub fn race_step(
+        &mut self,
+        race: &mut Race,
+        ended: &[(usize, Option<Answer>)],
+        now: Ms,
+        drawn: impl Fn(Chance) -> bool,
+    ) -> RaceEnd {
+        // The race polls its attempts in order: those answered or timing out now end, and so
+        // does one overdue while a `timeout` is in force again.
+        let timed = self.k.timeout.is_some();
+        let ends: Vec<(usize, Option<Answer>)> = (race.attempts.iter().enumerate())
+            .filter_map(|(k, call)| {
+                let answered = ended.iter().find(|(j, _)| *j == k).map(|(_, a)| *a);
+                answered
+                    .or((call.is_some_and(|c| c.overdue) && timed).then_some(None))
+                    .map(|a| (k, a))
+            })
+            .collect();
+        for (k, answer) in ends {
+            let call = race.attempts[k].take().expect("an attempt ends once");
+            let hedged = race.hedges > 0;
+            let took = now - call.started_at;
+            let slow = self.k.slow_call.is_some_and(|s| took >= s);
+            let outcome = match answer {
+                None => Outcome::Timeout,
+                Some(Answer::Panic) => {
+                    self.finish(call, Outcome::Failure, now);
+                    self.drop_race(race, now);
+                    return RaceEnd::Panicked;
+                }
+                Some(a) => outcome_of(a),
+            };
+            self.finish(call, outcome, now);
+            match outcome {
+                Outcome::Success | Outcome::Neutral => {
+                    self.samples += u64::from(hedged);
+                    if k > 0 {
+                        self.stats.hedges_won += 1;
+                    }
+                    self.drop_race(race, now);
+                    return RaceEnd::Won(k, outcome);
+                }
+                _ => {
+                    // A slow or timed-out failure is a latency worth recording.
+                    self.samples += u64::from(hedged && (slow || outcome == Outcome::Timeout));
+                    if k == 0 {
+                        race.first_failed = Some(outcome);
+                    }
+                    race.due = true;
+                    race.stop |= matches!(outcome, Outcome::OpenFor(_));
+                }
+            }
+        }
+        if race.timer().is_some() && (race.due || now >= race.timer) {
+            self.hedge(race, now, drawn);
+        }
+        match race.running().next() {
+            Some(_) => RaceEnd::Running,
+            None => RaceEnd::AllFailed(race.first_failed.expect("the first attempt failed")),
+        }
+    }
+
+    /// The next hedge: sent only while closed, not shedding, below the limit, and paid for.
+    fn hedge(&mut self, race: &mut Race, now: Ms, drawn: impl Fn(Chance) -> bool) {
+        race.due = false;
+        let ramping = self
+            .ramp_start
+            .zip(self.k.ramp)
+            .is_some_and(|(at, r)| now < at + r);
+        let limited = self.k.max_concurrent.is_some_and(|m| self.seats >= m)
+            || self.k.adaptive.is_some_and(|m| self.aseats >= m);
+        let limit = self.k.max_concurrent.is_some() || self.k.adaptive.is_some();
+        let taken = self.state == State::Closed
+            && !limited
+            && !((ramping || limit) && drawn(Chance::NoHedge));
+        if taken && self.hedge_balance(now) < 100 {
+            super::world::COVERED[5].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        if !taken || self.hedge_balance(now) < 100 {
+            self.stats.hedges_denied += 1; // a denied hedge fails nothing
+            race.stop = true;
+            return;
+        }
+        self.hedge_pay(-100, now);
+        race.timer = now + race.delay.expect("a hedge has a delay");
+        // Taken, so admitted: closed, nothing shed, a seat free.
+        let (admit, call) = self.admit(now, |_| false);
+        assert_eq!(admit, Admit::Yes, "a hedge the breaker takes is admitted");
+        self.stats.hedges += 1;
+        race.attempts.push(call);
+    }
+
+    /// The race is dropped (answered, cancelled, panicked): its attempts still running are
+    /// cancelled calls (abandoned ones past `slow_call`, their latencies recorded).
+    pub fn drop_race(&mut self, race: &mut Race, now: Ms) {
+        let hedged = race.hedges > 0;
+        for call in race.attempts.iter_mut().filter_map(Option::take) {
+            let slow = self.k.slow_call.is_some_and(|s| now - call.started_at >= s);
+            self.samples += u64::from(hedged && slow);
+            self.finish(call, Outcome::Cancelled, now);
+        }
+    }
+}
+
+/// What the engine makes of an answer.
+pub fn outcome_of(answer: Answer) -> Outcome {
+    match answer {
+        Answer::Ok => Outcome::Success,
+        Answer::Fail | Answer::Panic => Outcome::Failure,
+        Answer::Neutral => Outcome::Neutral,
+        Answer::OpenFor(ms) => Outcome::OpenFor(ms),
     }
 }
 

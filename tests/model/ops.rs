@@ -59,6 +59,19 @@ pub struct Knobs {
     /// (`reconfigure` refuses to change them).
     pub ramp: Option<Ms>,
     pub adaptive: Option<u32>,
+    pub hedge: Option<Hedge>,
+}
+
+/// `Config::hedge(hedges)`, its delay and its budget.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Hedge {
+    pub hedges: u32,
+    /// `HedgeDelay::Fixed` (a quarter-second step and one millisecond, so a hedge's timer
+    /// never fires at the instant of another event), or `None`: the default percentile
+    /// (no hedge before 100 samples, which a case never reaches).
+    pub delay: Option<Ms>,
+    /// `hedge_budget`, percent of first attempts (5 by default).
+    pub budget: Option<u32>,
 }
 
 impl Knobs {
@@ -100,13 +113,14 @@ pub fn knobs() -> impl Strategy<Value = Knobs> {
         (
             prop::option::weighted(0.25, 1u64..8),
             prop::option::weighted(0.25, 1u32..6),
+            prop::option::weighted(0.5, hedge()),
         ),
     )
         .prop_map(
             |(
                 (threshold, rate, cool, cap, probes),
                 (st, max, slow, timeout, dry_run),
-                (ramp, adaptive),
+                (ramp, adaptive, hedge),
             )| Knobs {
                 threshold,
                 rate: rate.map(|(p, w, m)| (p, w, m.min(w))),
@@ -121,8 +135,26 @@ pub fn knobs() -> impl Strategy<Value = Knobs> {
                 ramp: ramp.map(|r| r * 250),
                 // One bulkhead: fixed or adaptive.
                 adaptive: adaptive.filter(|_| max.is_none()),
+                hedge,
             },
         )
+}
+
+fn hedge() -> impl Strategy<Value = Hedge> {
+    (
+        1u32..=4,
+        // Often a millisecond: hedges one after another, past the budget's floor.
+        prop::option::weighted(
+            0.8,
+            prop_oneof![Just(1), (1u64..8).prop_map(|q| q * 250 + 1)],
+        ),
+        prop::option::of(prop_oneof![Just(5u32), Just(50), Just(100)]),
+    )
+        .prop_map(|(hedges, delay, budget)| Hedge {
+            hedges,
+            delay,
+            budget,
+        })
 }
 
 /// One key of a `ConfigPatch` (feature `serde`): `None` values write `null`, the default.
@@ -176,6 +208,10 @@ pub enum Op {
     /// A task waits on `ready()` of a `ready_when_closed` tower service over the breaker
     /// (feature `tower`).
     WaitReady,
+    /// A hedged call (`call_hedged_classified`), one at a time: its attempts are answered
+    /// by `Finish` (after the plain calls in their numbering), cancelled whole by `Cancel`
+    /// (numbered after the plain calls).
+    StartHedged,
     /// The breaker is dropped (its calls cancelled, its waiters gone) and a new one made.
     Replace(Knobs, bool),
     /// A call to key `k` of the keyed breaker, answered at once.
@@ -186,6 +222,9 @@ pub enum Op {
     KeyManual(u8, Manual),
     /// `retain_active()` on the keyed breaker.
     KeySweep,
+    /// Calls to host `h` of the outlier pool, answered at once: so many successes, then so
+    /// many failures.
+    HostCalls(u8, u8, u8),
 }
 
 /// Keys: a few steady ones (0..4) and a stream of new ones (churn past `max_keys`).
@@ -194,6 +233,7 @@ pub const STEADY_KEYS: u8 = 4;
 pub fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => Just(Op::Start),
+        4 => Just(Op::StartHedged),
         8 => (any::<usize>(), prop_oneof![
             4 => Just(Answer::Ok),
             4 => Just(Answer::Fail),
@@ -225,6 +265,8 @@ pub fn op() -> impl Strategy<Value = Op> {
         2 => (0u8..STEADY_KEYS, prop_oneof![2 => Just(Manual::Reset), 1 => Just(Manual::ForceOpen), 1 => Just(Manual::Disable)])
             .prop_map(|(k, m)| Op::KeyManual(k, m)),
         2 => Just(Op::KeySweep),
+        3 => (0u8..8, 0u8..12, prop_oneof![2 => Just(0u8), 1 => 1u8..12])
+            .prop_map(|(h, ok, fail)| Op::HostCalls(h, ok, fail)),
     ]
 }
 

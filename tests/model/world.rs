@@ -7,16 +7,20 @@
 use std::{
     collections::BTreeMap,
     future::pending,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicBool, Ordering::Relaxed},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
-use breaker::{Breaker, CallError, Config, KeyedBreaker, State, Verdict};
+use breaker::{Breaker, CallError, Config, HedgeDelay, KeyedBreaker, Outliers, State, Verdict};
 use tokio::{sync::oneshot, task::JoinHandle, time::Instant};
 
 use super::{
-    model::{Admit, Call, Chance, Fresh, Key, Keys, Model, Outcome, Refusal},
+    model::{Admit, Call, Chance, Fresh, Key, Keys, Model, Outcome, Race, RaceEnd, Refusal},
     ops::{Answer, KeyAnswer, KeyedKnobs, Knobs, Manual, Ms, Op, PatchKey, ProbeAnswer},
+    outliers::{HostState, Pool, PoolKnobs, COOL_OFF, INTERVAL, MAX_BASES},
 };
 
 /// The keyed breaker's `idle`: a few `Advance`s.
@@ -51,6 +55,49 @@ pub struct Live {
     pub call: Call,
 }
 
+/// A hedged call in flight: its task, the attempts its race made, and the model's race.
+pub struct Hedged {
+    pub join: JoinHandle<Result<(), CallError<Kind>>>,
+    made: Arc<Mutex<Vec<Made>>>,
+    pub race: Race,
+}
+
+/// An attempt the race made: how to answer it, and whether it ran (reached the dependency;
+/// one refused is made and dropped unpolled).
+struct Made {
+    answer: Option<oneshot::Sender<Answer>>,
+    ran: Arc<AtomicBool>,
+}
+
+impl Hedged {
+    /// The attempts that reached the dependency, in order.
+    fn ran(&self) -> usize {
+        let made = self.made.lock().unwrap();
+        made.iter().filter(|m| m.ran.load(Relaxed)).count()
+    }
+
+    fn answer(&self, k: usize, answer: Answer) {
+        let mut made = self.made.lock().unwrap();
+        let attempt = made.iter_mut().filter(|m| m.ran.load(Relaxed)).nth(k);
+        let tx = attempt
+            .and_then(|m| m.answer.take())
+            .expect("an attempt answered once");
+        let _ = tx.send(answer);
+    }
+}
+
+/// The dependency of a call: it answers what the test tells it, or never.
+async fn dependency(rx: oneshot::Receiver<Answer>) -> Result<(), Kind> {
+    match rx.await {
+        Ok(Answer::Ok) => Ok(()),
+        Ok(Answer::Fail) => Err(Kind::Fail),
+        Ok(Answer::Neutral) => Err(Kind::Neutral),
+        Ok(Answer::OpenFor(ms)) => Err(Kind::OpenFor(ms)),
+        Ok(Answer::Panic) => panic!("{PLANNED}"),
+        Err(_) => pending().await,
+    }
+}
+
 /// A failed check: the step's story is added by the caller.
 pub type Checked = Result<(), String>;
 
@@ -75,6 +122,13 @@ pub struct World {
     pub waiters: Vec<JoinHandle<()>>,
     pub keyed: KeyedBreaker<String>,
     pub keys: Keys,
+    /// The hedged call in flight, if any (one at a time: two races' timers never fire at
+    /// one instant, where tokio's order is not the model's to know).
+    pub race: Option<Hedged>,
+    /// A keyed breaker judging its keys against their peers (`Config::outliers`), and its
+    /// model; `None` once dropped at the end.
+    pub pool: Option<KeyedBreaker<String>>,
+    pub hosts: Pool,
     pub steps: u64,
 }
 
@@ -119,6 +173,12 @@ pub fn config(k: &Knobs, probe: Option<&Arc<Mutex<ProbeAnswer>>>) -> Config {
     if let Some(max) = k.adaptive {
         c = c.adaptive_concurrency(max);
     }
+    if let Some(h) = k.hedge {
+        c = c.hedge(h.hedges).hedge_delay(hedge_delay(h.delay));
+        if let Some(p) = h.budget {
+            c = c.hedge_budget(p);
+        }
+    }
     if let Some(cell) = probe {
         let cell = Arc::clone(cell);
         c = c.probe(move || {
@@ -134,6 +194,40 @@ pub fn config(k: &Knobs, probe: Option<&Arc<Mutex<ProbeAnswer>>>) -> Config {
         });
     }
     c
+}
+
+pub fn hedge_delay(delay: Option<Ms>) -> HedgeDelay {
+    match delay {
+        Some(ms) => HedgeDelay::Fixed(Duration::from_millis(ms)),
+        None => HedgeDelay::Percentile(95.0),
+    }
+}
+
+/// What the cases covered (the soak's report): hedges sent, won and denied, ejections,
+/// hosts that came back, hedges the budget denied.
+pub static COVERED: [std::sync::atomic::AtomicU64; 6] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+
+/// The pool's hosts.
+pub const HOSTS: usize = 8;
+
+pub fn pool_config(k: &PoolKnobs) -> Config {
+    let ms = Duration::from_millis;
+    let mut o = Outliers::default()
+        .interval(ms(INTERVAL))
+        .request_volume(k.request_volume)
+        .minimum_hosts(k.minimum_hosts)
+        .stdev_factor(f64::from(k.stdev_factor) / 10.0)
+        .base_ejection_time(ms(k.base))
+        .max_ejection_time(ms(k.base * MAX_BASES))
+        .max_ejection_percent(k.max_ejection_percent);
+    if let Some(p) = k.failure_percentage {
+        o = o.failure_percentage(p);
+    }
+    Config::default()
+        .threshold(1_000)
+        .cool_off(ms(COOL_OFF))
+        .outliers(o)
 }
 
 pub fn keyed_config(k: &KeyedKnobs) -> Config {
@@ -152,7 +246,7 @@ pub fn keyed_config(k: &KeyedKnobs) -> Config {
 }
 
 impl World {
-    pub fn new(k: Knobs, own_probe: bool, kk: KeyedKnobs) -> World {
+    pub fn new(k: Knobs, own_probe: bool, kk: KeyedKnobs, pk: PoolKnobs) -> World {
         let probe_answer = Arc::new(Mutex::new(ProbeAnswer::Ok));
         let (breaker, weak) = Self::make(1, &k, own_probe.then_some(&probe_answer));
         let keys = Keys {
@@ -170,12 +264,18 @@ impl World {
             serial: 1,
             breaker: Some(breaker),
             weak,
-            model: Model::new(k, own_probe.then_some(ProbeAnswer::Ok)),
+            model: Model::new(k, own_probe.then_some(ProbeAnswer::Ok), 0),
             lives: Vec::new(),
             probe_answer,
             waiters: Vec::new(),
             keyed: KeyedBreaker::new(format!("model::keyed::{}", unique()), keyed_config(&kk)),
             keys,
+            race: None,
+            pool: Some(KeyedBreaker::new(
+                format!("model::pool::{}", unique()),
+                pool_config(&pk),
+            )),
+            hosts: Pool::new(pk, HOSTS),
             steps: 0,
         }
     }
@@ -208,6 +308,13 @@ impl World {
         match op {
             Op::Start => self.start(now).await?,
             Op::Finish(i, answer) => self.finish(*i, *answer).await?,
+            Op::Cancel(i) if self.race.is_some() && i % (self.lives.len() + 1) == 0 => {
+                let mut h = self.race.take().expect("a race");
+                h.join.abort();
+                settle().await;
+                self.model.drop_race(&mut h.race, now);
+                ensure!(h.join.is_finished(), "an aborted hedged call's task ended");
+            }
             Op::Cancel(i) => {
                 if !self.lives.is_empty() {
                     let live = self.lives.remove(i % self.lives.len());
@@ -260,6 +367,8 @@ impl World {
             Op::KeyRetried(key, cancel) => self.key_retried(*key, *cancel).await?,
             Op::KeyManual(key, m) => self.key_manual(*key, *m).await?,
             Op::KeySweep => self.sweep()?,
+            Op::StartHedged => self.start_hedged(now).await?,
+            Op::HostCalls(h, ok, fail) => self.host_calls(*h as usize, *ok, *fail).await?,
         }
         // Whatever is due at this instant (a probe task just started, say) happens now.
         let waiting = self.waiting();
@@ -270,16 +379,7 @@ impl World {
         let (tx, rx) = oneshot::channel::<Answer>();
         let b = self.breaker().clone();
         let before = b.stats();
-        let join = tokio::spawn(b.clone().call_owned_classified(classify, async move {
-            match rx.await {
-                Ok(Answer::Ok) => Ok(()),
-                Ok(Answer::Fail) => Err(Kind::Fail),
-                Ok(Answer::Neutral) => Err(Kind::Neutral),
-                Ok(Answer::OpenFor(ms)) => Err(Kind::OpenFor(ms)),
-                Ok(Answer::Panic) => panic!("{PLANNED}"),
-                Err(_) => pending().await,
-            }
-        }));
+        let join = tokio::spawn(b.clone().call_owned_classified(classify, dependency(rx)));
         settle().await;
         // What the engine drew (the ramp's shedding, the adaptive limit), read from what it
         // did: refused so, or (a dry run) a shadow made.
@@ -294,6 +394,7 @@ impl World {
         let (expected, call) = self.model.admit(now, |chance| match chance {
             Chance::Ramp => throttled || shadowed,
             Chance::AdaptiveFull => full || shadowed,
+            Chance::NoHedge => unreachable!("a plain call does not hedge"),
         });
         match (call, ended) {
             (Some(call), None) => self.lives.push(Live {
@@ -325,10 +426,24 @@ impl World {
     }
 
     async fn finish(&mut self, i: usize, answer: Answer) -> Checked {
-        if self.lives.is_empty() {
+        let attempts = self.race.as_ref().map_or(0, |h| h.race.running().count());
+        if self.lives.len() + attempts == 0 {
             return Ok(());
         }
-        let mut live = self.lives.remove(i % self.lives.len());
+        let i = i % (self.lives.len() + attempts);
+        if i >= self.lives.len() {
+            let h = self.race.as_ref().expect("a race");
+            let k = (h.race.attempts.iter().enumerate())
+                .filter(|(_, a)| a.is_some())
+                .nth(i - self.lives.len())
+                .map(|(k, _)| k)
+                .expect("a running attempt");
+            h.answer(k, answer);
+            settle().await;
+            let now = self.now();
+            return self.race_step(&[(k, Some(answer))], now).await;
+        }
+        let mut live = self.lives.remove(i);
         let now = self.now();
         let _ = live.answer.take().expect("answered once").send(answer);
         settle().await;
@@ -356,6 +471,180 @@ impl World {
         ensure!(ok, "answered {answer:?}, the caller got {ended:?}");
         self.model.finish(live.call, outcome, now);
         Ok(())
+    }
+
+    /// A hedged call: its first attempt admitted or refused as a call is; one at a time
+    /// (a second one, while one runs, is a plain call).
+    async fn start_hedged(&mut self, now: Ms) -> Checked {
+        if self.race.is_some() || self.model.samples >= 90 {
+            return self.start(now).await;
+        }
+        let b = self.breaker().clone();
+        let before = b.stats();
+        let made = Arc::new(Mutex::new(Vec::<Made>::new()));
+        let log = Arc::clone(&made);
+        let join = tokio::spawn(async move {
+            let make = || {
+                let (tx, rx) = oneshot::channel();
+                let ran = Arc::new(AtomicBool::new(false));
+                let flag = Arc::clone(&ran);
+                log.lock().unwrap().push(Made {
+                    answer: Some(tx),
+                    ran,
+                });
+                async move {
+                    flag.store(true, Relaxed);
+                    dependency(rx).await
+                }
+            };
+            b.call_hedged_classified(classify, make).await
+        });
+        settle().await;
+        let b = self.breaker();
+        let shadowed = b.stats().shadow_rejected > before.shadow_rejected;
+        let mut join = Some(join);
+        let ended = match join.as_ref().is_some_and(|j| j.is_finished()) {
+            true => Some(join.take().expect("a task").await),
+            false => None,
+        };
+        let refused = |is: fn(&breaker::BreakerError) -> bool| matches!(&ended, Some(Ok(Err(CallError::Breaker(e)))) if is(e));
+        let (throttled, full) = (refused(|e| e.is_throttled()), refused(|e| e.is_full()));
+        let race = self.model.start_race(now, |chance| match chance {
+            Chance::Ramp => throttled || shadowed,
+            Chance::AdaptiveFull => full || shadowed,
+            Chance::NoHedge => unreachable!("no hedge at a start"),
+        });
+        match (race, ended) {
+            (Ok(race), None) => {
+                let join = join.expect("a running call's task");
+                let h = Hedged { join, made, race };
+                ensure!(h.ran() == 1, "a hedged call started {} attempts", h.ran());
+                self.race = Some(h);
+                Ok(())
+            }
+            (Ok(_), Some(ended)) => Err(format!("a hedged call should run, it ended: {ended:?}")),
+            (Err(expected), None) => Err(format!(
+                "{expected:?}: the hedged call should be refused, it runs"
+            )),
+            (Err(expected), Some(ended)) => {
+                let ok = match (&ended, expected) {
+                    (Ok(Err(CallError::Breaker(e))), Admit::Open(left)) => {
+                        e.is_open() && e.retry_in() == left.map(Duration::from_millis)
+                    }
+                    (Ok(Err(CallError::Breaker(e))), Admit::Full) => e.is_full(),
+                    (Ok(Err(CallError::Breaker(e))), Admit::Throttled) => e.is_throttled(),
+                    _ => false,
+                };
+                ensure!(ok, "a hedged call: expected {expected:?}, got {ended:?}");
+                Ok(())
+            }
+        }
+    }
+
+    /// The race's events at `now` (its attempts that ended: answered, or timed out with a
+    /// `None`; its timer), in the model and checked on the real race: the attempts that
+    /// reached the dependency, and the answer when it ends.
+    async fn race_step(&mut self, ended: &[(usize, Option<Answer>)], now: Ms) -> Checked {
+        let mut h = self.race.take().expect("a race");
+        let (sent, real) = (h.race.attempts.len(), h.ran());
+        let stats = self.model.stats;
+        let end = self
+            .model
+            .race_step(&mut h.race, ended, now, |_| real <= sent);
+        let after = self.model.stats;
+        for (i, (a, b)) in [
+            (after.hedges, stats.hedges),
+            (after.hedges_won, stats.hedges_won),
+            (after.hedges_denied, stats.hedges_denied),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            COVERED[i].fetch_add(a.saturating_sub(b), Relaxed);
+        }
+        ensure!(
+            h.ran() == h.race.attempts.len(),
+            "the race ran {} attempts, the model {} ({end:?})",
+            h.ran(),
+            h.race.attempts.len()
+        );
+        if end == RaceEnd::Running {
+            ensure!(
+                !h.join.is_finished(),
+                "a hedged call ended while attempts run"
+            );
+            self.race = Some(h);
+            return Ok(());
+        }
+        ensure!(h.join.is_finished(), "a hedged call did not end: {end:?}");
+        let got = h.join.await;
+        let ok = match end {
+            RaceEnd::Won(_, Outcome::Success) => matches!(got, Ok(Ok(()))),
+            RaceEnd::Won(_, _) => matches!(got, Ok(Err(CallError::Inner(Kind::Neutral)))),
+            RaceEnd::AllFailed(Outcome::Timeout) => {
+                matches!(&got, Ok(Err(CallError::Breaker(e))) if e.is_timeout())
+            }
+            RaceEnd::AllFailed(Outcome::OpenFor(ms)) => {
+                matches!(got, Ok(Err(CallError::Inner(Kind::OpenFor(m)))) if m == ms)
+            }
+            RaceEnd::AllFailed(_) => matches!(got, Ok(Err(CallError::Inner(Kind::Fail)))),
+            RaceEnd::Panicked => matches!(&got, Err(e) if e.is_panic()),
+            RaceEnd::Running => unreachable!(),
+        };
+        ensure!(
+            ok,
+            "a hedged call: the model says {end:?}, the caller got {got:?}"
+        );
+        Ok(())
+    }
+
+    /// Calls to a host of the pool: `ok` successes, then `fail` failures.
+    async fn host_calls(&mut self, h: usize, ok: u8, fail: u8) -> Checked {
+        let now = self.now();
+        let name = format!("h{h}");
+        let pool = self.pool.as_ref().expect("the pool until the end");
+        let answers =
+            std::iter::repeat_n(true, ok.into()).chain(std::iter::repeat_n(false, fail.into()));
+        for answer in answers {
+            let r = pool.call_sync(&name, || if answer { Ok(()) } else { Err(Kind::Fail) });
+            let admitted = match &r {
+                Err(CallError::Breaker(e)) if e.is_open() => false,
+                Err(CallError::Breaker(e)) => return Err(format!("host {name}: {e}")),
+                _ => true,
+            };
+            self.hosts.call(h, answer, now, admitted)?;
+        }
+        Ok(())
+    }
+
+    /// The pool's walk at `now`: the real hosts' states are checked after every step; here,
+    /// the rules no exact model is needed for.
+    fn walked(&mut self, now: Ms) -> Checked {
+        let real = self.hosts_in_map();
+        let took = |h: usize| real.get(&format!("h{h}")) == Some(&State::Open);
+        let walk = self.hosts.walk(now, took);
+        COVERED[3].fetch_add(walk.ejected.len() as u64, Relaxed);
+        let cap = self.hosts.k.max_ejection_percent as usize;
+        ensure!(
+            walk.ejected.is_empty() || walk.out * 100 <= cap * walk.in_use,
+            "ejected {:?}: {} out of {} in use, past {cap} %",
+            walk.ejected,
+            walk.out,
+            walk.in_use
+        );
+        ensure!(
+            walk.ejected.len() < walk.in_use.max(1),
+            "ejected every host in use: {walk:?}"
+        );
+        Ok(())
+    }
+
+    /// The pool's hosts, as stored (read through the registry, which moves nothing).
+    pub fn hosts_in_map(&self) -> BTreeMap<String, State> {
+        let Some(pool) = &self.pool else {
+            return BTreeMap::new();
+        };
+        family(pool.name())
     }
 
     /// Time passes: each timer the model knows of (a timeout, the probe task) fires at its
@@ -387,7 +676,19 @@ impl World {
             let Some(at) = self.next_event(waiting).filter(|at| *at <= now) else {
                 return Ok(());
             };
-            if let Some(i) = self.lives.iter().position(|l| l.call.deadline == Some(at)) {
+            // Of the calls timing out now, the first admitted ends first (its task is woken
+            // first); the race's attempts end together (in one poll of its task).
+            let plain = self.lives.iter().position(|l| l.call.deadline == Some(at));
+            let race = self.race.as_ref().and_then(|h| {
+                let attempt = h.race.running().filter(|c| c.deadline == Some(at));
+                let first = attempt.map(|c| c.seq).min();
+                first.or((h.race.timer() == Some(at)).then_some(u64::MAX))
+            });
+            let race_due = match (plain, race) {
+                (Some(i), Some(seq)) => seq < self.lives[i].call.seq,
+                (_, race) => race.is_some(),
+            };
+            if let Some(i) = plain.filter(|_| !race_due) {
                 if self.model.k.timeout.is_none() {
                     // Its timer fires, but the configuration in force has no `timeout` any
                     // more: the call is not timed (the engine reads it live).
@@ -405,8 +706,26 @@ impl World {
                     "a call past its timeout returned {ended:?}"
                 );
                 self.model.finish(live.call, Outcome::Timeout, at);
+            } else if race_due {
+                let h = self.race.as_mut().expect("a race");
+                let timed = self.model.k.timeout.is_some();
+                let mut ended = Vec::new();
+                for (k, a) in h.race.attempts.iter_mut().enumerate() {
+                    if let Some(call) = a.as_mut().filter(|c| c.deadline == Some(at)) {
+                        // Without a `timeout` in force any more, its timer fires for nothing.
+                        match timed {
+                            true => ended.push((k, None)),
+                            false => (call.deadline, call.overdue) = (None, true),
+                        }
+                    }
+                }
+                if !ended.is_empty() || h.race.timer() == Some(at) {
+                    self.race_step(&ended, at).await?;
+                }
             } else if self.model.task_due(at) {
                 self.model.probe_turn(at);
+            } else if self.pool.is_some() && self.hosts.next_walk == at {
+                self.walked(at)?;
             } else {
                 self.model.read_state(at); // a waiter polls at the end of the open period
             }
@@ -414,8 +733,22 @@ impl World {
     }
 
     fn next_event(&self, waiting: bool) -> Option<Ms> {
-        let calls: Vec<Call> = self.lives.iter().map(|l| l.call).collect();
-        self.model.next_event(&calls, waiting)
+        let race = self.race.as_ref().map(|h| &h.race);
+        let timer = race.and_then(Race::timer);
+        let walk = self.pool.as_ref().map(|_| self.hosts.next_walk);
+        let calls = self.calls();
+        let next = self.model.next_event(&calls, waiting);
+        next.into_iter().chain(timer).chain(walk).min()
+    }
+
+    /// The calls in flight: the plain ones, the race's attempts.
+    pub fn calls(&self) -> Vec<Call> {
+        let race = self.race.iter().flat_map(|h| h.race.running());
+        self.lives
+            .iter()
+            .map(|l| l.call)
+            .chain(race.copied())
+            .collect()
     }
 
     fn waiting(&self) -> bool {
@@ -504,7 +837,7 @@ impl World {
         let answer = *self.probe_answer.lock().unwrap();
         self.breaker = Some(b);
         self.weak = weak;
-        self.model = Model::new(k, own_probe.then_some(answer));
+        self.model = Model::new(k, own_probe.then_some(answer), self.now());
         Ok(())
     }
 
@@ -514,6 +847,9 @@ impl World {
         }
         for waiter in self.waiters.drain(..) {
             waiter.abort();
+        }
+        if let Some(h) = self.race.take() {
+            h.join.abort();
         }
         self.breaker = None;
         settle().await;
@@ -525,7 +861,39 @@ impl World {
         let alive = tokio::runtime::Handle::current()
             .metrics()
             .num_alive_tasks();
-        ensure!(alive == 0, "{alive} tasks alive for a dropped breaker");
+        ensure!(
+            alive == self.pool_tasks(),
+            "{alive} tasks alive for a dropped breaker"
+        );
+        Ok(())
+    }
+
+    /// The pool's detector task, while the pool lives.
+    pub fn pool_tasks(&self) -> usize {
+        usize::from(self.pool.is_some())
+    }
+
+    /// The end: every host admits (the ejected came back), then the pool dropped leaves no
+    /// task behind.
+    pub async fn drop_pool(&mut self) -> Checked {
+        let now = self.now();
+        for h in 0..HOSTS {
+            if self.hosts.hosts[h].is_some() {
+                let before = self.hosts.hosts[h].clone();
+                self.host_calls(h, 1, 0).await?;
+                let host = self.hosts.hosts[h].as_ref().expect("a host");
+                ensure!(
+                    host.state == HostState::Closed,
+                    "host h{h} did not come back by {now} ms: {before:?}"
+                );
+            }
+        }
+        self.pool = None;
+        settle().await;
+        let alive = tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks();
+        ensure!(alive == 0, "{alive} tasks alive for a dropped pool");
         Ok(())
     }
 
@@ -780,21 +1148,25 @@ impl World {
     /// The keys in the keyed breaker's map, read from the registry (`contains` would mark
     /// them used), with their states as stored.
     pub fn in_map(&self) -> BTreeMap<String, State> {
-        let family = self.keyed.name();
-        breaker::registry()
-            .handles()
-            .into_iter()
-            .filter(|h| h.family() == Some(family))
-            .filter_map(|h| {
-                let key = h
-                    .name()
-                    .strip_prefix(family)?
-                    .strip_prefix('[')?
-                    .strip_suffix(']')?;
-                Some((key.to_string(), h.peek_state()))
-            })
-            .collect()
+        family(self.keyed.name())
     }
+}
+
+/// The keys of a keyed breaker named `family`, with their states as stored.
+fn family(family: &str) -> BTreeMap<String, State> {
+    breaker::registry()
+        .handles()
+        .into_iter()
+        .filter(|h| h.family() == Some(family))
+        .filter_map(|h| {
+            let key = h
+                .name()
+                .strip_prefix(family)?
+                .strip_prefix('[')?
+                .strip_suffix(']')?;
+            Some((key.to_string(), h.peek_state()))
+        })
+        .collect()
 }
 
 pub fn key_name(key: u8) -> String {
