@@ -4,7 +4,12 @@
 
 use std::future::Future;
 
-use crate::{future::CallFuture, verdict::Judge, Breaker, CallError};
+use crate::{
+    future::{CallFuture, Finish},
+    shared::Shared,
+    verdict::Judge,
+    Breaker, CallError,
+};
 
 impl Breaker {
     /// [`call_with`](Self::call_with) or [`call_classified`](Self::call_classified), by the
@@ -34,6 +39,40 @@ impl Breaker {
         J: Judge<T, E>,
     {
         CallFuture::new(self, judge, call)
+    }
+
+    /// [`call_judged`](Self::call_judged) whose output `C` makes of the call's result (the
+    /// attribute's conversion of the breaker's error, done by the call future itself).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_judged_as<C, F, T, E, J>(
+        &self,
+        judge: J,
+        call: F,
+    ) -> CallFuture<'_, F, J, &Shared, C>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+        C: Finish<T, E>,
+    {
+        CallFuture::finished(&*self.shared, judge, call)
+    }
+
+    /// [`call_owned_judged`](Self::call_owned_judged) whose output `C` makes of the call's
+    /// result.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_owned_judged_as<C, F, T, E, J>(
+        self,
+        judge: J,
+        call: F,
+    ) -> CallFuture<'static, F, J, Breaker, C>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+        C: Finish<T, E>,
+    {
+        CallFuture::finished(self, judge, call)
     }
 
     /// [`call_retried_with`](Self::call_retried_with) or
