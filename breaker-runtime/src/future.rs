@@ -63,8 +63,8 @@ pin_project! {
     ///
     /// Like most futures, it panics if polled again after it completed.
     ///
-    /// `C` is what its output is made of the call's result: the result as it is by default
-    /// (see [`Finish`]).
+    /// `C` is what its output is made of the call's result: by default the result as it is
+    /// (`#[circuit_breaker]` has it convert the breaker's error into the function's own).
     #[must_use = "futures do nothing unless polled"]
     pub struct CallFuture<'a, F, P, H: Host = &'a Shared, C = AsIs> {
         // Fields drop in this order: the user's future goes before `call`, so a slot is
