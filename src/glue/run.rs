@@ -339,4 +339,27 @@ mod tests {
             Poll::Ready(Err(Down::Breaker))
         );
     }
+
+    /// A plain fn's body through `run_sync` (behind one `&mut dyn FnMut` in a debug build):
+    /// run once, its value back, its error counted, and a panic in it counted as a failure
+    /// while it unwinds.
+    #[test]
+    fn run_sync_runs_the_body_once_and_counts_a_panic_as_a_failure() {
+        let b = Breaker::new("glue::run::sync", Config::default().threshold(100));
+        let mut runs = 0;
+        let ok = run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || {
+            runs += 1;
+            Ok(7)
+        });
+        assert_eq!((ok, runs), (Ok(7), 1));
+        let err =
+            run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || Err(Down::Dependency));
+        assert_eq!(err, Err(Down::Dependency));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || panic!("the body"))
+        }));
+        assert!(caught.is_err());
+        let stats = b.stats();
+        assert_eq!((stats.calls, stats.successes, stats.failures), (3, 1, 2));
+    }
 }
