@@ -10,7 +10,10 @@ use core::{
     task::{Context, Poll},
 };
 
-use breaker_runtime::{__internals::Finish, CallFuture, Classify, Judge};
+use breaker_runtime::{
+    __internals::{Finish, Shared},
+    CallFuture, Classify, Judge,
+};
 
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
@@ -96,7 +99,7 @@ pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
 /// [`is_failure`], [`classify`]).
 #[inline(always)]
 pub fn run<'a, R, T, E, F, P>(
-    breaker: &'a Breaker,
+    breaker: &'a Shared,
     judge: P,
     body: F,
 ) -> impl Future<Output = R::Plain> + use<'a, R, T, E, F, P>
@@ -107,6 +110,15 @@ where
     P: Judge<T, E>,
 {
     breaker.call_judged_as::<Converted, _, _, _, _>(judge, body)
+}
+
+/// The breaker's parts, the first argument of [`run`] and [`call`]: found before the body is
+/// made (arguments are evaluated in order), so that making the call future calls nothing
+/// while the body is alive, which in a debug build is an unwinding path dropping the body in
+/// every function.
+#[inline(always)]
+pub fn host(breaker: &Breaker) -> &Shared {
+    breaker.host()
 }
 
 /// [`run`] for a keyed function: the future owns the key's breaker (a handle found for this
@@ -155,7 +167,7 @@ where
 /// itself, a success or the `CallError` the fallback receives (see `recover`). `R` as in
 /// [`run`].
 #[inline(always)]
-pub fn call<'a, R, T, E, F, P>(breaker: &'a Breaker, judge: P, body: F) -> CallFuture<'a, F, P>
+pub fn call<'a, R, T, E, F, P>(breaker: &'a Shared, judge: P, body: F) -> CallFuture<'a, F, P>
 where
     R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
     F: Future<Output = R::Plain>,
@@ -319,8 +331,9 @@ mod tests {
     fn run_is_the_call_future_converting_the_breakers_error() {
         let b = Breaker::new("glue::run::one_future", Config::default().threshold(1));
         let mut cx = Context::from_waker(Waker::noop());
-        let fut =
-            run::<Result<u8, Down>, _, _, _, _>(&b, every_error, async { Err(Down::Dependency) });
+        let fut = run::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async {
+            Err(Down::Dependency)
+        });
         let name = core::any::type_name_of_val(&fut);
         assert!(
             name.starts_with("breaker_runtime::future::CallFuture<"),
@@ -333,7 +346,7 @@ mod tests {
             Poll::Ready(Err(Down::Dependency))
         );
         assert_eq!(b.state(), State::Open);
-        let refused = run::<Result<u8, Down>, _, _, _, _>(&b, every_error, async { Ok(1) });
+        let refused = run::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async { Ok(1) });
         assert_eq!(
             core::pin::pin!(refused).poll(&mut cx),
             Poll::Ready(Err(Down::Breaker))
