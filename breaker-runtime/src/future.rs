@@ -62,14 +62,44 @@ pin_project! {
     /// [`Breaker::call_owned`](crate::Breaker::call_owned).
     ///
     /// Like most futures, it panics if polled again after it completed.
+    ///
+    /// `C` is what its output is made of the call's result: by default the result as it is
+    /// (`#[circuit_breaker]` has it convert the breaker's error into the function's own).
     #[must_use = "futures do nothing unless polled"]
-    pub struct CallFuture<'a, F, P, H: Host = &'a Shared> {
+    pub struct CallFuture<'a, F, P, H: Host = &'a Shared, C = AsIs> {
         // Fields drop in this order: the user's future goes before `call`, so a slot is
         // given back only once the call it held is really gone.
         #[pin]
         inner: F,
         call: Call<H, P>,
-        _borrow: std::marker::PhantomData<&'a ()>,
+        _borrow: std::marker::PhantomData<(&'a (), fn() -> C)>,
+    }
+}
+
+/// What a call future makes of the call's result, when it is ready: [`AsIs`] gives it as it
+/// is; `#[circuit_breaker]`'s glue converts the breaker's error into the function's own. The
+/// conversion is done in the call future's own `poll`, so an annotated function compiles one
+/// future type around its body rather than two (a `Map` around the call future: its `poll`,
+/// projection and drop glue, for every function). Not part of the API.
+#[doc(hidden)]
+pub trait Finish<T, E> {
+    /// The call future's output.
+    type Output;
+    /// The output, from the call's result.
+    fn finish(result: Result<T, CallError<E>>) -> Self::Output;
+}
+
+/// The call's result as it is: [`CallFuture`]'s output by default.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct AsIs;
+
+impl<T, E> Finish<T, E> for AsIs {
+    type Output = Result<T, CallError<E>>;
+
+    #[inline(always)]
+    fn finish(result: Result<T, CallError<E>>) -> Self::Output {
+        result
     }
 }
 
@@ -141,7 +171,7 @@ fn release_timer(timer: &mut Timer) {
     drop(release(timer));
 }
 
-impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
+impl<F, P, H: Host, C> std::fmt::Debug for CallFuture<'_, F, P, H, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let stage = match self.call.stage {
             Stage::Idle => "idle",
@@ -158,6 +188,14 @@ impl<F, P, H: Host> std::fmt::Debug for CallFuture<'_, F, P, H> {
 impl<F, P, H: Host> CallFuture<'_, F, P, H> {
     #[inline(always)]
     pub(crate) fn new(host: H, judge: P, inner: F) -> Self {
+        Self::finished(host, judge, inner)
+    }
+}
+
+impl<F, P, H: Host, C> CallFuture<'_, F, P, H, C> {
+    /// [`new`](CallFuture::new) with its output made by `C`.
+    #[inline(always)]
+    pub(crate) fn finished(host: H, judge: P, inner: F) -> Self {
         CallFuture {
             inner,
             call: Call {
@@ -182,7 +220,9 @@ impl<F, P, H: Host> CallFuture<'_, F, P, H> {
         self.call.watch = crate::traced::Watch::attempt(span);
         self
     }
+}
 
+impl<F, P, H: Host, C> CallFuture<'_, F, P, H, C> {
     /// The call's answer has begun (a streamed response's headers arrived) and its outcome
     /// comes later, when this future ends: from here on the call is not timed. Its `timeout`
     /// no longer applies; `slow_call` is judged now (a call not slow yet will not be, however
@@ -254,13 +294,14 @@ fn succeeded(
     }
 }
 
-impl<F, T, E, P, H> Future for CallFuture<'_, F, P, H>
+impl<F, T, E, P, H, C> Future for CallFuture<'_, F, P, H, C>
 where
     F: Future<Output = Result<T, E>>,
     P: Judge<T, E>,
     H: Host,
+    C: Finish<T, E>,
 {
-    type Output = Result<T, CallError<E>>;
+    type Output = C::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
@@ -272,21 +313,24 @@ where
         let inner = this.inner;
         #[cfg(debug_assertions)]
         let inner: Pin<&mut dyn Future<Output = Result<T, E>>> = this.inner;
-        poll_call(inner, this.call, cx)
+        poll_call::<_, T, E, P, H, C>(inner, this.call, cx)
     }
 }
 
 /// [`CallFuture::poll`]'s body: `Fut` is the user's future, or `dyn Future` in a debug build.
+/// Each end is made into the output by `C` where it is made (an identity for [`AsIs`]), so
+/// the output is written once, not moved again through a conversion after the fact.
 #[cfg_attr(not(debug_assertions), inline(always))]
-fn poll_call<Fut, T, E, P, H>(
+fn poll_call<Fut, T, E, P, H, C>(
     inner: Pin<&mut Fut>,
     call: &mut Call<H, P>,
     cx: &mut Context<'_>,
-) -> Poll<Result<T, CallError<E>>>
+) -> Poll<C::Output>
 where
     Fut: Future<Output = Result<T, E>> + ?Sized,
     P: Judge<T, E>,
     H: Host,
+    C: Finish<T, E>,
 {
     // Read at admission only when a `timeout` is set: its deadline counts from here.
     let mut admitted_at = None;
@@ -309,7 +353,7 @@ where
                         call.stage = Stage::Done;
                         #[cfg(feature = "otel")]
                         call.watch.refused(shared, &refused);
-                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                        return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
                     }
                     if let Err(refused) =
                         admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
@@ -317,7 +361,7 @@ where
                         call.stage = Stage::Done;
                         #[cfg(feature = "otel")]
                         call.watch.refused(shared, &refused);
-                        return Poll::Ready(Err(CallError::Breaker(refused)));
+                        return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
                     }
                 }
             }
@@ -352,7 +396,7 @@ where
             succeeded(shared, admitted_here, &call.held, &mut call.timer);
             #[cfg(feature = "otel")]
             call.watch.end(shared, crate::traced::Ended::Success, None);
-            return Poll::Ready(Ok(value));
+            return Poll::Ready(C::finish(Ok(value)));
         }
         Poll::Ready(result) => Ok(result),
         Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
@@ -360,7 +404,7 @@ where
             None => return Poll::Pending,
         },
     };
-    Poll::Ready(end(call, result))
+    Poll::Ready(C::finish(end(call, result)))
 }
 
 /// A call whose user's future is being polled, dropped only if that poll panicked (`poll`

@@ -4,7 +4,12 @@
 
 use std::future::Future;
 
-use crate::{future::CallFuture, verdict::Judge, Breaker, CallError};
+use crate::{
+    future::{CallFuture, Finish},
+    shared::Shared,
+    verdict::Judge,
+    Breaker, CallError,
+};
 
 impl Breaker {
     /// [`call_with`](Self::call_with) or [`call_classified`](Self::call_classified), by the
@@ -36,6 +41,33 @@ impl Breaker {
         CallFuture::new(self, judge, call)
     }
 
+    /// The breaker's shared parts, for the attribute's glue: found before the function's body
+    /// is made, so that making its call future calls nothing while the body is alive (in a
+    /// debug build, a call there is an unwinding path that drops the body, in every
+    /// annotated function).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn host(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// [`call_owned_judged`](Self::call_owned_judged) whose output `C` makes of the call's
+    /// result.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_owned_judged_as<C, F, T, E, J>(
+        self,
+        judge: J,
+        call: F,
+    ) -> CallFuture<'static, F, J, Breaker, C>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+        C: Finish<T, E>,
+    {
+        CallFuture::finished(self, judge, call)
+    }
+
     /// [`call_retried_with`](Self::call_retried_with) or
     /// [`call_retried_classified`](Self::call_retried_classified), by the judge's type.
     #[doc(hidden)]
@@ -50,5 +82,35 @@ impl Breaker {
         J: Judge<T, E> + Clone,
     {
         crate::retry::run(&*self.shared, judge, make)
+    }
+}
+
+impl Shared {
+    /// [`Breaker::call_judged`] on the breaker's parts ([`Breaker::host`]).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_judged<F, T, E, J>(&self, judge: J, call: F) -> CallFuture<'_, F, J>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+    {
+        CallFuture::new(self, judge, call)
+    }
+
+    /// [`call_judged`](Self::call_judged) whose output `C` makes of the call's result (the
+    /// attribute's conversion of the breaker's error, done by the call future itself).
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn call_judged_as<C, F, T, E, J>(
+        &self,
+        judge: J,
+        call: F,
+    ) -> CallFuture<'_, F, J, &Shared, C>
+    where
+        F: Future<Output = Result<T, E>>,
+        J: Judge<T, E>,
+        C: Finish<T, E>,
+    {
+        CallFuture::finished(self, judge, call)
     }
 }

@@ -121,6 +121,7 @@ pub mod __internals {
     pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
+        future::{AsIs, Finish},
         keyed::KeyArg,
         ready::Changes,
         shared::{Host, Shared},

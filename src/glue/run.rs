@@ -10,7 +10,10 @@ use core::{
     task::{Context, Poll},
 };
 
-use breaker_runtime::{CallFuture, Classify, Judge};
+use breaker_runtime::{
+    __internals::{Finish, Shared},
+    CallFuture, Classify, Judge,
+};
 
 use crate::{Breaker, BreakerError, CallError, Verdict};
 
@@ -96,7 +99,7 @@ pub(crate) fn body<F: Future<Output = R>, R: Fallible>(
 /// [`is_failure`], [`classify`]).
 #[inline(always)]
 pub fn run<'a, R, T, E, F, P>(
-    breaker: &'a Breaker,
+    breaker: &'a Shared,
     judge: P,
     body: F,
 ) -> impl Future<Output = R::Plain> + use<'a, R, T, E, F, P>
@@ -106,10 +109,16 @@ where
     F: Future<Output = R::Plain>,
     P: Judge<T, E>,
 {
-    Map {
-        fut: breaker.call_judged(judge, body),
-        map: finish::<T, E>,
-    }
+    breaker.call_judged_as::<Converted, _, _, _, _>(judge, body)
+}
+
+/// The breaker's parts, the first argument of [`run`] and [`call`]: found before the body is
+/// made (arguments are evaluated in order), so that making the call future calls nothing
+/// while the body is alive, which in a debug build is an unwinding path dropping the body in
+/// every function.
+#[inline(always)]
+pub fn host(breaker: &Breaker) -> &Shared {
+    breaker.host()
 }
 
 /// [`run`] for a keyed function: the future owns the key's breaker (a handle found for this
@@ -126,10 +135,7 @@ where
     F: Future<Output = R::Plain>,
     P: Judge<T, E>,
 {
-    Map {
-        fut: breaker.call_owned_judged(judge, body),
-        map: finish::<T, E>,
-    }
+    breaker.call_owned_judged_as::<Converted, _, _, _, _>(judge, body)
 }
 
 /// [`run`] for a plain `fn`.
@@ -140,6 +146,20 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
+    // A debug build gives the runtime's blocking path the body behind one `&mut dyn FnMut`,
+    // so `call_sync_with` and everything past it are compiled once per result type and judge
+    // rather than once per annotated function, which compiles only this closure around its
+    // body. An optimised build gives the body as it is, to be inlined in place.
+    #[cfg(debug_assertions)]
+    {
+        let mut body = Some(body);
+        let mut once = || match body.take() {
+            Some(body) => body().into_result(),
+            None => unreachable!("a blocking call runs its body once"),
+        };
+        finish_sync(breaker.call_sync_with(judge, &mut once as &mut dyn FnMut() -> _))
+    }
+    #[cfg(not(debug_assertions))]
     finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
 }
 
@@ -147,7 +167,7 @@ where
 /// itself, a success or the `CallError` the fallback receives (see `recover`). `R` as in
 /// [`run`].
 #[inline(always)]
-pub fn call<'a, R, T, E, F, P>(breaker: &'a Breaker, judge: P, body: F) -> CallFuture<'a, F, P>
+pub fn call<'a, R, T, E, F, P>(breaker: &'a Shared, judge: P, body: F) -> CallFuture<'a, F, P>
 where
     R: Fallible<Ok = T, Err = E, Plain = Result<T, E>>,
     F: Future<Output = R::Plain>,
@@ -178,9 +198,18 @@ where
     F: FnOnce() -> R,
     P: Judge<R::Ok, R::Err>,
 {
-    breaker
-        .call_sync_with(judge, move || body().into_result())
-        .map(|ok| R::from_result(Ok(ok)))
+    #[cfg(debug_assertions)]
+    let ended = {
+        let mut body = Some(body);
+        let mut once = || match body.take() {
+            Some(body) => body().into_result(),
+            None => unreachable!("a blocking call runs its body once"),
+        };
+        breaker.call_sync_with(judge, &mut once as &mut dyn FnMut() -> _)
+    };
+    #[cfg(not(debug_assertions))]
+    let ended = breaker.call_sync_with(judge, move || body().into_result());
+    ended.map(R::from_ok)
 }
 
 /// The return type of an annotated function: a `Result` under any alias.
@@ -202,6 +231,13 @@ pub trait Fallible {
     fn into_result(self) -> Result<Self::Ok, Self::Err>;
     /// Back into the function's own return type.
     fn from_result(r: Result<Self::Ok, Self::Err>) -> Self;
+    /// A success, in the function's own return type.
+    fn from_ok(ok: Self::Ok) -> Self
+    where
+        Self: Sized,
+    {
+        Self::from_result(Ok(ok))
+    }
 }
 
 impl<T, E> Fallible for Result<T, E> {
@@ -233,6 +269,19 @@ impl<E: From<BreakerError>> FromBreakerError for E {
     }
 }
 
+/// The output of [`run`]'s call future: the dependency's error as it was, the breaker's
+/// converted into `E` (by the call future itself, so the function's future is the call
+/// future around its body, not a `Map` around that too).
+pub struct Converted;
+
+impl<T, E: FromBreakerError> Finish<T, E> for Converted {
+    type Output = Result<T, E>;
+
+    fn finish(result: Result<T, CallError<E>>) -> Result<T, E> {
+        finish(result)
+    }
+}
+
 /// The function's result without a fallback: the dependency's error as it was, the
 /// breaker's converted into `E`.
 pub fn finish<T, E: FromBreakerError>(r: Result<T, CallError<E>>) -> Result<T, E> {
@@ -253,4 +302,77 @@ where
         CallError::Breaker(b) => R::Err::from_breaker_error(b),
         CallError::Inner(e) => e,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use core::task::Waker;
+
+    use super::*;
+    use crate::{Config, State};
+
+    #[derive(Debug, PartialEq)]
+    enum Down {
+        Dependency,
+        Breaker,
+    }
+
+    impl From<BreakerError> for Down {
+        fn from(_: BreakerError) -> Self {
+            Down::Breaker
+        }
+    }
+
+    /// An annotated `async fn` without a fallback is one future around its body, the
+    /// runtime's call future, which converts the breaker's error itself: a `Map` around it
+    /// was a second type in every such function (its `poll`, projection and drop glue to
+    /// compile), for a conversion the call future does in its own `poll`.
+    #[test]
+    fn run_is_the_call_future_converting_the_breakers_error() {
+        let b = Breaker::new("glue::run::one_future", Config::default().threshold(1));
+        let mut cx = Context::from_waker(Waker::noop());
+        let fut = run::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async {
+            Err(Down::Dependency)
+        });
+        let name = core::any::type_name_of_val(&fut);
+        assert!(
+            name.starts_with("breaker_runtime::future::CallFuture<"),
+            "{name}"
+        );
+        assert!(!name.contains("Map<"), "{name}");
+        // The dependency's error as it was; the breaker, open now, refuses in `E`.
+        assert_eq!(
+            core::pin::pin!(fut).poll(&mut cx),
+            Poll::Ready(Err(Down::Dependency))
+        );
+        assert_eq!(b.state(), State::Open);
+        let refused = run::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async { Ok(1) });
+        assert_eq!(
+            core::pin::pin!(refused).poll(&mut cx),
+            Poll::Ready(Err(Down::Breaker))
+        );
+    }
+
+    /// A plain fn's body through `run_sync` (behind one `&mut dyn FnMut` in a debug build):
+    /// run once, its value back, its error counted, and a panic in it counted as a failure
+    /// while it unwinds.
+    #[test]
+    fn run_sync_runs_the_body_once_and_counts_a_panic_as_a_failure() {
+        let b = Breaker::new("glue::run::sync", Config::default().threshold(100));
+        let mut runs = 0;
+        let ok = run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || {
+            runs += 1;
+            Ok(7)
+        });
+        assert_eq!((ok, runs), (Ok(7), 1));
+        let err =
+            run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || Err(Down::Dependency));
+        assert_eq!(err, Err(Down::Dependency));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_sync::<Result<u8, Down>, _, _, _, _>(&b, every_error, || panic!("the body"))
+        }));
+        assert!(caught.is_err());
+        let stats = b.stats();
+        assert_eq!((stats.calls, stats.successes, stats.failures), (3, 1, 2));
+    }
 }

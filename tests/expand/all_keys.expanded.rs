@@ -10,7 +10,7 @@ fn score(
                     _,
                     _,
                 >(
-                        {
+                        ::breaker::__private::host({
                             static __NAME: &str = "fraud::score";
                             fn __breaker_init() -> ::breaker::Breaker {
                                 ::breaker::__private::breaker(
@@ -40,7 +40,7 @@ fn score(
                                 ::breaker::Breaker,
                             > = ::breaker::__private::Lazy::new(__breaker_init);
                             &__BREAKER
-                        },
+                        }),
                         ::breaker::__private::AsFn::<
                             ::breaker::__private::IsFailure<Result<Score, FraudError>>,
                         > {

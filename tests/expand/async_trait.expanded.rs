@@ -23,7 +23,7 @@ impl Store for Remote {
                         _,
                         _,
                     >(
-                            {
+                            ::breaker::__private::host({
                                 #[allow(dead_code)]
                                 fn __name() {}
                                 fn __breaker_init(
@@ -47,7 +47,7 @@ impl Store for Remote {
                                     __breaker_init,
                                 );
                                 __BREAKER.of::<Self>()
-                            },
+                            }),
                             ::breaker::__private::every_error,
                             async {
                                 if false {

@@ -12,7 +12,7 @@ fn lookup(
                     _,
                     _,
                 >(
-                        {
+                        ::breaker::__private::host({
                             static __NAME: &str = ::breaker::__private::concat!(
                                 ::breaker::__private::module_path!(), "::", "lookup"
                             );
@@ -27,7 +27,7 @@ fn lookup(
                                 ::breaker::Breaker,
                             > = ::breaker::__private::Lazy::new(__breaker_init);
                             &__BREAKER
-                        },
+                        }),
                         ::breaker::__private::every_error,
                         async {
                             if false {

@@ -9,7 +9,7 @@ fn get(
         _,
         _,
     >(
-        {
+        ::breaker::__private::host({
             static __NAME: &str = ::breaker::__private::concat!(
                 ::breaker::__private::module_path!(), "::", "get"
             );
@@ -30,7 +30,7 @@ fn get(
                 __breaker_init,
             );
             &__BREAKER
-        },
+        }),
         {
             #[allow(unused_imports)]
             use ::breaker::__private::{ClassifyFits as _, ClassifyMisfits as _};

@@ -9,7 +9,7 @@ fn get_tax(
             _,
             _,
         >(
-                {
+                ::breaker::__private::host({
                     static __NAME: &str = "shop::tax";
                     fn __breaker_init() -> ::breaker::Breaker {
                         ::breaker::__private::breaker(
@@ -23,7 +23,7 @@ fn get_tax(
                         __breaker_init,
                     );
                     &__BREAKER
-                },
+                }),
                 ::breaker::__private::every_error,
                 async move {
                     if false {

@@ -13,7 +13,7 @@ impl Gateway {
                         _,
                         _,
                     >(
-                            {
+                            ::breaker::__private::host({
                                 #[allow(dead_code)]
                                 fn __name() {}
                                 fn __breaker_init(
@@ -38,7 +38,7 @@ impl Gateway {
                                     __breaker_init,
                                 );
                                 __BREAKER.of::<Self>()
-                            },
+                            }),
                             ::breaker::__private::every_error,
                             async {
                                 if false {

@@ -9,7 +9,7 @@ fn get_rate(
         _,
         _,
     >(
-        {
+        ::breaker::__private::host({
             static __NAME: &str = ::breaker::__private::concat!(
                 ::breaker::__private::module_path!(), "::", "get_rate"
             );
@@ -24,7 +24,7 @@ fn get_rate(
                 __breaker_init,
             );
             &__BREAKER
-        },
+        }),
         ::breaker::__private::every_error,
         async move {
             if false {

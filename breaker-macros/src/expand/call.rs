@@ -190,9 +190,15 @@ fn entry(
     let capture = (!fallback).then(|| quote_spanned!(span=> move));
     let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
     if frame.is_async() {
+        // The breaker's parts found first (`host`), before the body is made: making the call
+        // future then calls nothing while the body is alive, which a debug build would give an
+        // unwinding path dropping it, in every function.
         let (f, host) = match owned {
-            Some(owned) => (named("_keyed"), *owned),
-            None => (named(""), *breaker),
+            Some(owned) => (named("_keyed"), (*owned).clone()),
+            None => (
+                named(""),
+                quote_spanned!(span=> #k::__private::host(#breaker)),
+            ),
         };
         let call = quote_spanned! {span=>
             #k::__private::#f::<#ret, _, _, _, _>(#host, #judge, async #capture #body)
