@@ -2081,3 +2081,85 @@ async fn the_history_bar_shows_the_time_before_a_breaker_existed_as_empty() {
     );
     browser.close().await;
 }
+
+/// Dashboard × Redis down, through the control routes: with the installed fleet's Redis
+/// killed, each button on a member (force open, disable, reset) still acts on this
+/// instance's breaker, and its answer says how far it went (`scope: "instance"` and the
+/// fleet's error); Redis back, the same button acts fleet-wide again and the other
+/// instance's member follows.
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_fleets_redis_down_the_buttons_act_here_and_say_so() {
+    use breaker::fleet::Fleet;
+
+    let _one = ONE_AT_A_TIME.lock().await;
+    const MEMBER: &str = "dash_down::payments";
+    let mut server = redis_server::RedisServer::start();
+    let connect = |instance: &str| {
+        Fleet::builder(server.url())
+            .instance(instance)
+            .prefix("dash_down")
+            .connect()
+    };
+    let here = connect("dash_down#here").await.expect("connect");
+    let there = connect("dash_down#there").await.expect("connect");
+    // The other instance's first: the registry finds the most recent breaker of a name.
+    let twin = Breaker::new(MEMBER, slow_to_open(5));
+    there.join(&twin);
+    let member = Breaker::new(MEMBER, slow_to_open(5));
+    here.join(&member);
+    breaker::fleet::install(here);
+    let (base, _) = serve(breaker::dashboard::router_with_controls()).await;
+    let press = |action: &'static str| {
+        let base = base.clone();
+        async move {
+            let path = format!("/breakers/{MEMBER}/{action}");
+            let (status, _, body) = http(&base, "POST", &path, &[]).await;
+            assert_eq!(status, 200, "{action}: {body}");
+            serde_json::from_str::<Value>(&body).unwrap()
+        }
+    };
+
+    server.kill();
+    for (action, state, shown) in [
+        ("force_open", State::ForcedOpen, "forced_open"),
+        ("disable", State::Disabled, "disabled"),
+        ("reset", State::Closed, "closed"),
+    ] {
+        let answer = press(action).await;
+        assert_eq!(
+            (&answer["fleet"], &answer["scope"], &answer["state"]),
+            (&json!(true), &json!("instance"), &json!(shown)),
+            "{action}: {answer}"
+        );
+        let error = answer["fleet_error"].as_str().unwrap_or_default();
+        assert!(!error.is_empty(), "{action}: no fleet_error in {answer}");
+        assert_eq!(member.state(), state, "{action} acted here");
+        assert_eq!(twin.state(), State::Closed, "{action} went no further");
+    }
+
+    server.restart();
+    // Pressed until the fleet answers again (each press meanwhile acts here, as above).
+    let mut answer = Value::Null;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while answer["scope"] != "fleet" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never fleet-wide again: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        answer = press("force_open").await;
+    }
+    assert_eq!(answer.get("fleet_error"), None, "{answer}");
+    assert_eq!(member.state(), State::ForcedOpen);
+    wait_until("the other instance's member forced open", || {
+        twin.state() == State::ForcedOpen
+    })
+    .await;
+    let answer = press("reset").await;
+    assert_eq!(answer["scope"], "fleet", "{answer}");
+    wait_until("both reset", || {
+        member.state() == State::Closed && twin.state() == State::Closed
+    })
+    .await;
+}

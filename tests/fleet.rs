@@ -1724,3 +1724,126 @@ async fn a_keyed_breakers_new_keys_join_through_join_keyed() {
         "a key made before the join is local"
     );
 }
+
+/// A fleet's probe closes every instance, and each starts its own ramp: right after the
+/// fleet's close, an instance that did not probe (closed by the fleet) sheds almost every
+/// call as throttled (admitted with probability `t / ramp`, `t` a few seconds at most of
+/// a ten-minute ramp), counted in its statistics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleets_close_starts_each_members_ramp() {
+    let server = RedisServer::start();
+    let mut members = Vec::new();
+    for i in 0..3 {
+        let f = fleet(&server, &format!("fleet::ramp#{i}"), 1).await;
+        let log: Log = Arc::default();
+        let seen = log.clone();
+        let config = Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(300))
+            .ramp(Duration::from_secs(600))
+            .on_state_change(move |t| seen.lock().unwrap().push((t.to, t.cause)));
+        let b = Breaker::new("fleet::ramp", config);
+        f.join(&b);
+        members.push((f, b, log));
+    }
+    settle().await;
+    trip(&members[0].1);
+    wait_for("every instance open", WITHIN, || {
+        all_in(&members, State::Open)
+    })
+    .await;
+    // Instance 0 probes (once its open period ends and the fleet grants it the lease).
+    let prober = &members[0].1;
+    wait_for("the probe to close the fleet", WITHIN, || {
+        let _ = prober.call_sync(|| Ok::<_, ()>(()));
+        all_in(&members, State::Closed)
+    })
+    .await;
+    for (_, b, log) in &members[1..] {
+        assert_eq!(
+            log.lock().unwrap().last(),
+            Some(&(State::Closed, Cause::Fleet))
+        );
+        let before = b.stats();
+        let mut shed = 0;
+        for _ in 0..20 {
+            match b.call_sync(|| Ok::<_, ()>(())) {
+                Ok(()) => {}
+                Err(breaker::CallError::Breaker(e)) if e.is_throttled() => shed += 1,
+                Err(e) => panic!("refused other than by the ramp: {e:?}"),
+            }
+        }
+        assert!(shed >= 15, "only {shed} of 20 calls shed by the ramp");
+        assert_eq!(b.stats().throttled - before.throttled, shed);
+        assert_eq!(b.state(), State::Closed, "shedding is not a failure");
+    }
+}
+
+/// The fleet's gated probe with Redis killed: one instance holds the fleet's probe lease
+/// and its probe hangs, the other waits gated (its own cool-off over, it does not probe).
+/// Redis killed, the waiting instance is ungated and behaves as a local breaker: its own
+/// probe runs and closes it, without waiting for the hung one; that one closes by its own
+/// probe when it answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_killed_under_the_gate_lets_each_instance_probe_for_itself() {
+    let mut server = RedisServer::start();
+    // The instances whose probe started, in order; the first hangs until `hold` drops.
+    let started = Arc::new(Mutex::new(Vec::<usize>::new()));
+    let hold = Arc::new(AtomicBool::new(true));
+    let mut members = Vec::new();
+    for i in 0..2 {
+        let f = fleet(&server, &format!("fleet::probe_outage#{i}"), 1).await;
+        let (started, hold) = (started.clone(), hold.clone());
+        let config = Config::default()
+            .threshold(1)
+            .cool_off(Duration::from_millis(300))
+            // The probe's lease: longer than the test holds it.
+            .timeout(Duration::from_secs(60))
+            .probe(move || {
+                let (started, hold) = (started.clone(), hold.clone());
+                async move {
+                    let first = {
+                        let mut started = started.lock().unwrap();
+                        started.push(i);
+                        started.len() == 1
+                    };
+                    while first && hold.load(SeqCst) {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    Ok::<_, ()>(())
+                }
+            });
+        let b = Breaker::new("fleet::probe_outage", config);
+        f.join(&b);
+        members.push((f, b));
+    }
+    settle().await;
+    let r = members[0].1.call_sync(|| Err::<(), _>("down"));
+    assert!(r.is_err());
+    wait_for("the fleet's probe to start", WITHIN, || {
+        !started.lock().unwrap().is_empty()
+    })
+    .await;
+    let probing = started.lock().unwrap()[0];
+    let waiting = &members[1 - probing].1;
+    // Past its own cool-off, the other instance waits on the fleet's probe: gated, open.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(*started.lock().unwrap(), [probing], "one probe while gated");
+    assert_eq!(waiting.state(), State::Open);
+    server.kill();
+    wait_for(
+        "the waiting instance to probe and close by itself",
+        WITHIN,
+        || waiting.state() == State::Closed,
+    )
+    .await;
+    assert_eq!(*started.lock().unwrap(), [probing, 1 - probing]);
+    assert_eq!(waiting.stats().successes, 1, "its own probe closed it");
+    let hung = &members[probing].1;
+    assert_eq!(hung.state(), State::HalfOpen, "the first probe still hangs");
+    hold.store(false, SeqCst);
+    wait_for("the probing instance to close", WITHIN, || {
+        hung.state() == State::Closed
+    })
+    .await;
+}

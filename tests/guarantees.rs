@@ -349,6 +349,68 @@ mod reqwest_client {
         assert_eq!(answer.status(), 200, "the seat was given back");
         assert_eq!(host.stats().successes, 1);
     }
+
+    /// A user's `classify` that panics on an answer: the panic reaches the caller, the
+    /// request (sent, answered) is a failure of its host, and its seat comes back.
+    #[tokio::test]
+    async fn a_panicking_classify_is_a_failure_that_reaches_the_caller() {
+        let server = Server::start().await;
+        let config = Config::default().max_concurrent(1).threshold(2);
+        let breakers = CircuitBreakerMiddleware::with_config(config).classify(
+            |r: &reqwest_middleware::Result<reqwest::Response>| match r {
+                Ok(answer) if answer.status() == 418 => panic!("guarantees: a planned panic"),
+                _ => breaker::Verdict::Success,
+            },
+        );
+        let client = ClientBuilder::new(reqwest::Client::new())
+            .with(breakers.clone())
+            .build();
+        server.answer(418, None);
+        let send = client.get(server.url("/")).send();
+        let unwound = tokio::spawn(async move { send.await.map(|_| ()) }).await;
+        assert!(
+            unwound.unwrap_err().is_panic(),
+            "the panic reaches the caller"
+        );
+        assert_eq!(server.hits(), 1, "judged after its answer");
+        let host = breakers.breaker(&server.host_port());
+        let stats = host.stats();
+        assert_eq!((stats.calls, stats.failures, stats.successes), (1, 1, 0));
+        server.answer(200, None);
+        let answer = client.get(server.url("/")).send().await.unwrap();
+        assert_eq!(answer.status(), 200, "the seat was given back");
+        assert_eq!((host.stats().successes, server.hits()), (1, 2));
+    }
+
+    /// A user's key function that panics: the panic reaches the caller before any breaker
+    /// is picked, so nothing is sent or counted, and the other requests go on.
+    #[tokio::test]
+    async fn a_panicking_key_function_sends_and_counts_nothing() {
+        let server = Server::start().await;
+        let family = "guarantees::reqwest_key_panic";
+        let keyed = KeyedBreaker::<String>::new(family, Config::default().max_concurrent(1));
+        let breakers = CircuitBreakerMiddleware::keyed(keyed, |req: &reqwest::Request| {
+            let path = req.url().path().to_string();
+            assert_ne!(path, "/panic", "guarantees: a planned panic");
+            path
+        });
+        let client = ClientBuilder::new(reqwest::Client::new())
+            .with(breakers.clone())
+            .build();
+        let send = client.get(server.url("/panic")).send();
+        let unwound = tokio::spawn(async move { send.await.map(|_| ()) }).await;
+        assert!(
+            unwound.unwrap_err().is_panic(),
+            "the panic reaches the caller"
+        );
+        assert_eq!(server.hits(), 0, "nothing was sent");
+        assert!(keys_of(family).is_empty(), "no key was made");
+        let answer = client.get(server.url("/items")).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(keys_of(family), ["/items"]);
+        let stats = breakers.keyed_breaker().breaker("/items").stats();
+        assert_eq!((stats.calls, stats.successes), (1, 1));
+    }
 }
 
 #[cfg(feature = "grpc")]

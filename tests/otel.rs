@@ -1242,3 +1242,190 @@ async fn a_keyed_hedged_call_names_each_attempt_by_its_key() {
         .map(|row| row.map(str::to_owned))
     );
 }
+
+/// One breaker's `breaker.calls` by outcome (those with a count), and its state in force,
+/// as the last export says after a flush.
+fn series_of(name: &str) -> (BTreeMap<String, i64>, Vec<String>) {
+    let metrics = flush_metrics();
+    let calls = of(metric(&metrics, "breaker.calls"), name)
+        .into_iter()
+        .filter(|(_, v)| *v > 0)
+        .map(|(a, v)| (a["breaker.outcome"].clone(), v))
+        .collect();
+    let states = metrics
+        .iter()
+        .filter(|(_, _, m)| m.name == "breaker.state")
+        .flat_map(|(_, _, m)| of(m, name))
+        .filter(|(_, v)| *v > 0)
+        .map(|(a, _)| a["breaker.state"].clone())
+        .collect();
+    (calls, states)
+}
+
+fn outcomes(pairs: &[(&str, i64)]) -> BTreeMap<String, i64> {
+    pairs.iter().map(|(o, n)| (o.to_string(), *n)).collect()
+}
+
+/// A reset clears the breaker's statistics, not its series: the counters stay where they
+/// were and go on from there, and the state gauge follows the reset (open, then closed).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_reset_moves_no_counter_back() {
+    fixture();
+    let name = "otel::reset";
+    let b = Breaker::new(
+        name,
+        Config::default()
+            .threshold(2)
+            .cool_off(Duration::from_secs(3600)),
+    );
+    for _ in 0..3 {
+        assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    }
+    for _ in 0..2 {
+        assert!(b.call(async { Err::<(), _>(Unavailable) }).await.is_err());
+    }
+    let before = outcomes(&[("success", 3), ("failure", 2)]);
+    assert_eq!(series_of(name), (before.clone(), vec!["open".into()]));
+    b.handle().reset();
+    assert_eq!(b.stats().calls, 0, "the statistics were cleared");
+    assert_eq!(series_of(name), (before, vec!["closed".into()]));
+    assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    let after = outcomes(&[("success", 4), ("failure", 2)]);
+    assert_eq!(series_of(name), (after, vec!["closed".into()]));
+    let metrics = flush_metrics();
+    let transitions = metric(&metrics, "breaker.transitions");
+    let reset = [
+        ("breaker.name", name),
+        ("breaker.state.from", "open"),
+        ("breaker.state.to", "closed"),
+        ("breaker.cause", "manual"),
+    ];
+    assert_eq!(value(transitions, &reset), Some(1));
+}
+
+/// A breaker reconfigured with the meter installed keeps its series (the same name, the
+/// counts so far) and is counted by its new rules: a `slow_call` set since makes a slow
+/// call, a threshold lowered since opens it at the next failure.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_reconfigured_breaker_keeps_its_series_and_counts_by_the_new_rules() {
+    fixture();
+    let ms = Duration::from_millis;
+    let name = "otel::reconfigured";
+    let b = Breaker::new(
+        name,
+        Config::default()
+            .threshold(5)
+            .cool_off(Duration::from_secs(3600)),
+    );
+    let slowly = || {
+        b.call(async {
+            tokio::time::sleep(ms(150)).await;
+            Ok::<_, Unavailable>(())
+        })
+    };
+    assert!(slowly().await.is_ok());
+    assert!(b.call(async { Err::<(), _>(Unavailable) }).await.is_err());
+    let before = outcomes(&[("success", 1), ("failure", 1)]);
+    assert_eq!(series_of(name), (before, vec!["closed".into()]));
+    b.reconfigure(
+        Config::default()
+            .threshold(3)
+            .slow_call(ms(100))
+            .cool_off(Duration::from_secs(3600)),
+    )
+    .unwrap();
+    assert!(slowly().await.is_ok());
+    assert!(b.call(async { Err::<(), _>(Unavailable) }).await.is_err());
+    // The failure before, the slow call and this one: three in a row under the new rules.
+    assert_eq!(b.state(), breaker::State::Open);
+    let after = outcomes(&[("success", 1), ("failure", 2), ("slow", 1)]);
+    assert_eq!(series_of(name), (after, vec!["open".into()]));
+    let metrics = flush_metrics();
+    let Some(Data::Histogram(h)) = &metric(&metrics, "breaker.call.duration").data else {
+        panic!("breaker.call.duration is not a histogram")
+    };
+    let slow: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count))
+        .filter(|(a, _)| a["breaker.name"] == name && a["breaker.outcome"] == "slow")
+        .collect();
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!((slow[0].0["error.type"].as_str(), slow[0].1), ("slow", 1));
+}
+
+/// A dropped breaker's counts stay in its series (cumulative counters never go back), its
+/// state gauge is no longer reported, and a breaker made again with its name counts on from
+/// where the series was.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_dropped_breakers_counts_stay_in_its_series() {
+    fixture();
+    let name = "otel::dropped";
+    let b = Breaker::new(name, Config::default().threshold(10));
+    for _ in 0..2 {
+        assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    }
+    assert!(b.call(async { Err::<(), _>(Unavailable) }).await.is_err());
+    let counted = outcomes(&[("success", 2), ("failure", 1)]);
+    assert_eq!(series_of(name), (counted.clone(), vec!["closed".into()]));
+    drop(b);
+    assert!(breaker::registry().get(name).is_none(), "the breaker went");
+    assert_eq!(series_of(name), (counted, vec![]));
+    let again = Breaker::new(name, Config::default().threshold(10));
+    assert!(again.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    let on = outcomes(&[("success", 3), ("failure", 1)]);
+    assert_eq!(series_of(name), (on, vec!["closed".into()]));
+}
+
+/// A call whose future panics is a failure in the series: `breaker.calls` counts it
+/// `failure`, and enough of them open the breaker (`breaker.state`, `breaker.transitions`);
+/// as the module says, it is not timed (`breaker.call.duration` has the success only).
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_panicking_call_is_a_failure_in_the_series() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    fixture();
+    let name = "otel::panic_series";
+    let b = Breaker::new(
+        name,
+        Config::default()
+            .threshold(2)
+            .cool_off(Duration::from_secs(3600)),
+    );
+    assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    for _ in 0..2 {
+        let mut call = std::pin::pin!(b.call(async { panics() }));
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let polled = catch_unwind(AssertUnwindSafe(|| call.as_mut().poll(&mut cx)));
+        assert!(polled.is_err(), "the panic went through the call");
+    }
+    assert_eq!(b.state(), breaker::State::Open);
+    let counted = outcomes(&[("success", 1), ("failure", 2)]);
+    assert_eq!(series_of(name), (counted, vec!["open".into()]));
+    let metrics = flush_metrics();
+    let opened = [
+        ("breaker.name", name),
+        ("breaker.state.from", "closed"),
+        ("breaker.state.to", "open"),
+        ("breaker.cause", "consecutive_failures"),
+    ];
+    assert_eq!(
+        value(metric(&metrics, "breaker.transitions"), &opened),
+        Some(1)
+    );
+    let Some(Data::Histogram(h)) = &metric(&metrics, "breaker.call.duration").data else {
+        panic!("breaker.call.duration is not a histogram")
+    };
+    let mut timed: Vec<_> = h
+        .data_points
+        .iter()
+        .map(|p| (attributes(&p.attributes), p.count))
+        .filter(|(a, _)| a["breaker.name"] == name)
+        .map(|(a, n)| {
+            let error = a.get("error.type").cloned().unwrap_or_default();
+            (a["breaker.outcome"].clone(), error, n)
+        })
+        .collect();
+    timed.sort();
+    let row = |o: &str, e: &str, n: u64| (o.to_owned(), e.to_owned(), n);
+    assert_eq!(timed, [row("success", "", 1)]);
+}
