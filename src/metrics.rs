@@ -48,8 +48,8 @@
 //!   counters move in steps, one per publish, and publishing twice adds nothing. A breaker
 //!   that goes (evicted, or its last clone dropped) hands its last counts to the next
 //!   publish, so a key evicted and created again never loses nor repeats a count. A
-//!   `reset()` clears a breaker's `Stats`, not its counters: what was counted between the
-//!   last publish and the reset is not seen.
+//!   `reset()` clears a breaker's `Stats`, not its counters: the series keep counting from
+//!   what was counted before it.
 //! - A breaker that is dropped or evicted is no longer published. The `metrics` facade cannot
 //!   delete a series, so its last values stay in the exporter until the exporter forgets idle
 //!   series (a key's state series say it is in no state meanwhile): with Prometheus, set
@@ -237,6 +237,7 @@ pub fn publish() {
             id: h.id(),
             family: h.family().map(str::to_owned),
             snap: h.snapshot(),
+            counted: h.counted(),
         })
         .collect();
     let mut inner = lock();
@@ -278,7 +279,7 @@ pub fn publish() {
     // finds it (the walk is in order of creation).
     let mut gauges: HashMap<&str, &Live> = HashMap::new();
     for l in &live {
-        let now = counts(&l.snap.stats);
+        let now = counts(&l.counted);
         let last = inner.last.insert(l.id, now).unwrap_or_default();
         let series = series_name(&l.snap.name, l.family.as_deref(), per_key);
         add(series, delta(last, now));
@@ -343,6 +344,8 @@ struct Live {
     id: u64,
     family: Option<String>,
     snap: crate::Snapshot,
+    /// Its counts across resets (`Handle::counted`), which the series add up.
+    counted: Stats,
 }
 
 /// The `breaker` label a breaker's calls are published under: its keyed breaker's name by

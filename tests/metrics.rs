@@ -273,6 +273,16 @@ async fn every_outcome_and_every_transition_as_prometheus_renders_them() {
     // Publishing again changes nothing: the values are absolute.
     breaker::metrics::publish();
     Scrape::of(&prometheus, NAME).assert_calls([6, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
+
+    // A reset followed, before the next publish, by more successes than were counted before
+    // it: all of them are added (the publisher reads the counts across resets; one that
+    // took a count below the last for a reset added 6 here, not 7).
+    b.handle().reset();
+    for _ in 0..7 {
+        b.call(ok()).await.unwrap();
+    }
+    breaker::metrics::publish();
+    Scrape::of(&prometheus, NAME).assert_calls([13, 3, 1, 1, 0, 1, 1, 1, 0, 0]);
 }
 
 /// A recorder that writes down which breakers' series were touched.

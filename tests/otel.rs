@@ -1301,6 +1301,22 @@ async fn a_reset_moves_no_counter_back() {
         ("breaker.cause", "manual"),
     ];
     assert_eq!(value(transitions, &reset), Some(1));
+
+    // A reset followed, before the next collection, by more calls of every outcome than
+    // before it: the series still keep what came before the reset (they read the counts
+    // across resets, `Handle::counted`; a collector that looked for a count going down lost
+    // them: success 5 read as 3).
+    let hidden = "otel::reset_hidden";
+    let b = Breaker::new(hidden, Config::default());
+    for _ in 0..2 {
+        assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    }
+    assert_eq!(series_of(hidden).0, outcomes(&[("success", 2)]));
+    b.handle().reset();
+    for _ in 0..3 {
+        assert!(b.call(async { Ok::<_, Unavailable>(()) }).await.is_ok());
+    }
+    assert_eq!(series_of(hidden).0, outcomes(&[("success", 5)]));
 }
 
 /// A breaker reconfigured with the meter installed keeps its series (the same name, the

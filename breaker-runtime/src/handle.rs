@@ -93,6 +93,7 @@ impl Handle {
     /// assert_eq!(handle.stats().calls, 0);
     /// ```
     pub fn reset(&self) {
+        self.shared.keep_counts_before_reset();
         self.shared.core.set(State::Closed, &self.shared.clock);
         self.shared.reset_retry_counts();
     }
@@ -181,6 +182,13 @@ impl Handle {
     /// breaker by it).
     pub fn id(&self) -> u64 {
         self.shared.id
+    }
+
+    /// Everything the breaker counted since it was made, across resets ([`stats`]
+    /// (Self::stats) start again at a reset): what the metrics and OpenTelemetry exporters
+    /// publish, so a reset never moves a counter back nor loses what came before it.
+    pub fn counted(&self) -> Stats {
+        self.shared.counted()
     }
 
     /// The keyed breaker this breaker is a key of (its name), if any.

@@ -124,8 +124,8 @@
 //!   asks for them at each collection, and they are read then from every live breaker's
 //!   statistics (the registry, as the `metrics` feature and the dashboard read them). The call
 //!   path does nothing for them. A breaker that goes (dropped, evicted) keeps its counts in
-//!   its series; what it counted between the last collection and its end is not seen, nor
-//!   what was counted between a collection and a `reset()`.
+//!   its series; what it counted between the last collection and its end is not seen. A
+//!   `reset()` clears `Stats`, not the series: they read the counts across resets.
 //! - `breaker.transitions` is counted as each transition happens (an observer of
 //!   transitions), so an open shorter than the export interval is still seen.
 //! - `breaker.call.duration` needs each call's time: with this feature the call future reads

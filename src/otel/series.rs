@@ -102,7 +102,7 @@ impl Bound {
 struct Collector {
     /// Each live breaker's series and counts at the last collection, by identity.
     seen: HashMap<u64, (SeriesId, Counts)>,
-    /// What breakers that went (or were reset) counted, by series.
+    /// What breakers that went counted, by series.
     gone: HashMap<SeriesId, Counts>,
     bound: HashMap<SeriesId, Arc<Bound>>,
 }
@@ -123,7 +123,7 @@ fn collect() -> Collected {
         .into_iter()
         .map(|h| {
             let series = SeriesId::of(h.name(), h.family());
-            (h.id(), series, counts(&h.stats()), h.state())
+            (h.id(), series, counts(&h.counted()), h.state())
         })
         .collect();
     let mut c = crate::sync::lock(&COLLECTOR);
@@ -132,12 +132,8 @@ fn collect() -> Collected {
     let mut states: HashMap<SeriesId, [u64; STATES.len()]> = HashMap::new();
     let mut now: HashMap<u64, (SeriesId, Counts)> = HashMap::with_capacity(live.len());
     for (id, series, counts, state) in live {
-        if let Some((old, last)) = c.seen.remove(&id) {
-            // A reset: what it counted before stays in its series.
-            if counts.iter().zip(&last).any(|(n, l)| n < l) {
-                add(c.gone.entry(old).or_default(), &last);
-            }
-        }
+        // Counted across resets (`Handle::counted`): only ever grows.
+        c.seen.remove(&id);
         add(totals.entry(series.clone()).or_default(), &counts);
         let at = STATES.iter().position(|s| *s == state).unwrap_or(0);
         states.entry(series.clone()).or_default()[at] += 1;
