@@ -169,6 +169,9 @@ struct Race<'s, Tg: Targets, J, T, E> {
     stop: bool,
     /// An attempt failed: the next hedge goes at once.
     due: bool,
+    /// A hedge came due by the delay, counted in the run of overdue calls
+    /// ([`Hedging::overdue`]).
+    overdue: bool,
     /// The delay, once read: `Some(None)` is no hedging for this call.
     delay: Option<Option<Duration>>,
     timer: Option<Pin<Box<Sleep>>>,
@@ -320,7 +323,7 @@ where
         now: Nanos,
         delay: Duration,
     ) -> Option<Result<T, CallError<E>>> {
-        self.due = false;
+        let by_delay = !std::mem::replace(&mut self.due, false);
         if !self.targets.more() {
             self.stop = true;
             return None;
@@ -330,6 +333,19 @@ where
         let home = self.home.clone();
         let home = home.shared();
         let hedging = home.hedging();
+        // Slow for everyone of late: paused (a denial, as a spent budget's).
+        let goes = match by_delay && !self.overdue {
+            true => {
+                self.overdue = true;
+                hedging.overdue(now)
+            }
+            false => !hedging.paused(),
+        };
+        if !goes {
+            hedging.deny();
+            self.stop = true;
+            return None;
+        }
         let target = self.targets.pick(true);
         if target.is_none() || !hedging.pay(retry_budget(home), now) {
             // A denied hedge fails nothing: the call waits for the attempts in flight.
@@ -410,6 +426,9 @@ where
                     hedging.record(now, took);
                     if k > 0 {
                         hedging.won();
+                    } else if !self.overdue && matches!(self.delay, Some(Some(_))) {
+                        // Before a delay it had (a call not hedged at all says nothing).
+                        hedging.on_time();
                     }
                 }
                 Some(r)
@@ -502,6 +521,7 @@ where
         sent: 0,
         stop: false,
         due: false,
+        overdue: false,
         delay: None,
         timer: None,
     };
@@ -531,6 +551,7 @@ where
                 if matches!(end_of(&r, verdict), End::Won) {
                     let now = shared.clock.now();
                     hedging.record(now, now.saturating_sub(started));
+                    hedging.on_time();
                     #[cfg(feature = "otel")]
                     race.traced.record(&r, verdict, 0);
                     return r;
