@@ -27,6 +27,11 @@
 //! [`MIN_SAMPLES`], none once the percentile reaches the ceiling. A
 //! [`HedgeDelay::Fixed`] delay hedges from the first call. Only hedged calls record
 //! latencies: a breaker without `hedge`, and the plain calls of one with it, record nothing.
+//! An attempt is timed from the return of its first poll (before it, no hedge could go). A
+//! first attempt that answers within its first poll is recorded as 0, with no clock read for
+//! it; once a slot of the window has held 1 000 samples, one such answer in 16 is recorded
+//! (and deposits in the budget) for 16: the window and the budget get what they would on
+//! average, and a hedged call answered at once costs little more than a plain one.
 //!
 //! **Slow for everyone.** With [`MIN_SAMPLES`] in the window, no hedge is sent while its
 //! 99th percentile is under [`SHORT_TAIL`] times its median, whatever the delay: when every
