@@ -30,7 +30,8 @@ pub(crate) const SAMPLE_AFTER: u32 = 1_000;
 /// them, once the window is full enough.
 pub(crate) const SAMPLE_ONE_IN: u32 = 16;
 /// Hedging pauses once this many hedged calls in a row were still unanswered at the delay
-/// (see [`Hedging::overdue`]).
+/// (a dependency turned slow for everyone), until a first attempt answers before its delay
+/// or a hedge wins; see [`breaker::hedge`](crate::hedge).
 pub const OVERDUE_IN_A_ROW: u64 = 5;
 /// While paused, the first trial hedge waits this long; each one after it twice as long as
 /// the one before, up to [`MAX_TRIAL_AFTER`].
