@@ -16,12 +16,18 @@
 //! BREAKER_QUICK=1 cargo run --example tail_latency   # a few hundred, no targets checked
 //! ```
 //!
+//! Last, the dependency turns slow for every call right after a fast warm-up (the window is
+//! still full of fast samples, the budget saved up): `hedge = 1` pauses after
+//! [`OVERDUE_IN_A_ROW`](breaker::hedge::OVERDUE_IN_A_ROW) calls in a row overdue, tower's
+//! hedges every call its p95 of the last second lets through.
+//!
 //! Exits non-zero when the full run misses its targets: p99 at least 10× lower with
-//! hedging, at most 6 % extra load, at most 1 % when every call is slow.
+//! hedging, at most 6 % extra load, at most 1 % when every call is slow (from the start, or
+//! after the warm-up).
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,12 +39,14 @@ const MS: Duration = Duration::from_millis(1);
 const WARM: Duration = Duration::from_millis(1200);
 
 /// The dependency: call `n` (counted across attempts, so runs compare) takes 5 ms, or
-/// `slow` for every 50th call (2 %), or `slow` always when `everyone_slow`.
+/// `slow` for every 50th call (2 %), or `slow` always when `everyone_slow` (from the start,
+/// or, when `turns_slow`, once the warm-up is over).
 #[derive(Clone)]
 struct Dependency {
     calls: Arc<AtomicUsize>,
     slow: Duration,
-    everyone_slow: bool,
+    everyone_slow: Arc<AtomicBool>,
+    turns_slow: bool,
 }
 
 impl Dependency {
@@ -46,13 +54,22 @@ impl Dependency {
         Dependency {
             calls: Arc::default(),
             slow,
-            everyone_slow,
+            everyone_slow: Arc::new(AtomicBool::new(everyone_slow)),
+            turns_slow: false,
+        }
+    }
+
+    /// 2 % slow during the warm-up, then slow for every call.
+    fn turning_slow(slow: Duration) -> Self {
+        Dependency {
+            turns_slow: true,
+            ..Dependency::new(slow, false)
         }
     }
 
     async fn call(&self) -> Result<(), std::io::Error> {
         let n = self.calls.fetch_add(1, Relaxed);
-        let took = if self.everyone_slow || n % 50 == 49 {
+        let took = if self.everyone_slow.load(Relaxed) || n % 50 == 49 {
             self.slow
         } else {
             5 * MS
@@ -84,6 +101,9 @@ where
 {
     let warm_until = Instant::now() + warm;
     calls(&call, usize::MAX, workers, Some(warm_until)).await;
+    if dep.turns_slow {
+        dep.everyone_slow.store(true, Relaxed);
+    }
     let before = dep.calls.load(Relaxed);
     let mut took = calls(&call, requests, workers, None).await;
     took.sort();
@@ -188,7 +208,11 @@ fn row(name: &str, r: &Run) {
 #[tokio::main]
 async fn main() {
     let quick = std::env::var("BREAKER_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
-    let (requests, slow_requests) = if quick { (400, 200) } else { (4000, 400) };
+    let (requests, slow_requests, turned_requests) = if quick {
+        (400, 200, 400)
+    } else {
+        (4000, 400, 2000)
+    };
     let slow = 500 * MS;
 
     println!(
@@ -237,6 +261,24 @@ async fn main() {
     )
     .await;
     row("every call slow, hedge = 1", &everyone);
+    // Fast (2 % slow) during the warm-up, then slow for every call: the window still holds the
+    // warm-up's fast samples (the delay stays at 5 ms, the tail long) and the budget is full.
+    let dep = Dependency::turning_slow(slow);
+    let towers_turned = run(through_tower(&dep), &dep, turned_requests, 200, WARM).await;
+    row("turns slow after warm-up, tower", &towers_turned);
+    let dep = Dependency::turning_slow(slow);
+    let turned = run(
+        through(
+            Breaker::new("tail::turns_slow", Config::default().hedge(1)),
+            &dep,
+        ),
+        &dep,
+        turned_requests,
+        200,
+        WARM,
+    )
+    .await;
+    row("turns slow after warm-up, hedge=1", &turned);
 
     let cut = plain.p99.as_secs_f64() / hedged.p99.as_secs_f64().max(1e-9);
     let tower_cut = plain.p99.as_secs_f64() / towers.p99.as_secs_f64().max(1e-9);
@@ -248,6 +290,14 @@ async fn main() {
         everyone.extra_load,
         towers_everyone.extra_load,
         towers_everyone.p50.as_millis()
+    );
+    println!(
+        "turns slow after a fast warm-up: hedge = 1 sends {:.1} % more calls (hedging pauses \
+         after {} calls in a row overdue, then one trial hedge a backed-off while); \
+         tower::hedge {:.1} %",
+        turned.extra_load,
+        breaker::hedge::OVERDUE_IN_A_ROW,
+        towers_turned.extra_load
     );
     if quick {
         return;
@@ -266,6 +316,12 @@ async fn main() {
         missed.push(format!(
             "extra load {:.1} % when every call is slow (target ≤ 1 %)",
             everyone.extra_load
+        ));
+    }
+    if turned.extra_load > 1.0 {
+        missed.push(format!(
+            "extra load {:.1} % when every call turns slow after the warm-up (target ≤ 1 %)",
+            turned.extra_load
         ));
     }
     if !missed.is_empty() {

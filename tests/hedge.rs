@@ -266,17 +266,26 @@ async fn a_spent_budget_denies_the_hedge_and_the_call_waits() {
         "hedge::budget",
         Config::default().hedge(1).hedge_delay(fixed(1)),
     );
-    let dep = Script::new(&[50], &[Ok(1)]);
+    let mut granted = 0;
     for call in 1..=30 {
+        // A call answered at once ends any run of overdue calls (so hedging is never paused
+        // here: this is the budget alone), then one whose first attempt takes 50 ms and its
+        // hedge 5. Each deposits 5 units.
+        b.call_hedged(|| async { Ok::<_, u32>(0) }).await.unwrap();
+        let dep = Script::new(&[50, 5], &[Ok(1)]);
         let t0 = Instant::now();
         assert_eq!(b.call_hedged(|| dep.attempt()).await.unwrap(), 1);
-        assert_eq!(t0.elapsed(), 50 * MS, "call {call}");
+        // Granted while 1000 + 10·call − 100·(granted) ≥ 100.
+        let grant = 1_000 + 10 * call - 100 * granted >= 100;
+        granted += u64::from(grant);
+        let took = if grant { 6 * MS } else { 50 * MS };
+        assert_eq!(t0.elapsed(), took, "call {call}");
     }
-    // Granted while 1000 + 5·n − 100·(granted) ≥ 100: calls 1 to 10, then call 20.
     let s = b.stats();
-    assert_eq!((s.hedges, s.hedges_denied, s.hedges_won), (11, 19, 0));
-    assert_eq!(s.calls, 30 + 11);
-    assert_eq!(s.cancelled, 11, "the hedges lost to their first attempts");
+    assert_eq!(granted, 13, "calls 1 to 11, 20 and 30");
+    assert_eq!((s.hedges, s.hedges_denied, s.hedges_won), (13, 17, 13));
+    assert_eq!(s.calls, 60 + 13);
+    assert_eq!(s.cancelled, 13, "the first attempts lost to their hedges");
 }
 
 /// A breaker that retries too pays each hedge from its retry budget as well: with that one
@@ -567,4 +576,188 @@ async fn a_keyed_hedged_call_with_no_replica_up_is_refused() {
     assert!(e.is_open());
     assert_eq!(e.name(), "hedge::keyed_none");
     assert_eq!(log.lock().unwrap().len(), 2, "made, never run");
+}
+
+/// A dependency for the runs below: 5 ms, but 500 ms for every 50th attempt (2 %), or for
+/// every attempt while `everyone_slow`; it counts its attempts.
+#[derive(Clone, Default)]
+struct Turning {
+    attempts: Arc<AtomicU32>,
+    everyone_slow: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Turning {
+    fn attempt(&self) -> impl std::future::Future<Output = Result<(), ()>> + use<> {
+        let n = self.attempts.fetch_add(1, SeqCst);
+        let slow = self.everyone_slow.load(SeqCst) || n % 50 == 49;
+        async move {
+            tokio::time::sleep(MS * if slow { 500 } else { 5 }).await;
+            Ok(())
+        }
+    }
+
+    fn turn(&self, everyone_slow: bool) {
+        self.everyone_slow.store(everyone_slow, SeqCst);
+    }
+
+    /// `calls` hedged calls through `b` from `workers` concurrent callers; the attempts
+    /// they made.
+    async fn calls(&self, b: &Breaker, calls: u32, workers: u32) -> u32 {
+        let before = self.attempts.load(SeqCst);
+        let next = Arc::new(AtomicU32::new(0));
+        let tasks: Vec<_> = (0..workers)
+            .map(|_| {
+                let (b, dep, next) = (b.clone(), self.clone(), next.clone());
+                tokio::spawn(async move {
+                    while next.fetch_add(1, SeqCst) < calls {
+                        b.call_hedged(|| dep.attempt()).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        self.attempts.load(SeqCst) - before
+    }
+}
+
+/// The p95 breaker after 3 s of a 2 %-slow dependency (20 callers, ~12 000 calls: the window
+/// holds a fast median and a long tail, the hedge budget is full).
+async fn warmed(name: &str) -> (Breaker, Turning) {
+    let b = Breaker::new(name, Config::default().hedge(1));
+    let dep = Turning::default();
+    dep.calls(&b, 12_000, 20).await;
+    let s = b.stats();
+    assert!(s.hedges > 100 && s.hedges_won == s.hedges, "{s:?}");
+    (b, dep)
+}
+
+/// A dependency that turns slow for every call right after a fast warm-up: the window is
+/// still full of fast samples (the delay stays at 5 ms, the tail long) and the budget saved
+/// up, yet every call is overdue together. Hedging pauses after `OVERDUE_IN_A_ROW` of them:
+/// at most that many hedges go, then one trial hedge a backed-off while, so the extra load
+/// over the slow phase stays under 1 % where an unpaused hedge would spend the whole
+/// budget (before this rule: 600 hedges, 30 %).
+#[tokio::test(start_paused = true)]
+async fn a_dependency_that_turns_slow_for_everyone_stops_being_hedged() {
+    let (b, dep) = warmed("hedge::turns_slow").await;
+    let before = b.stats();
+    dep.turn(true);
+    let t0 = Instant::now();
+    let attempts = dep.calls(&b, 2_000, 100).await;
+    let slow_for = t0.elapsed();
+    let s = b.stats();
+    let hedges = s.hedges - before.hedges;
+    assert_eq!(u64::from(attempts), 2_000 + hedges);
+    // `OVERDUE_IN_A_ROW` (5) before the pause, then a trial after 1 s, 2 s, 4 s (10 s ran).
+    assert!(slow_for >= Duration::from_secs(10), "{slow_for:?}");
+    assert!(
+        hedges <= breaker::hedge::OVERDUE_IN_A_ROW + 4,
+        "{hedges} hedges over the slow phase"
+    );
+    assert!(
+        attempts <= 2_020,
+        "extra load over 1 %: {attempts} attempts"
+    );
+    // The first 100 calls were all overdue at once: 5 hedged, the others paused.
+    assert!(s.hedges_denied - before.hedges_denied >= 95, "{s:?}");
+}
+
+/// The 2 %-slow dependency keeps its hedges all along: each slow call is overdue alone, and
+/// its hedge wins; nothing is paused or denied.
+#[tokio::test(start_paused = true)]
+async fn a_dependency_slow_for_a_few_calls_stays_hedged() {
+    let (b, dep) = warmed("hedge::stays_hedged").await;
+    let before = b.stats();
+    dep.calls(&b, 12_000, 20).await;
+    let s = b.stats();
+    let hedges = s.hedges - before.hedges;
+    // 2 % of the attempts are slow, 240 of these calls; about half are hedged (the others
+    // come while the window, its slow calls hedged, has a short tail).
+    assert!(hedges >= 100, "{hedges} hedges");
+    assert_eq!(s.hedges_won - before.hedges_won, hedges);
+    assert_eq!(s.hedges_denied, 0);
+}
+
+/// Paused, hedging resumes as soon as the dependency is fast again: a first attempt that
+/// answers before the delay ends the run of overdue calls.
+#[tokio::test(start_paused = true)]
+async fn hedging_resumes_when_the_dependency_is_fast_again() {
+    let (b, dep) = warmed("hedge::resumes").await;
+    dep.turn(true);
+    let before = b.stats();
+    dep.calls(&b, 50, 50).await; // 0.5 s: the window keeps its fast median
+    let paused = b.stats();
+    assert_eq!(
+        paused.hedges - before.hedges,
+        breaker::hedge::OVERDUE_IN_A_ROW
+    );
+    assert_eq!(paused.hedges_denied, 45, "{paused:?}");
+    dep.turn(false);
+    dep.calls(&b, 8_000, 20).await;
+    let s = b.stats();
+    assert!(s.hedges - paused.hedges >= 50, "{s:?}");
+    assert_eq!(s.hedges_won - paused.hedges_won, s.hedges - paused.hedges);
+    assert_eq!(s.hedges_denied, paused.hedges_denied, "none denied since");
+}
+
+/// Paused, one trial hedge goes `TRIAL_AFTER` (1 s) after the pause began, then after 2 s,
+/// 4 s…; a trial that wins ends the pause (here: the first replica stays stuck at 50 ms, but
+/// the hedges, slow at first, turn fast).
+#[tokio::test(start_paused = true)]
+async fn a_trial_hedge_that_wins_ends_the_pause() {
+    let b = Breaker::new(
+        "hedge::trial",
+        Config::default().hedge(1).hedge_delay(fixed(10)),
+    );
+    let hedge_ms = AtomicU32::new(100);
+    let call = || {
+        let attempt = AtomicU32::new(0);
+        let b = b.clone();
+        let hedge_ms = &hedge_ms;
+        async move {
+            b.call_hedged(|| {
+                let ms = match attempt.fetch_add(1, SeqCst) {
+                    0 => 50,
+                    _ => hedge_ms.load(SeqCst),
+                };
+                async move {
+                    tokio::time::sleep(MS * ms).await;
+                    Ok::<_, ()>(ms)
+                }
+            })
+            .await
+            .unwrap()
+        }
+    };
+    // Every call overdue, every hedge losing: five hedges, then paused.
+    for _ in 0..10 {
+        assert_eq!(call().await, 50);
+    }
+    let t_pause = Instant::now() - 5 * 50 * MS; // the sixth call's start
+    let s = b.stats();
+    assert_eq!((s.hedges, s.hedges_won, s.hedges_denied), (5, 0, 5));
+    // Paused until 1 s after the pause began: then one trial, which loses.
+    while Instant::now() < t_pause + Duration::from_millis(990) {
+        call().await;
+    }
+    assert_eq!(b.stats().hedges, 5);
+    call().await;
+    assert_eq!(b.stats().hedges, 6, "the first trial, 1 s in");
+    // The next trial 2 s later; the hedges are fast by then, so it wins and ends the pause.
+    hedge_ms.store(5, SeqCst);
+    let t_trial = Instant::now();
+    while Instant::now() < t_trial + Duration::from_millis(1_950) {
+        assert_eq!(call().await, 50);
+    }
+    assert_eq!(b.stats().hedges, 6, "no trial before 2 s");
+    while b.stats().hedges == 6 {
+        assert!(Instant::now() < t_trial + Duration::from_millis(2_100));
+        call().await;
+    }
+    for _ in 0..5 {
+        assert_eq!(call().await, 5, "hedged again, the hedge wins");
+    }
+    assert_eq!(b.stats().hedges_won, 6);
 }

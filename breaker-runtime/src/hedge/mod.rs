@@ -27,10 +27,26 @@
 //! [`MIN_SAMPLES`], none once the percentile reaches the ceiling. A
 //! [`HedgeDelay::Fixed`] delay hedges from the first call. Only hedged calls record
 //! latencies: a breaker without `hedge`, and the plain calls of one with it, record nothing.
+//! An attempt is timed from the return of its first poll (before it, no hedge could go). A
+//! first attempt that answers within its first poll is recorded as 0, with no clock read for
+//! it; once a slot of the window has held 1 000 samples, one such answer in 16 is recorded
+//! (and deposits in the budget) for 16: the window and the budget get what they would on
+//! average, and a hedged call answered at once costs little more than a plain one.
 //!
 //! **Slow for everyone.** With [`MIN_SAMPLES`] in the window, no hedge is sent while its
 //! 99th percentile is under [`SHORT_TAIL`] times its median, whatever the delay: when every
 //! call is slow a second attempt would not answer sooner, it would only double the load.
+//! When it has only just turned slow for everyone the window still says fast, so a second
+//! rule reads the calls themselves: hedging pauses once [`OVERDUE_IN_A_ROW`] hedged calls in
+//! a row were still unanswered at the delay (their hedges denied, counted in
+//! `Stats::hedges_denied`), and resumes at the first first attempt that answers before its
+//! delay or hedge that wins; while paused, one trial hedge goes [`TRIAL_AFTER`] after the
+//! pause began, then twice as long after each one before it (at most [`MAX_TRIAL_AFTER`]
+//! apart), and a trial that wins ends the pause. Why calls overdue in a row rather than
+//! hedges that lose: a hedge loses only a whole slow latency after it went, by when every
+//! call in flight has sent its own; a run of overdue calls shows at the delay. With the p95
+//! delay, five in a row come about once in three million calls when slowness strikes calls
+//! one by one, and each hedge that wins ends the run.
 //!
 //! **The budget.** A hedge is sent only while the breaker is closed and not throttling nor
 //! ramping, below its bulkhead or adaptive limit (a hedge never waits for a seat), and when
@@ -75,7 +91,9 @@ mod tests;
 pub use crate::config::{
     HedgeDelay, DEFAULT_HEDGE_BUDGET_PERCENT, MAX_HEDGES, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY,
 };
-pub use crate::hedging::{FLOOR_PER_SECOND, MIN_SAMPLES, SHORT_TAIL};
+pub use crate::hedging::{
+    FLOOR_PER_SECOND, MAX_TRIAL_AFTER, MIN_SAMPLES, OVERDUE_IN_A_ROW, SHORT_TAIL, TRIAL_AFTER,
+};
 
 use std::{future::Future, time::Duration};
 

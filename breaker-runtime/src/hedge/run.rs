@@ -169,13 +169,16 @@ struct Race<'s, Tg: Targets, J, T, E> {
     stop: bool,
     /// An attempt failed: the next hedge goes at once.
     due: bool,
+    /// A hedge came due by the delay, counted in the run of overdue calls
+    /// ([`Hedging::overdue`]).
+    overdue: bool,
     /// The delay, once read: `Some(None)` is no hedging for this call.
     delay: Option<Option<Duration>>,
     timer: Option<Pin<Box<Sleep>>>,
-    /// Feature `otel`: the call's span, its attempts its children (`crate::traced`); last,
-    /// so the attempts still running end theirs first.
+    /// Feature `otel`: the call's span, its attempts its children (`crate::traced`); held by
+    /// the caller, made before the attempts so they end their spans first.
     #[cfg(feature = "otel")]
-    traced: crate::traced::Retried,
+    traced: &'s mut crate::traced::Retried,
 }
 
 impl<'s, Tg, J, T, E> Race<'s, Tg, J, T, E>
@@ -196,16 +199,15 @@ where
 
     /// A first attempt on the target `pick` chose.
     fn first_attempt(&mut self, host: Tg::Host, at: usize) -> Attempt<'s, Tg::Fut, J, Tg::Host> {
-        let told = Recorder {
-            judge: self.judge.clone(),
-            slot: &self.said[0],
-        };
-        #[cfg(feature = "otel")]
-        let span = self.traced.hedge(host.shared(), false);
-        let attempt = CallFuture::new(host, told, self.targets.make(at));
-        #[cfg(feature = "otel")]
-        let attempt = attempt.attempt(span);
-        attempt
+        let fut = self.targets.make(at);
+        first_attempt(
+            host,
+            self.judge,
+            &self.said[0],
+            fut,
+            #[cfg(feature = "otel")]
+            self.traced,
+        )
     }
 
     fn poll(
@@ -320,7 +322,7 @@ where
         now: Nanos,
         delay: Duration,
     ) -> Option<Result<T, CallError<E>>> {
-        self.due = false;
+        let by_delay = !std::mem::replace(&mut self.due, false);
         if !self.targets.more() {
             self.stop = true;
             return None;
@@ -330,6 +332,19 @@ where
         let home = self.home.clone();
         let home = home.shared();
         let hedging = home.hedging();
+        // Slow for everyone of late: paused (a denial, as a spent budget's).
+        let goes = match by_delay && !self.overdue {
+            true => {
+                self.overdue = true;
+                hedging.overdue(now)
+            }
+            false => !hedging.paused(),
+        };
+        if !goes {
+            hedging.deny();
+            self.stop = true;
+            return None;
+        }
         let target = self.targets.pick(true);
         if target.is_none() || !hedging.pay(retry_budget(home), now) {
             // A denied hedge fails nothing: the call waits for the attempts in flight.
@@ -410,6 +425,9 @@ where
                     hedging.record(now, took);
                     if k > 0 {
                         hedging.won();
+                    } else if !self.overdue && matches!(self.delay, Some(Some(_))) {
+                        // Before a delay it had (a call not hedged at all says nothing).
+                        hedging.on_time();
                     }
                 }
                 Some(r)
@@ -466,6 +484,26 @@ where
     }
 }
 
+/// A first attempt on `host`, made of `fut`, its verdict written in `slot`.
+fn first_attempt<'s, Fut, J: Clone, H: Host>(
+    host: H,
+    judge: &J,
+    slot: &'s VerdictSlot,
+    fut: Fut,
+    #[cfg(feature = "otel")] traced: &mut crate::traced::Retried,
+) -> Attempt<'s, Fut, J, H> {
+    let told = Recorder {
+        judge: judge.clone(),
+        slot,
+    };
+    #[cfg(feature = "otel")]
+    let span = traced.hedge(host.shared(), false);
+    let attempt = CallFuture::new(host, told, fut);
+    #[cfg(feature = "otel")]
+    let attempt = attempt.attempt(span);
+    attempt
+}
+
 /// A hedged call to `targets`, judged by `judge`. A target without `hedge` in its
 /// configuration gets one attempt.
 pub(crate) async fn run<Tg, J, T, E>(mut targets: Tg, judge: J) -> Result<T, CallError<E>>
@@ -477,24 +515,83 @@ where
     let Some((home, at)) = targets.pick(false) else {
         return Err(CallError::Breaker(targets.nowhere()));
     };
-    // Read once per hedged call (the policy in force: `reconfigure` may change it).
-    let policy = home.shared().core.live.hedge();
-    let policy = match policy {
-        Some(policy) => policy,
-        None if Tg::ONE => return CallFuture::new(home, judge, targets.make(at)).await,
-        None => HedgePolicy::NONE,
-    };
+    // Whether the breaker hedges; the policy itself is read (decoded) only when the race is
+    // set up: a first attempt that answers at once needs none of it.
+    if Tg::ONE && home.shared().core.live.hedge().is_none() {
+        return CallFuture::new(home, judge, targets.make(at)).await;
+    }
     let said: [VerdictSlot; ATTEMPTS] = Default::default();
+    // Feature `otel`: the call's span, made before the attempts so they end theirs first.
+    #[cfg(feature = "otel")]
+    let mut traced = crate::traced::Retried::begin(home.shared());
+    let fut = targets.make(at);
+    let mut first = pin!(Some(first_attempt(
+        home.clone(),
+        &judge,
+        &said[0],
+        fut,
+        #[cfg(feature = "otel")]
+        &mut traced,
+    )));
+    // One breaker: the first attempt is polled once before the race is set up or the clock
+    // read, so one that answers at once costs its call and a sampled record
+    // (`Hedging::answered_at_once`: issue 43's +30 ns), not the race. Keys: the race itself
+    // tries the next on a refusal.
+    let mut failed = None;
+    if Tg::ONE {
+        let polled =
+            poll_fn(|cx| Poll::Ready(first.as_mut().as_pin_mut().map(|a| a.poll(cx)))).await;
+        match polled {
+            Some(Poll::Ready(Err(CallError::Breaker(e)))) if !e.is_timeout() => {
+                let r = Err(CallError::Breaker(e));
+                #[cfg(feature = "otel")]
+                traced.record(&r, None, 0);
+                return r;
+            }
+            Some(Poll::Ready(r)) => {
+                first.set(None);
+                let verdict = said[0].take();
+                if matches!(end_of(&r, verdict), End::Won) {
+                    let shared = home.shared();
+                    // The policy in force now: a `reconfigure` that took `hedge` away since
+                    // has it deposit nothing.
+                    let percent = || shared.core.live.hedge().map_or(0, |p| p.percent);
+                    let retry = || retry_budget(shared);
+                    let hedging = shared.hedging();
+                    hedging.answered_at_once(percent, retry, &shared.clock);
+                    #[cfg(feature = "otel")]
+                    traced.record(&r, verdict, 0);
+                    return r;
+                }
+                failed = Some((r, verdict));
+            }
+            // Admitted, running: the race goes on from here.
+            _ => {}
+        }
+    }
+    // The first attempt's clock starts once its first poll returned (before that no hedge
+    // could go; a plain call reads no clock for it either).
     let started = home.shared().clock.now();
+    // Read once for the race (the policy in force: `reconfigure` may change it; taken away
+    // since the call began, no hedge).
+    let policy = home.shared().core.live.hedge();
+    let policy = policy.unwrap_or(HedgePolicy::NONE);
+    if Tg::ONE && policy.hedges > 0 {
+        let shared = home.shared();
+        shared
+            .hedging()
+            .deposit(retry_budget(shared), &policy, started);
+    }
+    // Made after the first attempt, so dropped before it: its hedges end their spans first.
     let mut race = Race {
         targets,
         judge: &judge,
         said: &said,
         #[cfg(feature = "otel")]
-        traced: crate::traced::Retried::begin(home.shared()),
+        traced: &mut traced,
         home,
         policy,
-        first: None,
+        first: first.is_some().then_some(started),
         first_failed: None,
         refused: None,
         admitted: Tg::ONE,
@@ -502,48 +599,10 @@ where
         sent: 0,
         stop: false,
         due: false,
+        overdue: false,
         delay: None,
         timer: None,
     };
-    // Declared after the race, so dropped before it: an attempt ends its span before the
-    // call's (feature `otel`).
-    let mut first = pin!(Some(race.first_attempt(race.home.clone(), at)));
-    // One breaker: the first attempt is polled once before the race runs, so one that
-    // answers at once costs its call, the budget's deposit and its latency's record (issue
-    // 43's +30 ns), not the race's timer. Keys: the race itself tries the next on a refusal.
-    let mut failed = None;
-    if Tg::ONE {
-        let polled =
-            poll_fn(|cx| Poll::Ready(first.as_mut().as_pin_mut().map(|a| a.poll(cx)))).await;
-        let shared = race.home.shared();
-        match polled {
-            Some(Poll::Ready(Err(CallError::Breaker(e)))) if !e.is_timeout() => {
-                let r = Err(CallError::Breaker(e));
-                #[cfg(feature = "otel")]
-                race.traced.record(&r, None, 0);
-                return r;
-            }
-            Some(Poll::Ready(r)) => {
-                first.set(None);
-                let hedging = shared.hedging();
-                hedging.deposit(retry_budget(shared), &race.policy, started);
-                let verdict = said[0].take();
-                if matches!(end_of(&r, verdict), End::Won) {
-                    let now = shared.clock.now();
-                    hedging.record(now, now.saturating_sub(started));
-                    #[cfg(feature = "otel")]
-                    race.traced.record(&r, verdict, 0);
-                    return r;
-                }
-                failed = Some((r, verdict));
-            }
-            // Admitted, running: the race goes on from here.
-            _ => shared
-                .hedging()
-                .deposit(retry_budget(shared), &race.policy, started),
-        }
-    }
-    race.first = first.is_some().then_some(started);
     if let Some((r, verdict)) = failed {
         // A failure: the next hedge goes at once (`settle` cannot end the call here).
         let _ = race.settled(0, started, r, verdict);

@@ -96,14 +96,15 @@ pub(crate) struct Merged {
 }
 
 impl Histogram {
-    /// Records a latency of `latency` nanoseconds, at `now`.
-    pub(crate) fn record(&self, now: Nanos, latency: Nanos) {
+    /// Records `weight` latencies of `latency` nanoseconds, at `now`: the samples its slot held
+    /// before.
+    pub(crate) fn record(&self, now: Nanos, latency: Nanos, weight: u32) -> u32 {
         let period = now / PERIOD + 1;
         let slot = &self.slots[(period % SLOTS) as usize];
         let held = slot.period.load(Acquire);
         if held != period {
             if held > period {
-                return; // a reading older than another thread's: that period is gone here
+                return 0; // a reading older than another thread's: that period is gone here
             }
             if slot
                 .period
@@ -116,8 +117,8 @@ impl Histogram {
                 }
             }
         }
-        slot.bins[bin(latency / 1_000)].fetch_add(1, Relaxed);
-        slot.samples.fetch_add(1, Relaxed);
+        slot.bins[bin(latency / 1_000)].fetch_add(weight, Relaxed);
+        slot.samples.fetch_add(weight, Relaxed)
     }
 
     /// The slots in the window at `now`.
@@ -215,7 +216,7 @@ mod tests {
         let h = Histogram::default();
         for i in 0..1_000u64 {
             let latency = if i % 50 == 0 { 500 * MS } else { 5 * MS };
-            h.record(i * MS, latency);
+            h.record(i * MS, latency, 1);
         }
         let m = h.merged(1_000 * MS);
         assert_eq!((m.total(), h.samples(1_000 * MS)), (1_000, 1_000));
@@ -234,7 +235,7 @@ mod tests {
     fn samples_at_the_ceiling_read_as_the_ceiling() {
         let h = Histogram::default();
         for _ in 0..10 {
-            h.record(0, 3_000 * MS);
+            h.record(0, 3_000 * MS, 1);
         }
         assert_eq!(h.merged(0).percentile(5_000), Some(CEILING_US * 1_000));
     }
@@ -243,18 +244,18 @@ mod tests {
     #[test]
     fn samples_leave_the_window_after_three_periods() {
         let h = Histogram::default();
-        h.record(0, MS);
-        h.record(PERIOD, MS);
-        h.record(2 * PERIOD + 1, MS);
+        h.record(0, MS, 1);
+        h.record(PERIOD, MS, 1);
+        h.record(2 * PERIOD + 1, MS, 1);
         assert_eq!(h.samples(2 * PERIOD + 1), 3);
         assert_eq!(h.samples(3 * PERIOD), 2, "period 0 left");
         assert_eq!(h.samples(5 * PERIOD), 0);
         // Period 3 takes period 0's slot over, cleared.
-        h.record(3 * PERIOD, 7 * MS);
+        h.record(3 * PERIOD, 7 * MS, 1);
         assert_eq!(h.samples(3 * PERIOD), 3);
         assert_eq!(h.merged(3 * PERIOD).total(), 3);
         // A reading from period 0, late, no longer counts there.
-        h.record(1, MS);
+        h.record(1, MS, 1);
         assert_eq!(h.samples(3 * PERIOD), 3);
         // An hour on, nothing.
         assert_eq!(h.merged(360 * PERIOD).total(), 0);
@@ -266,13 +267,13 @@ mod tests {
         // The period's slot taken first: a sample racing the clearing of a slot taken over
         // may be lost (the module's doc), and 4 threads starting at once race exactly that
         // (a run of the suite under load lost some). Within a period no count is lost.
-        h.record(0, 0);
+        h.record(0, 0, 1);
         std::thread::scope(|s| {
             for t in 0..4u64 {
                 let h = &h;
                 s.spawn(move || {
                     for i in 0..10_000u64 {
-                        h.record(0, (t * 10_000 + i) * 1_000);
+                        h.record(0, (t * 10_000 + i) * 1_000, 1);
                     }
                 });
             }
