@@ -130,6 +130,12 @@ pub struct Model {
     hedge_budget: BTreeMap<u64, i64>,
     /// Latencies recorded for the hedge delay, at most (never pruned: a bound).
     pub samples: u64,
+    /// Hedged calls in a row whose hedge came due by the delay (`Hedging::overdue`): hedging
+    /// is paused past `OVERDUE_IN_A_ROW`.
+    overdue: u64,
+    /// While paused: when the next trial hedge may go, and the trials so far.
+    trial_at: Ms,
+    trials: u32,
 }
 
 impl Model {
@@ -138,6 +144,9 @@ impl Model {
             created,
             hedge_budget: BTreeMap::new(),
             samples: 0,
+            overdue: 0,
+            trial_at: 0,
+            trials: 0,
             leases: Vec::new(),
             k,
             own_probe,
@@ -665,6 +674,8 @@ pub struct Race {
     stop: bool,
     /// The first attempt's failure: returned if every attempt fails.
     first_failed: Option<Outcome>,
+    /// A hedge came due by the delay: counted in the breaker's run of overdue calls.
+    overdue: bool,
 }
 
 /// How a hedged call's race stands after an event.
@@ -721,6 +732,7 @@ impl Model {
             due: false,
             stop: true,
             first_failed: None,
+            overdue: false,
         };
         if let Some(h) = self.k.hedge {
             // The first attempt deposits; with fewer than 100 samples only a fixed delay hedges.
@@ -778,6 +790,11 @@ impl Model {
                     if k > 0 {
                         self.stats.hedges_won += 1;
                     }
+                    // A hedge that wins, or a first attempt answered before a hedge came due
+                    // by the delay (the call had one), ends the run of overdue calls.
+                    if k > 0 || (!race.overdue && race.delay.is_some()) {
+                        self.overdue = 0;
+                    }
                     self.drop_race(race, now);
                     return RaceEnd::Won(k, outcome);
                 }
@@ -803,7 +820,38 @@ impl Model {
 
     /// The next hedge: sent only while closed, not shedding, below the limit, and paid for.
     fn hedge(&mut self, race: &mut Race, now: Ms, drawn: impl Fn(Chance) -> bool) {
-        race.due = false;
+        let by_delay = !std::mem::replace(&mut race.due, false);
+        // Paused after `OVERDUE_IN_A_ROW` (5) overdue calls in a row, before anything else is
+        // asked (nothing drawn, nothing paid): a denial. The call's first hedge due by the
+        // delay counts it; while paused, one trial 1 s after the pause began, then 2, 4, 8,
+        // 16, 32, 32 s… after the one before.
+        const OVERDUE_IN_A_ROW: u64 = 5;
+        let goes = if by_delay && !race.overdue {
+            race.overdue = true;
+            let before = self.overdue;
+            self.overdue += 1;
+            let after = |trials: u32| now + (1_000u64 << trials.min(5)).min(32_000);
+            if before < OVERDUE_IN_A_ROW {
+                true
+            } else if before == OVERDUE_IN_A_ROW {
+                self.trials = 0;
+                self.trial_at = after(0);
+                false
+            } else if now < self.trial_at {
+                false
+            } else {
+                self.trials += 1;
+                self.trial_at = after(self.trials);
+                true
+            }
+        } else {
+            self.overdue <= OVERDUE_IN_A_ROW
+        };
+        if !goes {
+            self.stats.hedges_denied += 1;
+            race.stop = true;
+            return;
+        }
         let ramping = self
             .ramp_start
             .zip(self.k.ramp)
