@@ -98,6 +98,8 @@ pub enum Task {
     ),
 }
 
+/// Cloned to play two orders of one instant's events (see `World::probe_runs_first`).
+#[derive(Clone)]
 pub struct Model {
     pub k: Knobs,
     /// Whether the breaker has its own probe, and what it answers.
@@ -130,6 +132,8 @@ pub struct Model {
     hedge_budget: BTreeMap<u64, i64>,
     /// Latencies recorded for the hedge delay, at most (never pruned: a bound).
     pub samples: u64,
+    /// Hedges the budget denied (the soak's coverage; `Stats` does not tell them apart).
+    pub budget_denied: u64,
 }
 
 impl Model {
@@ -138,6 +142,7 @@ impl Model {
             created,
             hedge_budget: BTreeMap::new(),
             samples: 0,
+            budget_denied: 0,
             leases: Vec::new(),
             k,
             own_probe,
@@ -814,9 +819,7 @@ impl Model {
         let taken = self.state == State::Closed
             && !limited
             && !((ramping || limit) && drawn(Chance::NoHedge));
-        if taken && self.hedge_balance(now) < 100 {
-            super::world::COVERED[5].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
+        self.budget_denied += u64::from(taken && self.hedge_balance(now) < 100);
         if !taken || self.hedge_balance(now) < 100 {
             self.stats.hedges_denied += 1; // a denied hedge fails nothing
             race.stop = true;
