@@ -26,7 +26,9 @@
 //! limit), the adaptive limit is within `1..=max`, an ejection's jitter within a tenth,
 //! hosts of equal rates taken in the engine's order,
 //! the throttle sheds only while its window may hold more than twice as many requests as
-//! accepts. Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
+//! accepts. Two orders where tokio chooses: a race's event and the own probe's turn due at
+//! one instant (either task may run first; the model plays both and takes the one the race
+//! shows, `World::probe_runs_first`). Not here: jitter (a random cool-off; `jitter_adds_up_to_its_value`), time
 //! windows, `max_open_percent`, fleets (Redis; `tests/fleet.rs`), streams (`tests/grpc.rs`),
 //! races between threads (loom, `breaker-runtime/src/tests/loom.rs`: one current-thread
 //! runtime never interleaves two calls of `reconfigure`).
@@ -151,8 +153,9 @@ fn the_whole_agrees_with_the_model() {
         );
         let c: Vec<u64> = world::COVERED.iter().map(|c| c.load(Relaxed)).collect();
         println!(
-            "covered: {} hedges sent, {} won, {} denied ({} by the budget); {} ejections, {} hosts back",
-            c[0], c[1], c[2], c[5], c[3], c[4]
+            "covered: {} hedges sent, {} won, {} denied ({} by the budget); {} ejections, {} hosts back; \
+             {} races due with the probe ({} after it)",
+            c[0], c[1], c[2], c[5], c[3], c[4], c[6], c[7]
         );
     }
     match result {
@@ -278,4 +281,60 @@ fn an_attempt_overdue_while_untimed_times_out_when_its_race_is_polled_again() {
     ];
     let k = knobs(Some(500), Some(250), Some(hedge));
     run(k, false, keyed, pool, operations).unwrap();
+}
+
+/// A shrunk sequence the soak found (round 20, 38 000 cases): a plain call times out at
+/// 500 ms and opens the (dry-run) breaker for 500 ms; the hedged call admitted then times out
+/// at 1 000 ms, the instant the breaker's own probe runs and closes it. Tokio ran the probe
+/// task first, so the engine rightly sent the hedge; the model, which played the race first,
+/// expected it denied. Either order is right: the model now takes the one the race shows.
+#[test]
+fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
+    use ops::{Hedge, Op::*, PatchKey};
+    let k = ops::Knobs {
+        threshold: Some(1),
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: None,
+        timeout: None,
+        dry_run: true,
+        ramp: None,
+        adaptive: None,
+        hedge: Some(Hedge {
+            hedges: 1,
+            delay: Some(501),
+            budget: None,
+        }),
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let operations = vec![
+        Patch(vec![PatchKey::Timeout(Some(500))]),
+        Start,
+        Advance(500),
+        StartHedged,
+        Advance(500),
+    ];
+    let coincided = world::COVERED[6].load(Relaxed);
+    run(k, true, keyed, pool, operations).unwrap();
+    assert!(
+        world::COVERED[6].load(Relaxed) > coincided,
+        "the race and the probe task due at one instant"
+    );
 }

@@ -98,6 +98,8 @@ pub enum Task {
     ),
 }
 
+/// Cloned to play two orders of one instant's events (see `World::probe_runs_first`).
+#[derive(Clone)]
 pub struct Model {
     pub k: Knobs,
     /// Whether the breaker has its own probe, and what it answers.
@@ -136,6 +138,8 @@ pub struct Model {
     /// While paused: when the next trial hedge may go, and the trials so far.
     trial_at: Ms,
     trials: u32,
+    /// Hedges the budget denied (the soak's coverage; `Stats` does not tell them apart).
+    pub budget_denied: u64,
 }
 
 impl Model {
@@ -147,6 +151,7 @@ impl Model {
             overdue: 0,
             trial_at: 0,
             trials: 0,
+            budget_denied: 0,
             leases: Vec::new(),
             k,
             own_probe,
@@ -862,9 +867,7 @@ impl Model {
         let taken = self.state == State::Closed
             && !limited
             && !((ramping || limit) && drawn(Chance::NoHedge));
-        if taken && self.hedge_balance(now) < 100 {
-            super::world::COVERED[5].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
+        self.budget_denied += u64::from(taken && self.hedge_balance(now) < 100);
         if !taken || self.hedge_balance(now) < 100 {
             self.stats.hedges_denied += 1; // a denied hedge fails nothing
             race.stop = true;

@@ -204,9 +204,10 @@ pub fn hedge_delay(delay: Option<Ms>) -> HedgeDelay {
 }
 
 /// What the cases covered (the soak's report): hedges sent, won and denied, ejections,
-/// hosts that came back, hedges the budget denied.
-pub static COVERED: [std::sync::atomic::AtomicU64; 6] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 6];
+/// hosts that came back, hedges the budget denied, instants where the race and the probe task
+/// were due together (and the probe ran first, by the real race).
+pub static COVERED: [std::sync::atomic::AtomicU64; 8] =
+    [const { std::sync::atomic::AtomicU64::new(0) }; 8];
 
 /// The pool's hosts.
 pub const HOSTS: usize = 8;
@@ -547,7 +548,7 @@ impl World {
     async fn race_step(&mut self, ended: &[(usize, Option<Answer>)], now: Ms) -> Checked {
         let mut h = self.race.take().expect("a race");
         let (sent, real) = (h.race.attempts.len(), h.ran());
-        let stats = self.model.stats;
+        let (stats, budget_denied) = (self.model.stats, self.model.budget_denied);
         let end = self
             .model
             .race_step(&mut h.race, ended, now, |_| real <= sent);
@@ -562,6 +563,7 @@ impl World {
         {
             COVERED[i].fetch_add(a.saturating_sub(b), Relaxed);
         }
+        COVERED[5].fetch_add(self.model.budget_denied - budget_denied, Relaxed);
         ensure!(
             h.ran() == h.race.attempts.len(),
             "the race ran {} attempts, the model {} ({end:?})",
@@ -720,6 +722,13 @@ impl World {
                     }
                 }
                 if !ended.is_empty() || h.race.timer() == Some(at) {
+                    if self.model.task_due(at) {
+                        COVERED[6].fetch_add(1, Relaxed);
+                        if self.probe_runs_first(&ended, at) {
+                            COVERED[7].fetch_add(1, Relaxed);
+                            self.model.probe_turn(at);
+                        }
+                    }
                     self.race_step(&ended, at).await?;
                 }
             } else if self.model.task_due(at) {
@@ -729,6 +738,36 @@ impl World {
             } else {
                 self.model.read_state(at); // a waiter polls at the end of the open period
             }
+        }
+    }
+
+    /// Whether the probe task took its turn at `at` before the race's task, both due then.
+    /// Their timers fire at one instant and tokio runs the two tasks in its own order (its
+    /// timer wheel's), which is no part of the contract: either is right, and they differ
+    /// (a probe that closes the breaker first lets the race hedge; the race first finds it
+    /// open and is denied). So the model does not guess: it plays both orders and takes the
+    /// one the real race agrees with, by the attempts it ran, then by the breaker's state;
+    /// where both agree, the race first. Everything else is then checked as always.
+    fn probe_runs_first(&self, ended: &[(usize, Option<Answer>)], at: Ms) -> bool {
+        let h = self.race.as_ref().expect("a race");
+        let (sent, ran) = (h.race.attempts.len(), h.ran());
+        let real = self.breaker().handle().peek_state();
+        let play = |probe_first: bool| {
+            let (mut model, mut race) = (self.model.clone(), h.race.clone());
+            if probe_first {
+                model.probe_turn(at);
+            }
+            model.race_step(&mut race, ended, at, |_| ran <= sent);
+            if !probe_first {
+                model.probe_turn(at);
+            }
+            (race.attempts.len() == ran, model.state == real)
+        };
+        let (race_first, probe_first) = (play(false), play(true));
+        match (race_first.0, probe_first.0) {
+            (true, false) => false,
+            (false, true) => true,
+            _ => !race_first.1 && probe_first.1,
         }
     }
 
