@@ -424,7 +424,7 @@ where
                 if let Some(hedging) = self.hedging() {
                     hedging.record(now, took);
                     if k > 0 {
-                        hedging.won();
+                        hedging.won(now);
                     } else if !self.overdue && matches!(self.delay, Some(Some(_))) {
                         // Before a delay it had (a call not hedged at all says nothing).
                         hedging.on_time();

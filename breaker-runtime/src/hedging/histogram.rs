@@ -25,6 +25,8 @@ use crate::clock::Nanos;
 pub(crate) const PERIOD: Nanos = 10_000_000_000;
 /// Slots: the window is the current period and the two before it.
 const SLOTS: u64 = 3;
+/// The window's span.
+pub(crate) const WINDOW: Nanos = PERIOD * SLOTS;
 /// The ceiling, in microseconds (2 s): samples at or above it share the last bin.
 pub(crate) const CEILING_US: u64 = 2_000_000;
 /// Bins below the ceiling: 16 exact ones below 16 µs, then 16 a power of two up to the

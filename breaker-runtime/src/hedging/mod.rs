@@ -67,6 +67,8 @@ pub(crate) struct Hedging {
     /// What the window said when last read (see [`Reading`]), and when (plus 1; 0: never).
     reading: AtomicU64,
     read_at: AtomicU64,
+    /// When a hedge last won (plus 1; 0: never): the short-tail rule waits a window after it.
+    won_at: AtomicU64,
 }
 
 impl Default for Hedging {
@@ -84,6 +86,7 @@ impl Default for Hedging {
             answers: AtomicU32::new(0),
             reading: AtomicU64::new(0),
             read_at: AtomicU64::new(0),
+            won_at: AtomicU64::new(0),
         }
     }
 }
@@ -183,7 +186,7 @@ impl Hedging {
             Some(self.read(hundredths, now))
         };
         match (policy.delay, reading) {
-            (_, Some(r)) if r.short_tail => None,
+            (_, Some(r)) if r.short_tail && !self.won_lately(now) => None,
             (DelayPolicy::Fixed(d), _) => Some(d),
             (DelayPolicy::Percentile(_), None) => None,
             (DelayPolicy::Percentile(_), Some(r)) => {
@@ -256,9 +259,20 @@ impl Hedging {
         self.hedges.fetch_add(1, Relaxed);
     }
 
-    /// A hedge whose answer was returned: hedges help, whatever ran before it.
-    pub(crate) fn won(&self) {
+    /// Whether a hedge won within the window's span: the tail is then long whatever the
+    /// window says. Hedges that win hide the tail they cut (the slow first attempts are
+    /// dropped, unrecorded), so the short-tail rule alone switched hedging off for the
+    /// dependency it suits, until the tail showed again: half the slow calls unhedged.
+    /// [`OVERDUE_IN_A_ROW`] still stops hedging a dependency turned slow for everyone.
+    fn won_lately(&self, now: Nanos) -> bool {
+        let at = self.won_at.load(Relaxed);
+        at != 0 && now < (at - 1).saturating_add(histogram::WINDOW)
+    }
+
+    /// A hedge whose answer was returned at `now`: hedges help, whatever ran before it.
+    pub(crate) fn won(&self, now: Nanos) {
         self.won.fetch_add(1, Relaxed);
+        self.won_at.store(now.saturating_add(1), Relaxed);
         self.on_time();
     }
 
