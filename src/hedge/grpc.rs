@@ -2,7 +2,7 @@
 //! the gRPC table; a stream is never hedged.
 
 use std::{
-    cell::Cell,
+    cell::RefCell,
     fmt,
     future::Future,
     pin::Pin,
@@ -20,7 +20,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::grpc::{attempt, carried, BoxError, Carried, GrpcBody, GrpcResponseFuture, Handoff};
-use crate::retry::grpc::{again, head, Keep, Kept};
+use crate::retry::grpc::{ready, Attempts};
 use crate::{hedge::HedgeLayer, Breaker, Verdict};
 
 impl HedgeLayer {
@@ -151,41 +151,24 @@ where
 
     fn call(&mut self, req: http::Request<GrpcRequestBody>) -> Self::Future {
         // As `HedgeLayer::new`: the readied service makes the first attempt, each hedge
-        // readies a clone. `Cell`s, not locks: `make` is called from the task polling the race.
-        let spare = self.inner.clone();
-        let readied = Cell::new(Some(std::mem::replace(&mut self.inner, spare.clone())));
-        let kept = Arc::new(Kept::default());
-        let template = head(&req);
-        let first = Cell::new(Some(req.map(|body| {
-            GrpcRequestBody::new(Keep {
-                inner: body,
-                kept: kept.clone(),
-            })
-        })));
+        // readies a clone. A `RefCell`, not a lock: `make` is called from the task polling
+        // the race.
+        let attempts = RefCell::new(Attempts::new(&mut self.inner, req));
+        let kept = attempts.borrow().kept.clone();
         let (out, handed) = oneshot::channel();
         let race = Arc::new(Race {
             out: Mutex::new(Some(out)),
             committed: AtomicBool::new(false),
         });
-        let (replayable, open) = (kept.clone(), race.clone());
+        let (replayable, open) = (kept, race.clone());
         // A hedge only while no attempt has answered and the request can be sent again.
         let more = move || !open.committed.load(Ordering::Acquire) && replayable.whole();
         let make = move || {
-            let svc = readied.take().ok_or_else(|| spare.clone());
-            let req = first.take().unwrap_or_else(|| again(&template, &kept));
+            let (svc, req) = attempts.borrow_mut().next();
             let race = race.clone();
             async move {
-                let svc = match svc {
-                    Ok(readied) => readied,
-                    Err(mut fresh) => {
-                        // Not ready: no answer from the dependency, a failure as the
-                        // transport's.
-                        std::future::poll_fn(|cx| fresh.poll_ready(cx))
-                            .await
-                            .map_err(|e| (e.into(), Verdict::Failure))?;
-                        fresh
-                    }
-                };
+                // Not ready: no answer from the dependency, a failure as the transport's.
+                let svc = ready(svc, Verdict::Failure).await?;
                 let (call, handed) = attempt(svc, req);
                 Racer {
                     call: Some(Box::pin(call)),

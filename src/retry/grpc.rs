@@ -136,33 +136,15 @@ where
     fn call(&mut self, req: http::Request<GrpcRequestBody>) -> Self::Future {
         // As `RetryLayer`: the readied service makes the first attempt, each retry readies a
         // clone before the breaker admits it.
-        let spare = self.inner.clone();
-        let mut readied = Some(std::mem::replace(&mut self.inner, spare.clone()));
-        let kept = Arc::new(Kept::default());
-        let template = head(&req);
-        let mut first = Some(req.map(|body| {
-            GrpcRequestBody::new(Keep {
-                inner: body,
-                kept: kept.clone(),
-            })
-        }));
+        let mut attempts = Attempts::new(&mut self.inner, req);
         let (out, handed) = oneshot::channel();
         let out = Arc::new(Mutex::new(Some(out)));
-        let replayable = kept.clone();
+        let replayable = attempts.kept.clone();
         let prepare = move || {
-            let svc = readied.take().ok_or_else(|| spare.clone());
-            let req = first.take().unwrap_or_else(|| again(&template, &kept));
+            let (svc, req) = attempts.next();
             let out = out.clone();
             async move {
-                let svc = match svc {
-                    Ok(readied) => readied,
-                    Err(mut fresh) => {
-                        std::future::poll_fn(|cx| fresh.poll_ready(cx))
-                            .await
-                            .map_err(|e| (e.into(), Verdict::Neutral))?;
-                        fresh
-                    }
-                };
+                let svc = ready(svc, Verdict::Neutral).await?;
                 let (call, handed) = attempt(svc, req);
                 Ok(Forward {
                     call: Box::pin(call),
@@ -191,6 +173,70 @@ pub(crate) fn declines(headers: &HeaderMap) -> bool {
         let text = value.to_str().map(str::trim).unwrap_or("");
         text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// Where each attempt of one gRPC call (a retry's, a hedge's) gets its service and its
+/// request: the first, the service `poll_ready` readied and the request as sent, its body
+/// kept as it goes; each later one, a clone of the service (to be readied: [`ready`]) and
+/// the kept request again.
+pub(crate) struct Attempts<S> {
+    readied: Option<S>,
+    spare: S,
+    first: Option<http::Request<GrpcRequestBody>>,
+    template: http::Request<()>,
+    /// The first request's body, as far as it was sent.
+    pub(crate) kept: Arc<Kept>,
+}
+
+impl<S: Clone> Attempts<S> {
+    /// The attempts of `req`, the first made by `inner` (readied), which a clone replaces.
+    pub(crate) fn new(inner: &mut S, req: http::Request<GrpcRequestBody>) -> Self {
+        let spare = inner.clone();
+        let readied = Some(std::mem::replace(inner, spare.clone()));
+        let kept = Arc::new(Kept::default());
+        let template = head(&req);
+        let first = Some(req.map(|body| {
+            GrpcRequestBody::new(Keep {
+                inner: body,
+                kept: kept.clone(),
+            })
+        }));
+        Attempts {
+            readied,
+            spare,
+            first,
+            template,
+            kept,
+        }
+    }
+
+    /// The next attempt's service (`Err`: a clone still to be readied) and request.
+    pub(crate) fn next(&mut self) -> (Result<S, S>, http::Request<GrpcRequestBody>) {
+        let svc = self.readied.take().ok_or_else(|| self.spare.clone());
+        let req = self
+            .first
+            .take()
+            .unwrap_or_else(|| again(&self.template, &self.kept));
+        (svc, req)
+    }
+}
+
+/// An attempt's service, ready: the readied one as it is, a clone once its `poll_ready` says
+/// so (its error judged `verdict`: no answer came from the dependency).
+pub(crate) async fn ready<S>(svc: Result<S, S>, verdict: Verdict) -> Result<S, (BoxError, Verdict)>
+where
+    S: Service<http::Request<GrpcRequestBody>>,
+    S::Error: Into<BoxError>,
+{
+    match svc {
+        Ok(readied) => Ok(readied),
+        Err(mut fresh) => {
+            std::future::poll_fn(|cx| fresh.poll_ready(cx))
+                .await
+                .map_err(|e| (e.into(), verdict))?;
+            Ok(fresh)
+        }
+    }
 }
 
 /// A request's method, URI, version, headers and extensions, without its body.
