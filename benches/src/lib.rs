@@ -1279,6 +1279,33 @@ where
     })
 }
 
+/// Calls a callgrind driver (`cg`, `cg_otel`) makes before the `n` it is asked for, so the
+/// count covers warm caches and lazily made state.
+pub const WARM_UP: u64 = 1000;
+
+/// The callgrind drivers' sync loop: `f` called `WARM_UP + n` times (`scripts/callgrind.sh`
+/// takes the difference of two `n`).
+#[inline(always)]
+pub fn sync_loop<R>(n: u64, mut f: impl FnMut(u64) -> R) {
+    for i in 0..WARM_UP + n {
+        let _ = std::hint::black_box(f(std::hint::black_box(i)));
+    }
+}
+
+/// The callgrind drivers' async loop: `$call` awaited `WARM_UP + n` times in one `block_on`.
+#[macro_export]
+macro_rules! async_loop {
+    ($n:expr, |$x:ident| $call:expr) => {{
+        let rt = $crate::current_thread();
+        rt.block_on(async {
+            for i in 0..$crate::WARM_UP + $n {
+                let $x = ::std::hint::black_box(i);
+                let _ = ::std::hint::black_box($call.await);
+            }
+        })
+    }};
+}
+
 /// A tokio current-thread runtime with the time driver, as the async rows use.
 pub fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()

@@ -18,32 +18,12 @@
 //! `Reconfigured::closed_sync` with `--toggle-collect`), and with feature `grpc`, `layer`
 //! (`bare`, `grpc`, `http`, `resilience`: one request through each tower layer).
 
-use std::{hint::black_box, process::ExitCode};
+use std::process::ExitCode;
 
 use breaker_bench::{
-    current_thread, Attr, Baselines, Failsafe, Hedged, Recloser, Reconfigured, Retried, Runtime,
-    Seatbelt, Tower, TowerResilience,
+    async_loop, sync_loop, Attr, Baselines, Failsafe, Hedged, Recloser, Reconfigured, Retried,
+    Runtime, Seatbelt, Tower, TowerResilience,
 };
-
-const WARM_UP: u64 = 1000;
-
-fn sync_loop<R>(n: u64, mut f: impl FnMut(u64) -> R) {
-    for i in 0..WARM_UP + n {
-        let _ = black_box(f(black_box(i)));
-    }
-}
-
-macro_rules! async_loop {
-    ($n:expr, |$x:ident| $call:expr) => {{
-        let rt = current_thread();
-        rt.block_on(async {
-            for i in 0..WARM_UP + $n {
-                let $x = black_box(i);
-                let _ = black_box($call.await);
-            }
-        })
-    }};
-}
 
 /// The four workloads every implementation has, run on `$b`; `true` once run.
 macro_rules! workloads {
@@ -169,12 +149,12 @@ fn main() -> ExitCode {
         #[cfg(feature = "grpc")]
         "layer" => {
             let mut b = breaker_bench::layers::Layers::new();
-            let rt = current_thread();
+            let rt = breaker_bench::current_thread();
             macro_rules! requests {
                 ($svc:expr) => {
                     rt.block_on(async {
-                        for _ in 0..WARM_UP + n {
-                            black_box(breaker_bench::layers::request(&mut $svc).await);
+                        for _ in 0..breaker_bench::WARM_UP + n {
+                            std::hint::black_box(breaker_bench::layers::request(&mut $svc).await);
                         }
                     })
                 };

@@ -7,9 +7,9 @@
 //! an `SdkMeterProvider` whose periodic reader never collects within a run: the SDK
 //! records every call's duration, nothing is exported). workload: `closed_sync`, `open_sync`, `closed_async`, `open_async`.
 
-use std::{hint::black_box, process::ExitCode};
+use std::process::ExitCode;
 
-use breaker_bench::{current_thread, Runtime};
+use breaker_bench::{async_loop, sync_loop, Runtime};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::{
     error::OTelSdkResult,
@@ -18,8 +18,6 @@ use opentelemetry_sdk::{
         Temporality,
     },
 };
-
-const WARM_UP: u64 = 1000;
 
 /// An exporter that sends nothing anywhere: the rows price the recording, not an export.
 struct Nowhere;
@@ -37,25 +35,6 @@ impl PushMetricExporter for Nowhere {
     fn temporality(&self) -> Temporality {
         Temporality::Cumulative
     }
-}
-
-// The loops of `cg`, as they are there.
-fn sync_loop<R>(n: u64, mut f: impl FnMut(u64) -> R) {
-    for i in 0..WARM_UP + n {
-        let _ = black_box(f(black_box(i)));
-    }
-}
-
-macro_rules! async_loop {
-    ($n:expr, |$x:ident| $call:expr) => {{
-        let rt = current_thread();
-        rt.block_on(async {
-            for i in 0..WARM_UP + $n {
-                let $x = black_box(i);
-                let _ = black_box($call.await);
-            }
-        })
-    }};
 }
 
 fn main() -> ExitCode {
