@@ -93,7 +93,6 @@ impl Handle {
     /// assert_eq!(handle.stats().calls, 0);
     /// ```
     pub fn reset(&self) {
-        self.shared.keep_counts_before_reset();
         self.shared.core.set(State::Closed, &self.shared.clock);
         self.shared.reset_retry_counts();
     }

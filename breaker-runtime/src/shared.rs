@@ -41,9 +41,6 @@ pub struct Shared {
     /// Hedging's latencies, budget and counts, made by the first hedged call of a breaker
     /// with `hedge` (`crate::hedging`): one word for any other.
     hedge: once_cell::race::OnceBox<crate::hedging::Hedging>,
-    /// What it counted before its resets (a reset clears `Stats`, not what exporters have
-    /// counted): made by the first reset, one word until then.
-    before_resets: once_cell::race::OnceBox<std::sync::Mutex<crate::Stats>>,
 }
 
 /// What the keys of one keyed breaker share (beyond their policy).
@@ -88,7 +85,6 @@ impl Shared {
             family,
             retry: once_cell::race::OnceBox::new(),
             hedge: once_cell::race::OnceBox::new(),
-            before_resets: once_cell::race::OnceBox::new(),
         }
     }
 
@@ -137,23 +133,16 @@ impl Shared {
     }
 
     /// Everything counted since the breaker was made, across resets: what exporters count
-    /// (`Handle::counted`).
+    /// (`Handle::counted`). Each count keeps its total beside its base at the last reset.
     pub(crate) fn counted(&self) -> crate::Stats {
-        let stats = self.stats();
-        match self.before_resets.get() {
-            Some(before) => stats.plus(&crate::sync::lock(before)),
-            None => stats,
+        let mut stats = self.core.counted();
+        if let Some(budget) = self.retry.get() {
+            (stats.retries, stats.retries_denied) = budget.totals();
         }
-    }
-
-    /// A reset is about to clear the counts: they are kept for [`counted`](Self::counted).
-    /// A call ending between this and the reset may be counted in both (or neither, for
-    /// hedging's and retries' counts): exporters may be off by that one call.
-    pub(crate) fn keep_counts_before_reset(&self) {
-        let before = self.before_resets.get_or_init(Default::default);
-        let now = self.stats();
-        let mut kept = crate::sync::lock(before);
-        *kept = kept.plus(&now);
+        if let Some(hedging) = self.hedge.get() {
+            (stats.hedges, stats.hedges_won, stats.hedges_denied) = hedging.totals();
+        }
+        stats
     }
 
     /// Clears the retry budget's and hedging's counts (`Handle::reset`).

@@ -425,6 +425,17 @@ impl Core {
         stats
     }
 
+    /// Its counts since creation, resets included (`Handle::counted`): the stripes' without
+    /// the reset's base, the overload part's totals.
+    pub(crate) fn counted(&self) -> crate::Stats {
+        let mut stats = self.counters.since(None);
+        if let Some(o) = self.overload() {
+            (stats.throttled, stats.shadow_rejected) = o.totals();
+            stats.calls = stats.calls.wrapping_add(stats.shadow_rejected);
+        }
+        stats
+    }
+
     /// Calls admitted and not yet finished, shadows of a dry run included: what a keyed
     /// breaker reads to judge a key evictable.
     pub(crate) fn calls_in_flight(&self) -> u64 {

@@ -9,6 +9,7 @@ use crate::{
     clock::{Clock, Nanos},
     config::OverloadPolicy,
     overload::{self, combined_rate, Limiter, Ramp, Sample, Throttle},
+    stats::ResetCount,
     sync::{AtomicU64, Ordering::Relaxed},
 };
 
@@ -24,9 +25,9 @@ pub(crate) struct Overload {
     ramp: Option<Ramp>,
     limiter: Option<Limiter>,
     /// Calls refused by the throttle or the ramp (also counted in `Stats::rejected`).
-    throttled: AtomicU64,
+    throttled: ResetCount,
     /// Dry run: calls that would have been refused, made anyway.
-    shadow_rejected: AtomicU64,
+    shadow_rejected: ResetCount,
     /// Dry run: those still running. Counted here, not on the stripes (whose admitted and
     /// finished counts a shadow would unbalance: its outcome counts nowhere), so a key's
     /// calls in flight return to zero and an idle dry-run key is swept.
@@ -81,8 +82,8 @@ impl Overload {
                 .map(|(k, cap, window)| Throttle::new(f64::from_bits(k), cap, window)),
             ramp: policy.ramp.map(Ramp::new),
             limiter: policy.adaptive_concurrency.map(Limiter::new),
-            throttled: AtomicU64::new(0),
-            shadow_rejected: AtomicU64::new(0),
+            throttled: ResetCount::new(),
+            shadow_rejected: ResetCount::new(),
             shadows: AtomicU64::new(0),
         })
     }
@@ -131,13 +132,13 @@ impl Overload {
     }
 
     pub(super) fn count_throttled(&self) {
-        self.throttled.fetch_add(1, Relaxed);
+        self.throttled.add();
     }
 
     /// A shadow starts: counted in `shadow_rejected`, and running until [`end_shadow`]
     /// (Self::end_shadow).
     pub(super) fn count_shadow(&self) {
-        self.shadow_rejected.fetch_add(1, Relaxed);
+        self.shadow_rejected.add();
         self.shadows.fetch_add(1, Relaxed);
     }
 
@@ -218,9 +219,14 @@ impl Overload {
     /// `(throttled, shadow_rejected)` since creation or the last reset.
     pub(super) fn counts(&self) -> (u64, u64) {
         (
-            self.throttled.load(Relaxed),
-            self.shadow_rejected.load(Relaxed),
+            self.throttled.since_reset(),
+            self.shadow_rejected.since_reset(),
         )
+    }
+
+    /// `(throttled, shadow_rejected)` since creation, resets included (`Handle::counted`).
+    pub(super) fn totals(&self) -> (u64, u64) {
+        (self.throttled.total(), self.shadow_rejected.total())
     }
 
     /// Starts over as a new breaker would (`reset()`): both counts from zero, the
@@ -228,8 +234,8 @@ impl Overload {
     /// the transition to closed). A reset says "the dependency is fine now": shedding on what
     /// was seen before it would refuse a recovered dependency for a whole window.
     pub(super) fn clear(&self) {
-        self.throttled.store(0, Relaxed);
-        self.shadow_rejected.store(0, Relaxed);
+        self.throttled.reset();
+        self.shadow_rejected.reset();
         if let Some(throttle) = &self.throttle {
             throttle.clear();
         }

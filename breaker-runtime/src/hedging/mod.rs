@@ -10,6 +10,7 @@ use std::{
     time::Duration,
 };
 
+use crate::stats::ResetCount;
 use crate::{
     clock::{Clock, Nanos},
     config::{DelayPolicy, HedgePolicy, MAX_HEDGE_DELAY, MIN_HEDGE_DELAY},
@@ -51,9 +52,9 @@ const REFRESH: Nanos = 1_000_000_000;
 pub(crate) struct Hedging {
     latencies: Histogram,
     budget: Budget,
-    hedges: AtomicU64,
-    won: AtomicU64,
-    denied: AtomicU64,
+    hedges: ResetCount,
+    won: ResetCount,
+    denied: ResetCount,
     /// Hedged calls in a row whose first attempt was unanswered at the delay: hedging is
     /// paused past [`OVERDUE_IN_A_ROW`].
     overdue: AtomicU64,
@@ -76,9 +77,9 @@ impl Default for Hedging {
         Hedging {
             latencies: Histogram::default(),
             budget: Budget::with_floor(FLOOR_PER_SECOND),
-            hedges: AtomicU64::new(0),
-            won: AtomicU64::new(0),
-            denied: AtomicU64::new(0),
+            hedges: ResetCount::new(),
+            won: ResetCount::new(),
+            denied: ResetCount::new(),
             overdue: AtomicU64::new(0),
             trial_at: AtomicU64::new(0),
             trials: AtomicU32::new(0),
@@ -241,7 +242,7 @@ impl Hedging {
 
     /// A hedge due but not sent: no target took it, or a budget was spent.
     pub(crate) fn deny(&self) {
-        self.denied.fetch_add(1, Relaxed);
+        self.denied.add();
     }
 
     /// A granted hedge the breaker refused after all (it opened, or its last seat went,
@@ -251,12 +252,12 @@ impl Hedging {
         if let Some((budget, _)) = retry {
             budget.refund_at(now);
         }
-        self.denied.fetch_add(1, Relaxed);
+        self.denied.add();
     }
 
     /// A hedge sent.
     pub(crate) fn sent(&self) {
-        self.hedges.fetch_add(1, Relaxed);
+        self.hedges.add();
     }
 
     /// Whether a hedge won within the window's span: the tail is then long whatever the
@@ -271,7 +272,7 @@ impl Hedging {
 
     /// A hedge whose answer was returned at `now`: hedges help, whatever ran before it.
     pub(crate) fn won(&self, now: Nanos) {
-        self.won.fetch_add(1, Relaxed);
+        self.won.add();
         self.won_at.store(now.saturating_add(1), Relaxed);
         self.on_time();
     }
@@ -339,16 +340,21 @@ impl Hedging {
     /// `(hedges, hedges_won, hedges_denied)`.
     pub(crate) fn counts(&self) -> (u64, u64, u64) {
         (
-            self.hedges.load(Relaxed),
-            self.won.load(Relaxed),
-            self.denied.load(Relaxed),
+            self.hedges.since_reset(),
+            self.won.since_reset(),
+            self.denied.since_reset(),
         )
+    }
+
+    /// `(hedges, won, denied)` since creation, resets included (`Handle::counted`).
+    pub(crate) fn totals(&self) -> (u64, u64, u64) {
+        (self.hedges.total(), self.won.total(), self.denied.total())
     }
 
     /// Clears the counts (`Handle::reset`); the budget and the latencies are kept.
     pub(crate) fn reset_counts(&self) {
-        self.hedges.store(0, Relaxed);
-        self.won.store(0, Relaxed);
-        self.denied.store(0, Relaxed);
+        self.hedges.reset();
+        self.won.reset();
+        self.denied.reset();
     }
 }

@@ -14,6 +14,7 @@
 //! another past the last unit (each may pass the check before either subtracts): at most
 //! one retry per concurrent caller beyond the budget.
 
+use crate::stats::ResetCount;
 use std::{
     sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed},
     time::Duration,
@@ -41,8 +42,8 @@ pub(crate) struct Budget {
     /// Net units per second: deposits less withdrawals, bucket `s % BUCKETS` for second `s`.
     buckets: [AtomicI64; BUCKETS],
     /// Retries granted and denied since creation or the last reset (`Stats`).
-    retries: AtomicU64,
-    denied: AtomicU64,
+    retries: ResetCount,
+    denied: ResetCount,
     /// The floor, in units over the window ([`RESERVE`] for retries).
     reserve: i64,
 }
@@ -62,8 +63,8 @@ impl Budget {
         Budget {
             head: AtomicU64::new(0),
             buckets: Default::default(),
-            retries: AtomicU64::new(0),
-            denied: AtomicU64::new(0),
+            retries: ResetCount::new(),
+            denied: ResetCount::new(),
             reserve: i64::from(per_second) * BUCKETS as i64 * COST,
         }
     }
@@ -88,7 +89,7 @@ impl Budget {
     pub(crate) fn take(&self, now: u64) -> Option<u64> {
         let second = self.pay(now);
         if second.is_none() {
-            self.denied.fetch_add(1, Relaxed);
+            self.denied.add();
         }
         second
     }
@@ -109,7 +110,7 @@ impl Budget {
 
     /// A retry paid for by [`take`](Self::take) runs: counted.
     pub(crate) fn spent(&self) {
-        self.retries.fetch_add(1, Relaxed);
+        self.retries.add();
     }
 
     /// A retry paid for by [`take`](Self::take) at `second` that did not run (its call was
@@ -194,14 +195,19 @@ impl Budget {
 
     /// Retries granted and denied.
     pub(crate) fn counts(&self) -> (u64, u64) {
-        (self.retries.load(Relaxed), self.denied.load(Relaxed))
+        (self.retries.since_reset(), self.denied.since_reset())
+    }
+
+    /// `(retries, denied)` since creation, resets included (`Handle::counted`).
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        (self.retries.total(), self.denied.total())
     }
 
     /// Clears the counts (`Handle::reset`); the balance is kept: a reset says the
     /// dependency is fine, not that it can take more retries.
     pub(crate) fn reset_counts(&self) {
-        self.retries.store(0, Relaxed);
-        self.denied.store(0, Relaxed);
+        self.retries.reset();
+        self.denied.reset();
     }
 }
 

@@ -33,6 +33,8 @@ use once_cell::race::OnceBox;
 use crate::sync::{AtomicU64, Ordering::Relaxed};
 
 mod claim;
+mod reset_count;
+pub(crate) use reset_count::ResetCount;
 #[cfg(all(test, not(breaker_loom)))]
 mod tests;
 
@@ -92,31 +94,6 @@ pub struct Stats {
     /// Hedges due but not sent: the hedge (or retry) budget was spent, or the breaker was
     /// not closed, was throttling, or had no seat free. The call waited for its attempts.
     pub hedges_denied: u64,
-}
-
-impl Stats {
-    /// Both counts added, field by field (what a breaker counted before its resets and
-    /// since: `Shared::counted`).
-    pub(crate) fn plus(&self, more: &Stats) -> Stats {
-        Stats {
-            calls: self.calls.saturating_add(more.calls),
-            successes: self.successes.saturating_add(more.successes),
-            failures: self.failures.saturating_add(more.failures),
-            timeouts: self.timeouts.saturating_add(more.timeouts),
-            slow_calls: self.slow_calls.saturating_add(more.slow_calls),
-            rejected: self.rejected.saturating_add(more.rejected),
-            neutral: self.neutral.saturating_add(more.neutral),
-            cancelled: self.cancelled.saturating_add(more.cancelled),
-            abandoned: self.abandoned.saturating_add(more.abandoned),
-            throttled: self.throttled.saturating_add(more.throttled),
-            shadow_rejected: self.shadow_rejected.saturating_add(more.shadow_rejected),
-            retries: self.retries.saturating_add(more.retries),
-            retries_denied: self.retries_denied.saturating_add(more.retries_denied),
-            hedges: self.hedges.saturating_add(more.hedges),
-            hedges_won: self.hedges_won.saturating_add(more.hedges_won),
-            hedges_denied: self.hedges_denied.saturating_add(more.hedges_denied),
-        }
-    }
 }
 
 /// One stripe's counts. Inline in a breaker (its `home`) it shares cache lines with the
