@@ -118,7 +118,10 @@ pub(super) fn call_expr(
             let call = entry(&parts, &body, frame, true, ret_span);
             let krate = krate_at(args, Span::call_site());
             let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
-            if is_async {
+            if matches!(frame, Frame::Returned) {
+                // The function's future: the call's, then the fallback's (see `Frame`).
+                quote!(#krate::__private::fall_back(#call, #recovery))
+            } else if is_async {
                 quote!(#krate::__private::recover(#call, #recovery).await)
             } else {
                 quote!(#krate::__private::recover_sync(#call, #recovery))
@@ -187,7 +190,9 @@ fn entry(
         owned,
     } = parts;
     let verb = if fallback { "call" } else { "run" };
-    let capture = (!fallback).then(|| quote_spanned!(span=> move));
+    // Returned with a fallback, the arguments are copies: the body takes its own.
+    let capture =
+        (!fallback || matches!(frame, Frame::Returned)).then(|| quote_spanned!(span=> move));
     let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
     if frame.is_async() {
         // The breaker's parts found first (`host`), before the body is made: making the call
