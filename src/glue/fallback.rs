@@ -1,5 +1,5 @@
-//! `fallback = path`: what the body's `CallError` becomes ([`recover`]), and the fallback
-//! called through a probe, so that a fallback of the wrong
+//! `fallback = path`: what the body's `CallError` becomes ([`recover`], [`fall_back`]), and
+//! the fallback called through a probe, so that a fallback of the wrong
 //! shape (arity, parameter types, return type, not async for an `async fn`) is one error on
 //! its name that shows the signature it must have, not rustc's "non-primitive cast".
 //!
@@ -335,18 +335,6 @@ where
         }
         // The fallback's future, polled at once (the second arm above).
         self.poll(cx)
-    }
-}
-
-/// [`recover`] for a plain `fn`.
-#[inline]
-pub fn recover_sync<T, E, F>(result: Result<T, CallError<E>>, fallback: F) -> T
-where
-    F: FnOnce(CallError<E>) -> T,
-{
-    match result {
-        Ok(ok) => ok,
-        Err(e) => fallback(e),
     }
 }
 
