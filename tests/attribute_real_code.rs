@@ -262,7 +262,10 @@ async fn a_config_expression_runs_when_the_future_first_runs() {
 /// keeps it once): without a fallback the function's future is the runtime's call future
 /// (48 bytes around the body's; with a key it owns the key's breaker), and the body's block
 /// owns the arguments. A fallback (which receives the arguments after the body) needs a
-/// block of the function's own around the call: it owns the arguments, the body borrows.
+/// block of the function's own around the call, which owns the arguments the body borrows,
+/// unless every argument is a copy (a shared reference, a number: as here); then the body
+/// and the fallback's closure take a copy each, and the function's future is the call's,
+/// then the fallback's (`__private::fall_back`).
 ///
 /// Feature `otel` adds 16 bytes to every call future (its span and start: the cost of the
 /// feature when on, none when off), so the bound is 80 there.

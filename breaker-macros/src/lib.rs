@@ -113,7 +113,13 @@ use proc_macro::TokenStream;
 /// any other is one error on the fallback's name showing the signature it must have ("this
 /// fallback must be an `async fn(&Card, u64, CallError<GatewayError>) -> Result<Receipt,
 /// GatewayError>`"). The body then borrows the arguments (`async { .. }`, not `async move`),
-/// since the fallback receives them after it ran. An attribute below this one that it does
+/// since the fallback receives them after it ran. When every argument is a copy as written
+/// (`&self`, a shared reference, a number, a `bool`, a `char`; no `mut`, no `#[cfg]`) and
+/// nothing else needs the block, there is none: the body's `async move` block and the
+/// fallback's closure take a copy each, and the function returns
+/// `__private::fall_back(call(..), move |__breaker_err| …)`, a small future that polls the
+/// call, then the fallback's future (one generic state machine rather than an `async` block
+/// per function, which compiles faster). An attribute below this one that it does
 /// not know (`#[tokio::test]`, a framework's) keeps the `async fn` as written.
 ///
 /// A method with a `self` receiver and no `name` gets an `InImpl` static instead of `Lazy`,

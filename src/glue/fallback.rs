@@ -1,5 +1,5 @@
-//! `fallback = path`: what the body's `CallError` becomes ([`recover`]), and the fallback
-//! called through a probe, so that a fallback of the wrong
+//! `fallback = path`: what the body's `CallError` becomes ([`recover`], [`fall_back`]), and
+//! the fallback called through a probe, so that a fallback of the wrong
 //! shape (arity, parameter types, return type, not async for an `async fn`) is one error on
 //! its name that shows the signature it must have, not rustc's "non-primitive cast".
 //!
@@ -266,15 +266,75 @@ impl<T, Fut: Future<Output = T>> Future for Recover<T, Fut> {
     }
 }
 
-/// [`recover`] for a plain `fn`.
+/// The future of an `async fn` with a fallback whose arguments are all copies (shared
+/// references, numbers: see the macro's `Frame::Returned`), returned by the function itself:
+/// the call's future, then, if it ends in a `CallError`, the fallback's. The body and the
+/// fallback's closure each hold their own copy of the arguments, so no `async` block has to
+/// own them for the body to borrow: each such function compiles this small state machine
+/// instead of an `async` block of its own around the call and [`recover`] (about half the
+/// code, in a debug build).
 #[inline]
-pub fn recover_sync<T, E, F>(result: Result<T, CallError<E>>, fallback: F) -> T
+pub fn fall_back<C, F, Fut, T, E>(call: C, fallback: F) -> Fallback<C, F, Fut>
 where
-    F: FnOnce(CallError<E>) -> T,
+    C: Future<Output = Result<T, CallError<E>>>,
+    F: FnOnce(CallError<E>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
 {
-    match result {
-        Ok(ok) => ok,
-        Err(e) => fallback(e),
+    Fallback::Calling {
+        call,
+        fallback: Some(fallback),
+    }
+}
+
+pub use fallback_future::Fallback;
+use fallback_future::FallbackProj;
+
+/// In a module of its own: the projection `pin_project!` writes has no docs.
+mod fallback_future {
+    #![allow(missing_docs)]
+
+    pin_project_lite::pin_project! {
+        /// The future [`fall_back`](super::fall_back) returns. Dropped while calling, it
+        /// drops the call's future (the call is cancelled); the fallback is made only from a
+        /// `CallError`, when the call's future has ended.
+        #[project = FallbackProj]
+        #[must_use = "futures do nothing unless polled"]
+        pub enum Fallback<C, F, Fut> {
+            /// The call runs; the fallback waits for its error.
+            Calling { #[pin] call: C, fallback: Option<F> },
+            /// The call failed: the fallback runs.
+            Recovering { #[pin] fut: Fut },
+        }
+    }
+}
+
+impl<C, F, Fut, T, E> Future for Fallback<C, F, Fut>
+where
+    C: Future<Output = Result<T, CallError<E>>>,
+    F: FnOnce(CallError<E>) -> Fut,
+    Fut: Future<Output = Result<T, E>>,
+{
+    type Output = Result<T, E>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T, E>> {
+        let (call, fallback) = match self.as_mut().project() {
+            FallbackProj::Calling { call, fallback } => (call, fallback),
+            FallbackProj::Recovering { fut } => return fut.poll(cx),
+        };
+        let err = match call.poll(cx) {
+            Poll::Ready(Ok(ok)) => return Poll::Ready(Ok(ok)),
+            Poll::Ready(Err(err)) => err,
+            Poll::Pending => return Poll::Pending,
+        };
+        // Always there: taken once, and the state is `Recovering` from here on. (Were it
+        // not, the poll below would poll the ended call again, which panics.)
+        if let Some(fallback) = fallback.take() {
+            // The ended call's future dropped in place, the fallback's pinned there instead.
+            let fut = fallback(err);
+            self.set(Fallback::Recovering { fut });
+        }
+        // The fallback's future, polled at once (the second arm above).
+        self.poll(cx)
     }
 }
 
@@ -300,5 +360,104 @@ impl<F: Future> AsyncFallback for F {
     type Future = F;
     fn into_future(self) -> F {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use core::task::Waker;
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::{
+        glue::run::{call, every_error, host},
+        Breaker, Config, State,
+    };
+
+    #[derive(Debug, PartialEq)]
+    struct Down;
+
+    /// `fall_back`, what an `async fn` with a fallback and copied arguments returns: the
+    /// call's success as it is, the fallback never made; the call's error to the fallback,
+    /// whose future is polled in the same poll; a refusal to the fallback too.
+    #[test]
+    fn fall_back_gives_the_call_error_to_the_fallback_and_passes_a_success() {
+        let b = Breaker::new("glue::fallback::fall_back", Config::default().threshold(1));
+        let mut cx = Context::from_waker(Waker::noop());
+        let made = Cell::new(0);
+        let fallback = |err: CallError<Down>| {
+            made.set(made.get() + 1);
+            let refused = matches!(err, CallError::Breaker(_));
+            async move {
+                if refused {
+                    Ok(2)
+                } else {
+                    Err(Down)
+                }
+            }
+        };
+        let ok = fall_back(
+            call::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async { Ok(1) }),
+            fallback,
+        );
+        assert_eq!(core::pin::pin!(ok).poll(&mut cx), Poll::Ready(Ok(1)));
+        assert_eq!(made.get(), 0);
+        let failed = fall_back(
+            call::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async { Err(Down) }),
+            fallback,
+        );
+        assert_eq!(
+            core::pin::pin!(failed).poll(&mut cx),
+            Poll::Ready(Err(Down))
+        );
+        assert_eq!((made.get(), b.state()), (1, State::Open));
+        let refused = fall_back(
+            call::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async { Ok(1) }),
+            fallback,
+        );
+        assert_eq!(core::pin::pin!(refused).poll(&mut cx), Poll::Ready(Ok(2)));
+        assert_eq!(made.get(), 2);
+    }
+
+    /// Dropped while the call waits, the call is cancelled (counted so) and the fallback
+    /// never made; a panic in the body is the breaker's failure and goes on to the caller,
+    /// without the fallback.
+    #[test]
+    fn fall_back_dropped_cancels_the_call_and_a_panic_is_no_fallback() {
+        let b = Breaker::new(
+            "glue::fallback::cancelled",
+            Config::default().threshold(100),
+        );
+        let mut cx = Context::from_waker(Waker::noop());
+        let made = Cell::new(0);
+        let fallback = |_: CallError<Down>| {
+            made.set(made.get() + 1);
+            core::future::ready(Ok(0))
+        };
+        {
+            let waiting = fall_back(
+                call::<Result<u8, Down>, _, _, _, _>(
+                    host(&b),
+                    every_error,
+                    core::future::pending(),
+                ),
+                fallback,
+            );
+            let mut waiting = core::pin::pin!(waiting);
+            assert_eq!(waiting.as_mut().poll(&mut cx), Poll::Pending);
+        }
+        assert_eq!(b.stats().cancelled, 1);
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let panics = fall_back(
+                call::<Result<u8, Down>, _, _, _, _>(host(&b), every_error, async {
+                    panic!("the body")
+                }),
+                fallback,
+            );
+            core::pin::pin!(panics).poll(&mut cx)
+        }));
+        assert!(caught.is_err());
+        let stats = b.stats();
+        assert_eq!((stats.calls, stats.failures, made.get()), (2, 1, 0));
     }
 }

@@ -2,8 +2,12 @@ fn count<'a, T>(items: &'a [T]) -> Result<usize, CountError>
 where
     T: Clone,
 {
-    ::breaker::__private::recover_sync(
-        ::breaker::__private::call_sync::<
+    {
+        #[allow(dead_code)]
+        fn __breaker_err() {}
+        #[allow(dead_code)]
+        fn __breaker_ok() {}
+        match ::breaker::__private::call_sync::<
             Result<usize, CountError>,
             _,
             _,
@@ -30,12 +34,12 @@ where
             },
             ::breaker::__private::every_error,
             || { Ok(items.iter().cloned().count()) },
-        ),
-        {
-            #[allow(dead_code)]
-            fn __breaker_err() {}
+        ) {
+            ::breaker::__private::Ok(__breaker_ok) => __breaker_ok,
             #[allow(clippy::redundant_closure_call)]
-            move |__breaker_err| (|items, _err| Ok(items.len()))(items, __breaker_err)
-        },
-    )
+            ::breaker::__private::Err(__breaker_err) => {
+                (|items, _err| Ok(items.len()))(items, __breaker_err)
+            }
+        }
+    }
 }

@@ -42,64 +42,56 @@ impl TenantDb {
         )
     }
 }
+#[inline]
 fn deliver_webhook(
     url: &Url,
     body: &[u8],
 ) -> impl ::breaker::__private::Future<Output = Result<(), HookError>> {
-    async move {
-        ::breaker::__private::recover(
-                ::breaker::__private::call_keyed::<
-                    Result<(), HookError>,
-                    _,
-                    _,
-                    _,
-                    _,
-                >(
-                        ::breaker::__private::breaker_of_key(|| {
-                            fn __breaker_init() -> (&'static str, ::breaker::Config) {
-                                (
-                                    ::breaker::__private::concat!(
-                                        ::breaker::__private::module_path!(), "::",
-                                        "deliver_webhook"
-                                    ),
-                                    ::breaker::Config::DEFAULT,
-                                )
-                            }
-                            static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
-                                    __breaker_init,
-                                )
-                                .default_name();
-                            ::breaker::__private::KeyProbe::new(
-                                    &(url.host_str().unwrap_or("")),
-                                )
-                                .__breaker_lookup(&__BREAKER)
-                        }),
-                        ::breaker::__private::every_error,
-                        async {
-                            if false {
-                                return ::breaker::__private::returns::<
-                                    Result<(), HookError>,
-                                >();
-                            }
-                            client.post(url, body).await
-                        },
+    ::breaker::__private::fall_back(
+        ::breaker::__private::call_keyed::<
+            Result<(), HookError>,
+            _,
+            _,
+            _,
+            _,
+        >(
+            ::breaker::__private::breaker_of_key(|| {
+                fn __breaker_init() -> (&'static str, ::breaker::Config) {
+                    (
+                        ::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "deliver_webhook"
+                        ),
+                        ::breaker::Config::DEFAULT,
                     )
-                    .await,
-                {
-                    #[allow(dead_code)]
-                    fn __breaker_err() {}
-                    move |__breaker_err| {
-                        #[allow(unused_imports)]
-                        use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
-                        ::breaker::__private::FallbackProbe::<
-                            _,
-                            _,
-                            Result<(), HookError>,
-                        >::new(queue_hook, (url, body, __breaker_err))
-                            .__fallback()
-                    }
-                },
-            )
-            .await
-    }
+                }
+                static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
+                        __breaker_init,
+                    )
+                    .default_name();
+                ::breaker::__private::KeyProbe::new(&(url.host_str().unwrap_or("")))
+                    .__breaker_lookup(&__BREAKER)
+            }),
+            ::breaker::__private::every_error,
+            async move {
+                if false {
+                    return ::breaker::__private::returns::<Result<(), HookError>>();
+                }
+                client.post(url, body).await
+            },
+        ),
+        {
+            #[allow(dead_code)]
+            fn __breaker_err() {}
+            move |__breaker_err| {
+                #[allow(unused_imports)]
+                use ::breaker::__private::{AsyncFits3 as _, AsyncMisfits as _};
+                ::breaker::__private::FallbackProbe::<
+                    _,
+                    _,
+                    Result<(), HookError>,
+                >::new(queue_hook, (url, body, __breaker_err))
+                    .__fallback()
+            }
+        },
+    )
 }

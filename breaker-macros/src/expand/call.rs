@@ -116,12 +116,16 @@ pub(super) fn call_expr(
         None => entry(&parts, &body, frame, false, ret_span),
         Some(fallback) => {
             let call = entry(&parts, &body, frame, true, ret_span);
+            if !is_async {
+                return recovered_sync(args, &fallback.value, fallback.span, sig, &parts, &call);
+            }
             let krate = krate_at(args, Span::call_site());
-            let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, is_async);
-            if is_async {
-                quote!(#krate::__private::recover(#call, #recovery).await)
+            let recovery = recovery(args, &fallback.value, fallback.span, sig, &parts, true);
+            if matches!(frame, Frame::Returned) {
+                // The function's future: the call's, then the fallback's (see `Frame`).
+                quote!(#krate::__private::fall_back(#call, #recovery))
             } else {
-                quote!(#krate::__private::recover_sync(#call, #recovery))
+                quote!(#krate::__private::recover(#call, #recovery).await)
             }
         }
     }
@@ -187,7 +191,9 @@ fn entry(
         owned,
     } = parts;
     let verb = if fallback { "call" } else { "run" };
-    let capture = (!fallback).then(|| quote_spanned!(span=> move));
+    // Returned with a fallback, the arguments are copies: the body takes its own.
+    let capture =
+        (!fallback || matches!(frame, Frame::Returned)).then(|| quote_spanned!(span=> move));
     let named = |suffix: &str| Ident::new(&format!("{verb}{suffix}"), span);
     if frame.is_async() {
         // The breaker's parts found first (`host`), before the body is made: making the call
@@ -250,6 +256,7 @@ fn recovery(
         krate: krate_at(args, span),
         ret: parts.ret.clone(),
         is_async,
+        used_at: None,
     };
     let recover = fallback_call(fallback, sig, &err, &how);
     // A closure is called where it is written, which clippy's `redundant_closure_call` would
@@ -262,6 +269,54 @@ fn recovery(
         #shadowed
         #allow
         move |#err| #recover
+    }}
+}
+
+/// A plain `fn`'s call with a fallback: `match call_sync(..) { Ok(ok) => ok, Err(err) =>
+/// fallback(args…, err) }`, in the function itself (a closure and a generic `recover_sync` around it were
+/// two more functions to compile in each). The body's closure was moved into `call_sync`, so
+/// its borrows of the arguments have ended when the fallback takes them. The bindings are
+/// shadowed (a user's `const ok` would otherwise be matched), the arm spanned with the
+/// fallback, as the closure was.
+fn recovered_sync(
+    args: &Args,
+    fallback: &Expr,
+    span: Span,
+    sig: &syn::Signature,
+    parts: &Parts,
+    call: &TokenStream,
+) -> TokenStream {
+    let err = Ident::new("__breaker_err", Span::mixed_site());
+    let ok = Ident::new("__breaker_ok", Span::mixed_site());
+    let gated = sig.inputs.iter().any(|i| match i {
+        FnArg::Typed(t) => t.attrs.iter().any(|a| a.path().is_ident("cfg")),
+        FnArg::Receiver(_) => false,
+    });
+    let recover_name = Ident::new("__breaker_recover", Span::mixed_site());
+    let shadowed = if gated {
+        shadow(&[&err, &ok, &recover_name])
+    } else {
+        shadow(&[&err, &ok])
+    };
+    let how = Apply {
+        krate: krate_at(args, span),
+        ret: parts.ret.clone(),
+        is_async: false,
+        used_at: Some(span),
+    };
+    let recover = fallback_call(fallback, sig, &err, &how);
+    let allow = match fallback {
+        Expr::Path(_) => TokenStream::new(),
+        _ => quote!(#[allow(clippy::redundant_closure_call)]),
+    };
+    let k = krate_at(args, Span::call_site());
+    quote_spanned! {span=> {
+        #shadowed
+        match #call {
+            #k::__private::Ok(#ok) => #ok,
+            #allow
+            #k::__private::Err(#err) => #recover,
+        }
     }}
 }
 

@@ -21,8 +21,12 @@ pub(super) fn fallback_call(
     let receiver = sig.receiver();
     // Each argument with the predicates of its `#[cfg(…)]` attributes.
     let mut args: Vec<(TokenStream, Vec<TokenStream>)> = Vec::new();
+    // Resolved as the parameter, shown where `used_at` says.
+    let at = |span: Span| how.used_at.map_or(span, |at| span.located_at(at));
     if let Some(r) = receiver {
-        args.push((r.self_token.to_token_stream(), Vec::new()));
+        let mut s = r.self_token;
+        s.span = at(s.span);
+        args.push((s.to_token_stream(), Vec::new()));
     }
     for input in &sig.inputs {
         if let FnArg::Typed(arg) = input
@@ -37,7 +41,9 @@ pub(super) fn fallback_call(
                     _ => None,
                 })
                 .collect();
-            args.push((super::future::unlinted(&p.ident).to_token_stream(), cfgs));
+            let mut name = super::future::unlinted(&p.ident);
+            name.set_span(at(name.span()));
+            args.push((name.to_token_stream(), cfgs));
         }
     }
     args.push((err.to_token_stream(), Vec::new()));
@@ -86,6 +92,10 @@ pub(super) struct Apply {
     pub(super) krate: TokenStream,
     pub(super) ret: TokenStream,
     pub(super) is_async: bool,
+    /// Where the arguments are shown as used: the fallback, for a plain `fn`'s `match`, so
+    /// that a body that consumed one is reported there (as a closure's capture is); `None`,
+    /// each at its parameter.
+    pub(super) used_at: Option<Span>,
 }
 
 /// The most arguments a fallback receives through `__private::FallbackProbe` (its `Fits1` …
@@ -103,6 +113,7 @@ fn apply(fallback: &Expr, method: bool, args: &[&TokenStream], how: &Apply) -> T
         krate,
         ret,
         is_async,
+        ..
     } = how;
     let direct = |f: TokenStream| {
         let call = quote_spanned!(span=> (#f)(#(#args),*));

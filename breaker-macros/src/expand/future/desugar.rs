@@ -74,6 +74,30 @@ pub(in crate::expand) fn desugar(func: &mut ItemFn, krate: &TokenStream) -> Toke
     quote!(#(#named)* #bound)
 }
 
+/// Whether every parameter is a copy as written: `&self` (or `self: &Self`), or a plain
+/// binding, not `mut` and without attributes, of a shared reference, a number, a `bool` or a
+/// `char`. Then the body and a fallback can each take a copy, and neither borrows the other's.
+pub(in crate::expand) fn all_copied(sig: &syn::Signature) -> bool {
+    sig.inputs.iter().all(|input| match input {
+        FnArg::Receiver(r) => {
+            r.mutability.is_none()
+                && match &*r.ty {
+                    syn::Type::Reference(t) => t.mutability.is_none(),
+                    _ => false,
+                }
+        }
+        FnArg::Typed(t) => {
+            t.attrs.is_empty()
+                && matches!(&*t.pat, Pat::Ident(p) if p.mutability.is_none())
+                && simple(&t.pat).is_some()
+                && match &*t.ty {
+                    syn::Type::Reference(r) => r.mutability.is_none(),
+                    ty => nothing_to_drop(ty),
+                }
+        }
+    })
+}
+
 /// Whether a value of this type is dropped by doing nothing: a reference, a number, a
 /// `bool` or a `char`, as written.
 fn nothing_to_drop(ty: &syn::Type) -> bool {

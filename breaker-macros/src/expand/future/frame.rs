@@ -4,7 +4,10 @@
 
 use syn::{visit_mut::VisitMut, Expr, FnArg, ItemFn};
 
-use super::{desugar::simple, Frame};
+use super::{
+    desugar::{all_copied, simple},
+    Frame,
+};
 use crate::{args::Args, expand::binding::needs_the_function};
 
 /// The frame of an `async fn`'s call.
@@ -27,7 +30,9 @@ pub(in crate::expand) fn frame(args: &Args, func: &ItemFn) -> Frame {
         return Frame::AsyncFn;
     }
     let closure = |judge: Option<&Expr>| judge.is_some_and(|j| !matches!(j, Expr::Path(_)));
-    if args.fallback.is_some()
+    // A fallback receives the arguments after the body borrowed them: a block owns them,
+    // unless each is a copy (the body and the fallback take one each).
+    if (args.fallback.is_some() && !all_copied(&func.sig))
         || args.per_attempt()
         || args.config.is_some()
         || args

@@ -28,10 +28,14 @@ pub(super) enum Frame {
     /// owns the arguments (the prelude, see [`desugar`], makes it take every one with
     /// something to drop). The function is `#[inline]`: it only makes the future. Calling
     /// the function finds the breaker (the static's, made on the first call; or the key's,
-    /// looked up) and nothing else: the call starts at the first poll.
+    /// looked up) and nothing else: the call starts at the first poll. With a fallback when
+    /// every argument is a copy (a shared reference, a number: `desugar::all_copied`): the
+    /// body's block takes its copies, the fallback's closure its own, and the function's
+    /// future is the runtime's `fall_back` around the call (no `async` block of its own).
     Returned,
     /// Inside the `fn`'s own `async move` block, which owns the arguments and runs all of it
-    /// at the first poll: with a fallback (which receives the arguments after the body),
+    /// at the first poll: with a fallback (which receives the arguments after the body
+    /// borrowed them) unless every argument is a copy,
     /// `retry` (each attempt clones them), `config = …` (an expression, which may panic:
     /// inside the future, as in the `async fn`), a key that awaits or has a `?`, a judge
     /// that is a closure (it may borrow the arguments), a pattern parameter, or
