@@ -1598,7 +1598,9 @@ async fn a_mass_opening_of_keyed_members_delays_another_opening_little() {
          reached B {behind:?} after it happened; B's keys all open {all:?} after the first \
          failure"
     );
-    assert!(behind < Duration::from_secs(15), "{behind:?}");
+    // An order of magnitude over what it measures alone (2.6 s): a run with every other
+    // suite beside it (nextest, the doctests and the trybuild cases compiling) took 20 s.
+    assert!(behind < Duration::from_secs(30), "{behind:?}");
 }
 
 /// DESIGN (part three, hardened): "Fleet openings of keyed members respect the cap too".
@@ -1686,7 +1688,9 @@ async fn a_mass_opening_with_a_quorum_delays_another_tally_little() {
         KEYS - 1,
         tripped - started
     );
-    assert!(behind < Duration::from_secs(15), "{behind:?}");
+    // An order of magnitude over what it measures alone (2.6 s): a run with every other
+    // suite beside it (nextest, the doctests and the trybuild cases compiling) took 20 s.
+    assert!(behind < Duration::from_secs(30), "{behind:?}");
 }
 
 /// Breakers made by a keyed breaker of one's own (a tower layer's, the reqwest middleware's)
