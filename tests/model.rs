@@ -132,6 +132,12 @@ fn the_whole_agrees_with_the_model() {
         // A shrunk sequence is the report: shrink it well.
         max_shrink_iters: 4096,
         failure_persistence: None,
+        // CI runs the same cases every time (a seed of its own unless PROPTEST_RNG_SEED says
+        // otherwise); `scripts/soak` gives each round a fresh one.
+        rng_seed: match std::env::var_os("PROPTEST_RNG_SEED") {
+            Some(_) => ProptestConfig::default().rng_seed,
+            None => proptest::test_runner::RngSeed::Fixed(20261202),
+        },
         ..ProptestConfig::default()
     };
     let mut runner = TestRunner::new(config);
@@ -334,4 +340,83 @@ fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
         world::COVERED[6].load(Relaxed) > coincided,
         "the race and the probe task due at one instant"
     );
+}
+
+/// Found by `.ci/run` at its 409th case (a random seed), after the soak's 190 000 cases had
+/// not: the real breaker counts 4 timeouts, the model 3. A hedged call and plain calls admitted
+/// with `timeout` 500 ms, `timeout` removed by a patch while they run (they are untied, their
+/// timers fire with nothing to do), calls admitted untimed, `timeout` back by a
+/// reconfiguration, three calls timed again. Which of the untied calls times out once
+/// `timeout` is back is what DESIGN leaves unsaid (the calls read it live); the model and the
+/// engine disagree on one. Ignored until it is decided (issue 41's note): run it with
+/// `cargo test --all-features --test model -- --ignored`.
+#[test]
+#[ignore = "an open disagreement between the model and the engine, see its doc"]
+fn a_timeout_restored_after_a_patch_removed_it() {
+    use ops::{Hedge, Op::*, PatchKey};
+    let k = ops::Knobs {
+        threshold: Some(1),
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: Some(250),
+        timeout: Some(500),
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge: Some(Hedge {
+            hedges: 2,
+            delay: Some(1251),
+            budget: None,
+        }),
+    };
+    let k2 = ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: None,
+        timeout: Some(500),
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge: None,
+    };
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    let operations = vec![
+        StartHedged,
+        Start,
+        Patch(vec![PatchKey::Timeout(None)]),
+        Start,
+        Advance(1750),
+        Advance(1000),
+        Start,
+        Start,
+        Start,
+        Reconfigure(k2),
+        Start,
+        Start,
+        Start,
+        Advance(1250),
+    ];
+    run(k, true, keyed, pool, operations).unwrap();
 }
