@@ -202,20 +202,7 @@ fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
         adaptive: None,
         hedge: Some(hedge),
     };
-    let keyed = ops::KeyedKnobs {
-        threshold: 1,
-        max_keys: 2,
-        throttle: false,
-        dry_run: false,
-    };
-    let pool = outliers::PoolKnobs {
-        request_volume: 1,
-        minimum_hosts: 1,
-        stdev_factor: 0,
-        failure_percentage: None,
-        max_ejection_percent: 10,
-        base: 1_000,
-    };
+    let (keyed, pool) = quiet_keys_and_hosts();
     let denied_before = world::COVERED[5].load(Relaxed);
     let race = [StartHedged, Advance(250), Cancel(0)];
     let operations = race.iter().cycle().take(9).cloned().collect();
@@ -253,20 +240,7 @@ fn an_attempt_overdue_while_untimed_times_out_when_its_race_is_polled_again() {
         delay: Some(1),
         budget: None,
     };
-    let keyed = ops::KeyedKnobs {
-        threshold: 1,
-        max_keys: 2,
-        throttle: false,
-        dry_run: false,
-    };
-    let pool = outliers::PoolKnobs {
-        request_volume: 1,
-        minimum_hosts: 1,
-        stdev_factor: 0,
-        failure_percentage: None,
-        max_ejection_percent: 10,
-        base: 1_000,
-    };
+    let (keyed, pool) = quiet_keys_and_hosts();
     let operations = vec![
         StartHedged,
         Finish(0, Answer::Fail),
@@ -319,20 +293,7 @@ fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
             budget: None,
         }),
     };
-    let keyed = ops::KeyedKnobs {
-        threshold: 1,
-        max_keys: 2,
-        throttle: false,
-        dry_run: false,
-    };
-    let pool = outliers::PoolKnobs {
-        request_volume: 1,
-        minimum_hosts: 1,
-        stdev_factor: 0,
-        failure_percentage: None,
-        max_ejection_percent: 10,
-        base: 1_000,
-    };
+    let (keyed, pool) = quiet_keys_and_hosts();
     let operations = vec![Start, Advance(500), StartHedged, Advance(500)];
     let coincided = world::COVERED[6].load(Relaxed);
     run(k, true, keyed, pool, operations).unwrap();
@@ -388,20 +349,7 @@ fn a_timeout_restored_after_a_patch_removed_it() {
         adaptive: None,
         hedge: None,
     };
-    let keyed = ops::KeyedKnobs {
-        threshold: 1,
-        max_keys: 2,
-        throttle: false,
-        dry_run: false,
-    };
-    let pool = outliers::PoolKnobs {
-        request_volume: 1,
-        minimum_hosts: 1,
-        stdev_factor: 0,
-        failure_percentage: None,
-        max_ejection_percent: 10,
-        base: 1_000,
-    };
+    let (keyed, pool) = quiet_keys_and_hosts();
     let operations = vec![
         StartHedged,
         Start,
@@ -419,4 +367,24 @@ fn a_timeout_restored_after_a_patch_removed_it() {
         Advance(1250),
     ];
     run(k, true, keyed, pool, operations).unwrap();
+}
+
+/// The fixed cases' keyed breaker and pool of hosts: there, and idle (the cases drive the
+/// breaker alone).
+fn quiet_keys_and_hosts() -> (ops::KeyedKnobs, outliers::PoolKnobs) {
+    let keyed = ops::KeyedKnobs {
+        threshold: 1,
+        max_keys: 2,
+        throttle: false,
+        dry_run: false,
+    };
+    let pool = outliers::PoolKnobs {
+        request_volume: 1,
+        minimum_hosts: 1,
+        stdev_factor: 0,
+        failure_percentage: None,
+        max_ejection_percent: 10,
+        base: 1_000,
+    };
+    (keyed, pool)
 }
