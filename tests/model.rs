@@ -214,11 +214,10 @@ fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
 }
 
 /// A shrunk sequence the model got wrong once (found while a defect was put back, and not
-/// the defect's): a hedge whose deadline passed while a reconfiguration had taken `timeout`
-/// away times out when its race is polled again after `timeout` came back (the engine reads
-/// `timeout` live at each poll, against the deadline of its admission).
+/// the defect's): hedges admitted with `timeout`, a reconfiguration that takes it away and
+/// one that brings it back while they run. Each attempt keeps the `timeout` of its admission.
 #[test]
-fn an_attempt_overdue_while_untimed_times_out_when_its_race_is_polled_again() {
+fn attempts_keep_their_timeout_through_reconfigurations() {
     use ops::{Answer, Hedge, Op::*, PatchKey};
     let knobs = |timeout, slow_call, hedge| ops::Knobs {
         threshold: None,
@@ -304,15 +303,13 @@ fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
 }
 
 /// Found by `.ci/run` at its 409th case (a random seed), after the soak's 190 000 cases had
-/// not: the real breaker counts 4 timeouts, the model 3. A hedged call and plain calls admitted
-/// with `timeout` 500 ms, `timeout` removed by a patch while they run (they are untied, their
-/// timers fire with nothing to do), calls admitted untimed, `timeout` back by a
-/// reconfiguration, three calls timed again. Which of the untied calls times out once
-/// `timeout` is back is what DESIGN leaves unsaid (the calls read it live); the model and the
-/// engine disagree on one. Ignored until it is decided (issue 41's note): run it with
-/// `cargo test --all-features --test model -- --ignored`.
+/// not: the real breaker counted 4 timeouts, the model 3. A hedged call and plain calls
+/// admitted with `timeout` 500 ms, `timeout` removed by a patch while they run, calls admitted
+/// untimed, `timeout` back by a reconfiguration, three calls timed again. The engine then
+/// read `timeout` live at each poll, so which untied call timed out after all hung on which
+/// task was polled again; now a call keeps the `timeout` of its admission, and the model says
+/// so.
 #[test]
-#[ignore = "an open disagreement between the model and the engine, see its doc"]
 fn a_timeout_restored_after_a_patch_removed_it() {
     use ops::{Hedge, Op::*, PatchKey};
     let k = ops::Knobs {
@@ -367,6 +364,44 @@ fn a_timeout_restored_after_a_patch_removed_it() {
         Advance(1250),
     ];
     run(k, true, keyed, pool, operations).unwrap();
+}
+
+/// The soak's shrunk case of the same family (round 3, 228 000 cases): a hedged call admitted
+/// with `timeout` 500 ms, `timeout` patched away, then back by a reconfiguration while the
+/// call's hedge ran: its first attempt had timed out at 500 ms all the same (the `timeout`
+/// of its admission), and nothing more times out after the reconfiguration.
+#[test]
+fn a_hedged_call_keeps_its_timeout_when_a_patch_removes_it() {
+    use ops::{Hedge, Op::*, PatchKey};
+    let knobs = |hedge| ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call: None,
+        timeout: Some(500),
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge,
+    };
+    let hedge = Hedge {
+        hedges: 1,
+        delay: Some(1001),
+        budget: None,
+    };
+    let (keyed, pool) = quiet_keys_and_hosts();
+    let operations = vec![
+        StartHedged,
+        Patch(vec![PatchKey::Timeout(None)]),
+        Advance(1250),
+        Reconfigure(knobs(None)),
+        Advance(1000),
+    ];
+    run(knobs(Some(hedge)), false, keyed, pool, operations).unwrap();
 }
 
 /// The fixed cases' keyed breaker and pool of hosts: there, and idle (the cases drive the

@@ -15,6 +15,11 @@
 //! waits for I/O anyway; and `reconfigure` can give any breaker a `timeout` at run time, so
 //! the slot cannot depend on the configuration a breaker was built with.
 //!
+//! A call keeps the `timeout` in force at its admission: a reconfiguration that adds, changes
+//! or removes it applies to the calls admitted after it. Read live at each poll instead, a
+//! call's fate would hang on when its task happens to be polled (a call untied by a patch
+//! would time out after all if woken once the `timeout` came back).
+//!
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
 //! future and settles a fast success; full admission, the timer, judging's report and
 //! cancellation are out of line and compiled once for every call future (`admit_slow`,
@@ -25,6 +30,7 @@ use std::{
     mem::ManuallyDrop,
     pin::Pin,
     task::{Context, Poll},
+    time::Duration,
 };
 
 use pin_project_lite::pin_project;
@@ -103,8 +109,19 @@ impl<T, E> Finish<T, E> for AsIs {
     }
 }
 
+pin_project! {
+    /// A timed call's timer: the `timeout` in force when the call was admitted, which stays
+    /// the call's whatever a reconfiguration does later (a new `timeout`, or none, applies to
+    /// the calls admitted after it), and the instant it passes.
+    struct Deadline {
+        #[pin]
+        sleep: Sleep,
+        after: Duration,
+    }
+}
+
 /// A running timed call's timer, once it waited (see [`Call::timer`]).
-type Timer = ManuallyDrop<Option<Pin<Box<Sleep>>>>;
+type Timer = ManuallyDrop<Option<Pin<Box<Deadline>>>>;
 
 /// An admitted call's standing: the breaker, the timer of a timed call that waits, the
 /// admission (its data and its flags apart, so the stage and the judge's tag pack beside the
@@ -145,7 +162,7 @@ impl<H: Host, P> Drop for Call<H, P> {
 
 /// The timer, taken out of its slot (which then holds none).
 #[inline(always)]
-fn release(timer: &mut Timer) -> Option<Pin<Box<Sleep>>> {
+fn release(timer: &mut Timer) -> Option<Pin<Box<Deadline>>> {
     ManuallyDrop::into_inner(std::mem::replace(timer, ManuallyDrop::new(None)))
 }
 
@@ -153,7 +170,13 @@ fn release(timer: &mut Timer) -> Option<Pin<Box<Sleep>>> {
 /// to give back but a count.
 #[cold]
 #[inline(never)]
-fn cancelled(shared: &Shared, stage: Stage, held: Held, flags: u8, timer: Option<Pin<Box<Sleep>>>) {
+fn cancelled(
+    shared: &Shared,
+    stage: Stage,
+    held: Held,
+    flags: u8,
+    timer: Option<Pin<Box<Deadline>>>,
+) {
     drop(timer);
     if stage == Stage::Fast {
         shared.core.counters.add(Count::Cancelled);
@@ -440,21 +463,26 @@ fn panicked(shared: &Shared, stage: &mut Stage, held: &Held, flags: u8, timer: &
 }
 
 /// The user's future is pending: has the deadline passed? At the first `Pending` of a timed
-/// call, makes its timer, due `timeout` after admission (out of line: only with `timeout`).
+/// call (the poll that admitted it), makes its timer from the `timeout` in force then, due
+/// that long after admission; later polls only poll that timer (out of line: only with
+/// `timeout`).
 #[inline(never)]
 fn expired(
-    timer: &mut Option<Pin<Box<Sleep>>>,
+    timer: &mut Timer,
     admitted_at: Option<Instant>,
     cx: &mut Context<'_>,
     shared: &Shared,
 ) -> Option<Stop> {
-    let after = shared.core.live.timeout()?;
-    if let Some(due) = admitted_at.and_then(|at| at.checked_add(after)) {
+    if let Some(at) = admitted_at {
+        let after = shared.core.live.timeout()?;
         // A deadline past what `Instant` holds never comes: no timer then.
-        *timer = Some(Box::pin(tokio::time::sleep_until(due)));
+        let due = at.checked_add(after)?;
+        let sleep = tokio::time::sleep_until(due);
+        **timer = Some(Box::pin(Deadline { sleep, after }));
     }
-    let passed = timer.as_mut()?.as_mut().poll(cx).is_ready();
-    passed.then_some(Stop::Timeout(after))
+    let deadline = timer.as_mut()?.as_mut().project();
+    let passed = deadline.sleep.poll(cx).is_ready();
+    passed.then_some(Stop::Timeout(*deadline.after))
 }
 
 /// Every end but the fast success, out of line: takes the stage and the judge (once;
@@ -579,6 +607,38 @@ mod tests {
         call.as_mut().answer_began();
         drop(call);
         assert_eq!((b.stats().abandoned, b.stats().slow_calls), (1, 1));
+    }
+
+    /// A call keeps the `timeout` in force at its admission: one admitted timed still times
+    /// out once a reconfiguration took `timeout` away, one admitted untimed is not cut by a
+    /// `timeout` a reconfiguration brought (both apply to the calls admitted after them).
+    #[tokio::test(start_paused = true)]
+    async fn a_call_keeps_the_timeout_of_its_admission() {
+        use std::time::Duration;
+        let ms = Duration::from_millis;
+        let timed = Config::default().threshold(100).timeout(ms(300));
+        let b = Breaker::unlisted("future::kept_timeout".into(), timed.clone()).unwrap();
+        let answer = |after| async move {
+            tokio::time::sleep(after).await;
+            Ok::<(), ()>(())
+        };
+
+        let mut call = Box::pin(b.call(answer(ms(1000))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        b.reconfigure(Config::default().threshold(100)).unwrap();
+        let err = call.await.unwrap_err();
+        assert!(
+            matches!(&err, CallError::Breaker(e) if e.is_timeout()),
+            "{err:?}"
+        );
+
+        let start = tokio::time::Instant::now();
+        let mut call = Box::pin(b.call(answer(ms(1000))));
+        assert!(futures_poll(call.as_mut()).is_pending());
+        b.reconfigure(timed).unwrap();
+        assert_eq!(call.await, Ok(()));
+        assert_eq!(start.elapsed(), ms(1000));
+        assert_eq!(b.stats().timeouts, 1);
     }
 
     /// Polls a future once with a waker that does nothing.

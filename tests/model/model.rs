@@ -70,11 +70,9 @@ pub struct Call {
     /// Admitted on the closed fast path (no window, slow call, bulkhead or dry run then):
     /// its success is settled inline, judged only if a failure streak runs.
     fast: bool,
-    /// When its `timeout` fires.
+    /// When its `timeout` fires: the `timeout` in force at its admission, whatever a
+    /// reconfiguration does later.
     pub deadline: Option<Ms>,
-    /// Its deadline passed while no `timeout` was in force: polled again with one in force
-    /// (a race's attempt is, whenever the race is), it times out then.
-    pub overdue: bool,
     /// Admitted before the last reset (its outcome is counted in the new stats).
     epoch: u64,
     /// When it was admitted.
@@ -352,7 +350,6 @@ impl Model {
             shadow: false,
             fast: self.state == State::Closed && self.simple(),
             deadline: self.k.timeout.map(|t| now + t),
-            overdue: false,
             epoch: self.epoch,
             started_at: now,
             seq: self.admissions,
@@ -583,7 +580,6 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
-                overdue: false,
                 epoch,
                 started_at: lease.since,
                 seq: 0,
@@ -627,7 +623,6 @@ impl Model {
                 shadow: false,
                 fast: false,
                 deadline: None,
-                overdue: false,
                 epoch: self.epoch,
                 started_at: now,
                 seq: 0,
@@ -763,16 +758,9 @@ impl Model {
         now: Ms,
         drawn: impl Fn(Chance) -> bool,
     ) -> RaceEnd {
-        // The race polls its attempts in order: those answered or timing out now end, and so
-        // does one overdue while a `timeout` is in force again.
-        let timed = self.k.timeout.is_some();
+        // The race polls its attempts in order: those answered or timing out now end.
         let ends: Vec<(usize, Option<Answer>)> = (race.attempts.iter().enumerate())
-            .filter_map(|(k, call)| {
-                let answered = ended.iter().find(|(j, _)| *j == k).map(|(_, a)| *a);
-                answered
-                    .or((call.is_some_and(|c| c.overdue) && timed).then_some(None))
-                    .map(|a| (k, a))
-            })
+            .filter_map(|(k, _)| ended.iter().find(|(j, _)| *j == k).copied())
             .collect();
         for (k, answer) in ends {
             let call = race.attempts[k].take().expect("an attempt ends once");

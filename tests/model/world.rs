@@ -691,12 +691,6 @@ impl World {
                 (_, race) => race.is_some(),
             };
             if let Some(i) = plain.filter(|_| !race_due) {
-                if self.model.k.timeout.is_none() {
-                    // Its timer fires, but the configuration in force has no `timeout` any
-                    // more: the call is not timed (the engine reads it live).
-                    self.lives[i].call.deadline = None;
-                    continue;
-                }
                 let live = self.lives.remove(i);
                 ensure!(
                     live.join.is_finished(),
@@ -710,17 +704,10 @@ impl World {
                 self.model.finish(live.call, Outcome::Timeout, at);
             } else if race_due {
                 let h = self.race.as_mut().expect("a race");
-                let timed = self.model.k.timeout.is_some();
-                let mut ended = Vec::new();
-                for (k, a) in h.race.attempts.iter_mut().enumerate() {
-                    if let Some(call) = a.as_mut().filter(|c| c.deadline == Some(at)) {
-                        // Without a `timeout` in force any more, its timer fires for nothing.
-                        match timed {
-                            true => ended.push((k, None)),
-                            false => (call.deadline, call.overdue) = (None, true),
-                        }
-                    }
-                }
+                let ended: Vec<_> = (h.race.attempts.iter().enumerate())
+                    .filter(|(_, a)| a.is_some_and(|c| c.deadline == Some(at)))
+                    .map(|(k, _)| (k, None))
+                    .collect();
                 if !ended.is_empty() || h.race.timer() == Some(at) {
                     if self.model.task_due(at) {
                         COVERED[6].fetch_add(1, Relaxed);
