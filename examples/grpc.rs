@@ -84,10 +84,11 @@ async fn main() {
             for (tally, (result, reached)) in tallies.iter_mut().zip(seen) {
                 tally.calls += 1;
                 tally.reached += reached as u32;
-                if let Err(status) = result {
-                    if status.code() == Code::Unavailable && reached == 0 {
-                        tally.refused += 1;
-                    }
+                if let Err(status) = result
+                    && status.code() == Code::Unavailable
+                    && reached == 0
+                {
+                    tally.refused += 1;
                 }
             }
         }

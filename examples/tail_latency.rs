@@ -120,7 +120,7 @@ where
 fn through(
     breaker: Breaker,
     dep: &Dependency,
-) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static {
+) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static + use<> {
     let dep = dep.clone();
     move || {
         let (breaker, dep) = (breaker.clone(), dep.clone());
@@ -146,7 +146,7 @@ impl tower::hedge::Policy<()> for EveryRequest {
 /// (made inside the runtime: its `Buffer` spawns a task).
 fn through_tower(
     dep: &Dependency,
-) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static {
+) -> impl Fn() -> Pin<Box<dyn Future<Output = bool> + Send>> + Clone + Send + 'static + use<> {
     let dep = dep.clone();
     let inner = tower::service_fn(move |()| {
         let dep = dep.clone();

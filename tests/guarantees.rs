@@ -486,7 +486,8 @@ mod grpc {
             Error: Into<Box<dyn std::error::Error + Send + Sync>>,
         > + Send
                           + 'static,
-    > + Clone {
+    > + Clone
+           + use<> {
         ServiceBuilder::new()
             .layer(CircuitBreakerLayer::grpc(breaker.clone()))
             .service(channel)

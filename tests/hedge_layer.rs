@@ -92,8 +92,9 @@ fn replicas(
     (),
     Response = http::Response<()>,
     Error = CallError<std::io::Error>,
-    Future = impl Send,
-> + Clone {
+    Future = impl Send + use<>,
+> + Clone
+       + use<> {
     ServiceBuilder::new()
         .layer(HedgeLayer::new(breaker.clone()))
         .service(service_fn(move |()| {

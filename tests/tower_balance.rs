@@ -31,7 +31,7 @@ async fn three_endpoints(
 ) -> (
     Vec<http_server::Server>,
     Vec<Breaker>,
-    impl Service<http::Request<Body>, Error = BoxError>,
+    impl Service<http::Request<Body>, Error = BoxError> + use<>,
 ) {
     let client = Client::builder(TokioExecutor::new()).build_http::<Body>();
     let mut servers = Vec::new();

@@ -88,7 +88,9 @@ const HANG: Ask = None;
 fn layered(
     breaker: &Breaker,
 ) -> (
-    impl Service<Ask, Response = Answer, Error = CallError<Infallible>, Future: Send + 'static> + Clone,
+    impl Service<Ask, Response = Answer, Error = CallError<Infallible>, Future: Send + 'static>
+        + Clone
+        + use<>,
     Scripted,
 ) {
     let inner = Scripted::new();

@@ -66,7 +66,8 @@ fn service(
 ) -> impl Service<(), Response = (), Error = breaker::CallError<Infallible>, Future: Send + 'static>
        + Clone
        + Send
-       + 'static {
+       + 'static
+       + use<> {
     CircuitBreakerLayer::new(breaker.clone())
         .ready_when_closed()
         .layer(service_fn(move |()| async move {

@@ -271,11 +271,11 @@ fn call_span(shared: &Shared) -> Option<Box<Span>> {
 #[cold]
 #[inline(never)]
 fn drop_span(span: &mut Option<Box<Span>>, started: u64) {
-    if let Some(span) = span.take() {
-        if started != 0 {
-            record(&span, Ended::Failure, Some(PANIC));
-            PANICKED.set(true);
-        }
+    if let Some(span) = span.take()
+        && started != 0
+    {
+        record(&span, Ended::Failure, Some(PANIC));
+        PANICKED.set(true);
     }
 }
 

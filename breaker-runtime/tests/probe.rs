@@ -41,7 +41,8 @@ impl Health {
     ) -> impl Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Verdict> + Send>>
            + Send
            + Sync
-           + 'static {
+           + 'static
+           + use<> {
         let h = self.clone();
         move || {
             let h = h.clone();

@@ -157,11 +157,11 @@ impl Task {
         let mut pipe = redis::pipe();
         pipe.atomic();
         self.opening(&mut pipe, name, &group.keys, ms);
-        if self.query::<()>(name, &pipe).await.is_some() {
-            if let Some(group) = self.groups.get_mut(name) {
-                let until = group.open(ms, Some(source));
-                self.arm(name, Some(until));
-            }
+        if self.query::<()>(name, &pipe).await.is_some()
+            && let Some(group) = self.groups.get_mut(name)
+        {
+            let until = group.open(ms, Some(source));
+            self.arm(name, Some(until));
         }
     }
 
@@ -323,10 +323,10 @@ impl Task {
             self.next_ping = now + PING;
             // (A cluster client watches its nodes itself and says when one disconnects; a
             // `PING` would go to any node it knows, a dead one too.)
-            if let Some(link) = self.link.as_ref().filter(|l| !l.sharded()) {
-                if let Err(Failure::Outage(why)) = link.command::<()>(&redis::cmd("PING")).await {
-                    self.lost(why);
-                }
+            if let Some(link) = self.link.as_ref().filter(|l| !l.sharded())
+                && let Err(Failure::Outage(why)) = link.command::<()>(&redis::cmd("PING")).await
+            {
+                self.lost(why);
             }
         }
     }

@@ -37,10 +37,10 @@ pub(crate) fn apply(group: &mut Group, seen: Seen, me: &str) -> Option<Instant> 
     if manual != group.manual || reset_here {
         group.operator(manual);
     }
-    if let Some(token) = reset {
-        if group.reset_seen.as_deref() != Some(token) {
-            group.reset_seen = Some(token.to_owned());
-        }
+    if let Some(token) = reset
+        && group.reset_seen.as_deref() != Some(token)
+    {
+        group.reset_seen = Some(token.to_owned());
     }
     group.read = true;
     if manual.is_some() {

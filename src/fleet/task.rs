@@ -242,17 +242,17 @@ impl Task {
     /// stayed open); a moved one leaves a stale entry, and stale entries are dropped once
     /// they outnumber the live ones, so the heap holds about one entry per armed name.
     pub(super) fn arm(&mut self, name: &Arc<str>, at: Option<Instant>) {
-        if let Some(group) = self.groups.get_mut(name) {
-            if group.deadline != at {
-                group.deadline = at;
-                if let Some(at) = at {
-                    self.timers.push(Reverse((at, name.clone())));
-                    if self.timers.len() > 2 * self.active.len() + 64 {
-                        let groups = &self.groups;
-                        self.timers.retain(|Reverse((at, name))| {
-                            groups.get(name).is_some_and(|g| g.deadline == Some(*at))
-                        });
-                    }
+        if let Some(group) = self.groups.get_mut(name)
+            && group.deadline != at
+        {
+            group.deadline = at;
+            if let Some(at) = at {
+                self.timers.push(Reverse((at, name.clone())));
+                if self.timers.len() > 2 * self.active.len() + 64 {
+                    let groups = &self.groups;
+                    self.timers.retain(|Reverse((at, name))| {
+                        groups.get(name).is_some_and(|g| g.deadline == Some(*at))
+                    });
                 }
             }
         }

@@ -340,7 +340,7 @@ where
 
 /// The fallback of an `async fn`: what it returned, as a future to await.
 pub fn async_fallback<F: AsyncFallback>(returned: F) -> F::Future {
-    returned.into_future()
+    AsyncFallback::into_future(returned)
 }
 
 /// What the fallback of an `async fn` returns: a future.

@@ -218,20 +218,20 @@ impl<F: Future, B> Future for Racer<F, B> {
             return Poll::Pending;
         };
         let polled = call.as_mut().poll(cx);
-        if let Some(handed) = this.handed.as_mut() {
-            if let Ok(handoff) = handed.try_recv() {
-                this.handed = None;
-                this.mine = true;
-                this.race.committed.store(true, Ordering::Release);
-                let out = this
-                    .race
-                    .out
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                if let Some(out) = out {
-                    let _ = out.send(handoff);
-                }
+        if let Some(handed) = this.handed.as_mut()
+            && let Ok(handoff) = handed.try_recv()
+        {
+            this.handed = None;
+            this.mine = true;
+            this.race.committed.store(true, Ordering::Release);
+            let out = this
+                .race
+                .out
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(out) = out {
+                let _ = out.send(handoff);
             }
         }
         polled

@@ -380,13 +380,13 @@ impl<F: Future, B> Future for Forward<F, B> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = &mut *self;
         let polled = this.call.as_mut().poll(cx);
-        if let Some(handed) = this.handed.as_mut() {
-            if let Ok(handoff) = handed.try_recv() {
-                this.handed = None;
-                let out = this.out.lock().unwrap_or_else(|e| e.into_inner()).take();
-                if let Some(out) = out {
-                    let _ = out.send(handoff);
-                }
+        if let Some(handed) = this.handed.as_mut()
+            && let Ok(handoff) = handed.try_recv()
+        {
+            this.handed = None;
+            let out = this.out.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(out) = out {
+                let _ = out.send(handoff);
             }
         }
         polled

@@ -320,25 +320,25 @@ impl Model {
             .k
             .adaptive
             .filter(|_| self.state != State::Disabled && refused.is_none());
-        if let Some(max) = adaptive {
-            if self.aseats >= max || (self.aseats > 0 && drawn(Chance::AdaptiveFull)) {
-                if let Some(lease) = probe.take() {
-                    self.give_back(lease);
-                }
-                refused = Some(Admit::Full);
+        if let Some(max) = adaptive
+            && (self.aseats >= max || (self.aseats > 0 && drawn(Chance::AdaptiveFull)))
+        {
+            if let Some(lease) = probe.take() {
+                self.give_back(lease);
             }
+            refused = Some(Admit::Full);
         }
         let bulkhead = self
             .k
             .max_concurrent
             .filter(|_| self.state != State::Disabled && refused.is_none());
-        if let Some(max) = bulkhead {
-            if self.seats >= max {
-                if let Some(lease) = probe.take() {
-                    self.give_back(lease);
-                }
-                refused = Some(Admit::Full);
+        if let Some(max) = bulkhead
+            && self.seats >= max
+        {
+            if let Some(lease) = probe.take() {
+                self.give_back(lease);
             }
+            refused = Some(Admit::Full);
         }
         self.stats.calls += 1;
         let mut call = Call {

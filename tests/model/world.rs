@@ -102,7 +102,7 @@ async fn dependency(rx: oneshot::Receiver<Answer>) -> Result<(), Kind> {
 pub type Checked = Result<(), String>;
 
 macro_rules! ensure {
-    ($cond:expr, $($arg:tt)+) => {
+    ($cond:expr_2021, $($arg:tt)+) => {
         if !$cond {
             return Err(format!($($arg)+));
         }

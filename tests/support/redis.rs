@@ -51,10 +51,10 @@ impl RedisServer {
     fn await_ping(&self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Ok(reply) = self.try_command(&["PING"]) {
-                if reply == "+PONG" {
-                    return;
-                }
+            if let Ok(reply) = self.try_command(&["PING"])
+                && reply == "+PONG"
+            {
+                return;
             }
             assert!(
                 Instant::now() < deadline,

@@ -44,7 +44,7 @@ impl StallMeter {
     pub async fn stop(self) -> Duration {
         self.stop.store(true, SeqCst);
         self.ticker.await.unwrap();
-        let worst = *self.worst.lock().unwrap();
-        worst
+
+        *self.worst.lock().unwrap()
     }
 }

@@ -18,7 +18,7 @@ impl<T: Copy + PartialEq + fmt::Debug> Value for T {}
 /// Lists every key once; see the invocation below for what each line says.
 macro_rules! keys {
     ($(
-        $key:ident: $ty:ty = |$c:ident| $get:expr, |$m:ident, $v:ident| $set:expr;
+        $key:ident: $ty:ty = |$c:ident| $get:expr_2021, |$m:ident, $v:ident| $set:expr_2021;
     )*) => {
         /// The names of every key, as a file writes them.
         #[cfg(feature = "serde")]

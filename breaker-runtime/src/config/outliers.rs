@@ -191,13 +191,13 @@ impl Outliers {
                 ),
             ));
         }
-        if let Some(p) = self.failure_percentage {
-            if !(1..=100).contains(&p) {
-                return Err(ConfigError::new(
-                    "failure_percentage",
-                    format!("must be a percent from 1 to 100 (got {p})"),
-                ));
-            }
+        if let Some(p) = self.failure_percentage
+            && !(1..=100).contains(&p)
+        {
+            return Err(ConfigError::new(
+                "failure_percentage",
+                format!("must be a percent from 1 to 100 (got {p})"),
+            ));
         }
         if self.base_ejection_time.is_zero() {
             return Err(ConfigError::new("base_ejection_time", "must not be zero"));

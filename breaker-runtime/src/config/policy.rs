@@ -55,21 +55,21 @@ impl Config {
         if self.max_keys == 0 {
             return Err(ConfigError::new("max_keys", "must be at least 1 (got 0)"));
         }
-        if let Some(p) = self.max_open_percent {
-            if !(1..=100).contains(&p) {
-                return Err(ConfigError::new(
-                    "max_open_percent",
-                    format!("must be a percent from 1 to 100 (got {p})"),
-                ));
-            }
+        if let Some(p) = self.max_open_percent
+            && !(1..=100).contains(&p)
+        {
+            return Err(ConfigError::new(
+                "max_open_percent",
+                format!("must be a percent from 1 to 100 (got {p})"),
+            ));
         }
-        if let Some(rate) = self.failure_rate {
-            if !(1..=100).contains(&rate) {
-                return Err(ConfigError::new(
-                    "failure_rate",
-                    format!("must be a percentage from 1 to 100 (got {rate})"),
-                ));
-            }
+        if let Some(rate) = self.failure_rate
+            && !(1..=100).contains(&rate)
+        {
+            return Err(ConfigError::new(
+                "failure_rate",
+                format!("must be a percentage from 1 to 100 (got {rate})"),
+            ));
         }
         match self.window {
             Some(Window::Calls(0)) => {
@@ -102,16 +102,16 @@ impl Config {
                 ));
             }
         }
-        if let Some(cap) = self.max_cool_off {
-            if cap < self.cool_off {
-                return Err(ConfigError::new(
-                    "max_cool_off",
-                    format!(
-                        "must be at least `cool_off` ({:?} < {:?})",
-                        cap, self.cool_off
-                    ),
-                ));
-            }
+        if let Some(cap) = self.max_cool_off
+            && cap < self.cool_off
+        {
+            return Err(ConfigError::new(
+                "max_cool_off",
+                format!(
+                    "must be at least `cool_off` ({:?} < {:?})",
+                    cap, self.cool_off
+                ),
+            ));
         }
         let window = self
             .failure_rate

@@ -292,10 +292,8 @@ where
                 }
             }
             let running = self.first.is_some() || self.hedges.iter().any(Option::is_some);
-            if !running {
-                if let Some(out) = self.first_failed.take() {
-                    return Poll::Ready(out);
-                }
+            if !running && let Some(out) = self.first_failed.take() {
+                return Poll::Ready(out);
             }
             return Poll::Pending;
         }
@@ -438,10 +436,10 @@ where
             } => {
                 // A slow failure is a latency worth knowing; a fast one would pull the
                 // percentile down.
-                if timed_out || self.slow(took) {
-                    if let Some(hedging) = self.hedging() {
-                        hedging.record(now, took);
-                    }
+                if (timed_out || self.slow(took))
+                    && let Some(hedging) = self.hedging()
+                {
+                    hedging.record(now, took);
                 }
                 if k == 0 {
                     self.first_failed = Some(r);

@@ -222,10 +222,10 @@ impl<K: BreakerKey> KeyName<'_, K> {
             bytes: [0; 128],
             len: 0,
         };
-        if fmt::write(&mut buf, format_args!("{self}")).is_ok() {
-            if let Ok(s) = std::str::from_utf8(&buf.bytes[..buf.len]) {
-                return Name::from(s);
-            }
+        if fmt::write(&mut buf, format_args!("{self}")).is_ok()
+            && let Ok(s) = std::str::from_utf8(&buf.bytes[..buf.len])
+        {
+            return Name::from(s);
         }
         let mut text = crate::name::Bounded::default();
         let _ = write!(text, "{}", KeyText(self.1));

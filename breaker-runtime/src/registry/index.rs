@@ -155,10 +155,8 @@ impl Index {
         listing: &Listing,
     ) -> Option<Arc<T>> {
         let mut slab = lock(&self.0);
-        if find {
-            if let Some(found) = slab.newest(name) {
-                return Some(found);
-            }
+        if find && let Some(found) = slab.newest(name) {
+            return Some(found);
         }
         let slot = match slab.free.pop() {
             Some(slot) => slot,

@@ -363,7 +363,7 @@ impl<K: crate::BreakerKey> crate::KeyedBreaker<K> {
         &self,
         key: &Q,
         make: F,
-    ) -> impl Future<Output = Result<T, CallError<E>>>
+    ) -> impl Future<Output = Result<T, CallError<E>>> + use<Q, F, Fut, T, E, K>
     where
         K: std::borrow::Borrow<Q>,
         Q: std::hash::Hash + Eq + ToOwned<Owned = K> + ?Sized,

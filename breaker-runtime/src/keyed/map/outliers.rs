@@ -107,10 +107,11 @@ impl<K: BreakerKey> Detector for Map<K> {
             self.eject(node, &e, samples[e.index].outcomes, &rules, dry_run);
         }
         for ((node, ejected), chosen) in nodes.iter().zip(chosen) {
-            if !chosen && !ejected {
-                if let Some(seen) = node.outlier.get() {
-                    decay(seen);
-                }
+            if !chosen
+                && !ejected
+                && let Some(seen) = node.outlier.get()
+            {
+                decay(seen);
             }
         }
     }
