@@ -187,21 +187,7 @@ fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
         delay: Some(1),
         budget: None,
     };
-    let k = ops::Knobs {
-        threshold: None,
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call: None,
-        timeout: None,
-        dry_run: false,
-        ramp: None,
-        adaptive: None,
-        hedge: Some(hedge),
-    };
+    let k = fixed_knobs(None, None, Some(hedge));
     let (keyed, pool) = quiet_keys_and_hosts();
     let denied_before = world::COVERED[5].load(Relaxed);
     let race = [StartHedged, Advance(250), Cancel(0)];
@@ -219,21 +205,6 @@ fn the_hedge_budgets_floor_denies_the_eleventh_hedge_in_ten_seconds() {
 #[test]
 fn attempts_keep_their_timeout_through_reconfigurations() {
     use ops::{Answer, Hedge, Op::*, PatchKey};
-    let knobs = |timeout, slow_call, hedge| ops::Knobs {
-        threshold: None,
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call,
-        timeout,
-        dry_run: false,
-        ramp: None,
-        adaptive: None,
-        hedge,
-    };
     let hedge = Hedge {
         hedges: 2,
         delay: Some(1),
@@ -245,7 +216,7 @@ fn attempts_keep_their_timeout_through_reconfigurations() {
         Finish(0, Answer::Fail),
         Start,
         Start,
-        Reconfigure(knobs(None, None, None)),
+        Reconfigure(fixed_knobs(None, None, None)),
         Finish(396115626751115772, Answer::Ok),
         Patch(vec![PatchKey::Threshold(1)]),
         Advance(250),
@@ -254,11 +225,11 @@ fn attempts_keep_their_timeout_through_reconfigurations() {
         Advance(250),
         Finish(9328247917735630685, Answer::Ok),
         Finish(833533932414727500, Answer::Ok),
-        Reconfigure(knobs(Some(500), None, None)),
+        Reconfigure(fixed_knobs(Some(500), None, None)),
         Finish(9565594899875275481, Answer::Ok),
         Start,
     ];
-    let k = knobs(Some(500), Some(250), Some(hedge));
+    let k = fixed_knobs(Some(500), Some(250), Some(hedge));
     run(k, false, keyed, pool, operations).unwrap();
 }
 
@@ -270,27 +241,18 @@ fn attempts_keep_their_timeout_through_reconfigurations() {
 #[test]
 fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
     use ops::{Hedge, Op::*};
+    let hedge = Hedge {
+        hedges: 1,
+        delay: Some(501),
+        budget: None,
+    };
+    // The soak's case set `timeout` by `Patch(Timeout(Some(500)))`, which a build without
+    // feature `serde` skips (no patches there): from the start here, so every build reaches
+    // the instant.
     let k = ops::Knobs {
         threshold: Some(1),
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call: None,
-        // The soak's case set it by `Patch(Timeout(Some(500)))`, which a build without
-        // feature `serde` skips (no patches there): from the start here, so every build
-        // reaches the instant.
-        timeout: Some(500),
         dry_run: true,
-        ramp: None,
-        adaptive: None,
-        hedge: Some(Hedge {
-            hedges: 1,
-            delay: Some(501),
-            budget: None,
-        }),
+        ..fixed_knobs(Some(500), None, Some(hedge))
     };
     let (keyed, pool) = quiet_keys_and_hosts();
     let operations = vec![Start, Advance(500), StartHedged, Advance(500)];
@@ -312,40 +274,16 @@ fn an_attempt_timing_out_as_the_own_probe_closes_the_breaker_may_hedge() {
 #[test]
 fn a_timeout_restored_after_a_patch_removed_it() {
     use ops::{Hedge, Op::*, PatchKey};
+    let hedge = Hedge {
+        hedges: 2,
+        delay: Some(1251),
+        budget: None,
+    };
     let k = ops::Knobs {
         threshold: Some(1),
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call: Some(250),
-        timeout: Some(500),
-        dry_run: false,
-        ramp: None,
-        adaptive: None,
-        hedge: Some(Hedge {
-            hedges: 2,
-            delay: Some(1251),
-            budget: None,
-        }),
+        ..fixed_knobs(Some(500), Some(250), Some(hedge))
     };
-    let k2 = ops::Knobs {
-        threshold: None,
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call: None,
-        timeout: Some(500),
-        dry_run: false,
-        ramp: None,
-        adaptive: None,
-        hedge: None,
-    };
+    let k2 = fixed_knobs(Some(500), None, None);
     let (keyed, pool) = quiet_keys_and_hosts();
     let operations = vec![
         StartHedged,
@@ -373,21 +311,6 @@ fn a_timeout_restored_after_a_patch_removed_it() {
 #[test]
 fn a_hedged_call_keeps_its_timeout_when_a_patch_removes_it() {
     use ops::{Hedge, Op::*, PatchKey};
-    let knobs = |hedge| ops::Knobs {
-        threshold: None,
-        rate: None,
-        cool_off: 500,
-        max_cool_off: None,
-        probes: 1,
-        success_threshold: None,
-        max_concurrent: None,
-        slow_call: None,
-        timeout: Some(500),
-        dry_run: false,
-        ramp: None,
-        adaptive: None,
-        hedge,
-    };
     let hedge = Hedge {
         hedges: 1,
         delay: Some(1001),
@@ -398,10 +321,35 @@ fn a_hedged_call_keeps_its_timeout_when_a_patch_removes_it() {
         StartHedged,
         Patch(vec![PatchKey::Timeout(None)]),
         Advance(1250),
-        Reconfigure(knobs(None)),
+        Reconfigure(fixed_knobs(Some(500), None, None)),
         Advance(1000),
     ];
-    run(knobs(Some(hedge)), false, keyed, pool, operations).unwrap();
+    let k = fixed_knobs(Some(500), None, Some(hedge));
+    run(k, false, keyed, pool, operations).unwrap();
+}
+
+/// The fixed cases' knobs: a 500 ms cool-off and one probe, `timeout`, `slow_call` and
+/// `hedge` as given, every other rule off.
+fn fixed_knobs(
+    timeout: Option<ops::Ms>,
+    slow_call: Option<ops::Ms>,
+    hedge: Option<ops::Hedge>,
+) -> ops::Knobs {
+    ops::Knobs {
+        threshold: None,
+        rate: None,
+        cool_off: 500,
+        max_cool_off: None,
+        probes: 1,
+        success_threshold: None,
+        max_concurrent: None,
+        slow_call,
+        timeout,
+        dry_run: false,
+        ramp: None,
+        adaptive: None,
+        hedge,
+    }
 }
 
 /// The fixed cases' keyed breaker and pool of hosts: there, and idle (the cases drive the
