@@ -186,6 +186,22 @@ impl<K: BreakerKey> KeyedBreaker<K> {
         Ok(())
     }
 
+    /// The configuration in force for every key, now and for keys made later: the last
+    /// [`reconfigure`](Self::reconfigure) or `apply`, else the one it was made with (as
+    /// [`Breaker::config`] says a breaker's).
+    ///
+    /// ```
+    /// use breaker::{Config, KeyedBreaker};
+    ///
+    /// let hosts = KeyedBreaker::<String>::new("docs::keyed_config", Config::default());
+    /// hosts.reconfigure(Config::default().threshold(2)).unwrap();
+    /// assert_eq!(hosts.config().values().threshold, Some(2));
+    /// assert_eq!(hosts.config(), hosts.breaker("a.example").config());
+    /// ```
+    pub fn config(&self) -> Config {
+        self.inner.config()
+    }
+
     /// The name every key's breaker is named after.
     pub fn name(&self) -> &str {
         &self.inner.name

@@ -177,6 +177,11 @@ impl<K: BreakerKey> Map<K> {
         Ok(())
     }
 
+    /// Every key's configuration in force (`KeyedBreaker::config`).
+    pub(super) fn config(&self) -> crate::Config {
+        self.live.resolved().config.clone()
+    }
+
     /// Every key in the map with its breaker, and the `max_open` places taken (for the
     /// model test, `crate::tests::keyed_model`).
     #[cfg(test)]
