@@ -139,6 +139,12 @@ impl Live {
         lock(&self.resolved).clone()
     }
 
+    /// The configuration in force, as `config()` gives it (on a breaker, a handle, a keyed
+    /// breaker).
+    pub(crate) fn config(&self) -> crate::Config {
+        lock(&self.resolved).config.clone()
+    }
+
     #[inline(always)]
     pub(crate) fn rules(&self) -> Rules {
         let r = self.rules.load(Relaxed);

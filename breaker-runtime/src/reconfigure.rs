@@ -111,7 +111,7 @@ impl Breaker {
     /// assert_eq!(b.config().values().threshold, Some(7));
     /// ```
     pub fn config(&self) -> Config {
-        self.shared.core.live.resolved().config.clone()
+        self.shared.core.live.config()
     }
 
     /// Closes the breaker and clears its counts and [`Stats`](crate::Stats), as
@@ -171,6 +171,6 @@ impl Handle {
     /// assert_eq!(handle.config().values().threshold, Some(4));
     /// ```
     pub fn config(&self) -> Config {
-        self.shared.core.live.resolved().config.clone()
+        self.shared.core.live.config()
     }
 }

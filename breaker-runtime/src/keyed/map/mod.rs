@@ -179,7 +179,7 @@ impl<K: BreakerKey> Map<K> {
 
     /// Every key's configuration in force (`KeyedBreaker::config`).
     pub(super) fn config(&self) -> crate::Config {
-        self.live.resolved().config.clone()
+        self.live.config()
     }
 
     /// Every key in the map with its breaker, and the `max_open` places taken (for the
