@@ -77,6 +77,10 @@ impl Shared {
         keyed: Option<(Arc<Family>, Option<crate::core::OpenCap>)>,
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
+        // Feature `otel`: the calls' gate known to `tracing` before the first call (its
+        // registration allocates once; a call allocates nothing).
+        #[cfg(feature = "otel")]
+        crate::traced::register_gate();
         Shared {
             core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),

@@ -4,16 +4,26 @@
 //! call's duration handed to the hook that `breaker::otel::install` sets ([`time_calls`]).
 //!
 //! Without the feature none of this is compiled: a call future is what it was, to the
-//! instruction. With it, a call that neither a subscriber nor the hook wants pays, once
-//! admitted, a load and compare of tracing's cached level filter and of the hook, and one
-//! compare at its end and at its drop; the span, the clock readings and the hook's work are
-//! out of line. A call whose user's future panics is a failure in the statistics (so in
-//! `breaker.calls`) and on its span (`error.type = "panic"`, set as the call future goes);
-//! it is not timed.
+//! instruction. With it, a call that neither a subscriber nor the hook wants pays one load
+//! and compare of one byte at admission ([`quiet`]: `tracing` keeps the byte up to date
+//! through a callsite of ours, so no level filter or hook is read per call) and nothing
+//! after: it runs in the call future's unwatched stages, which have no span to enter, no
+//! start to read and nothing to record at its end or its drop. A watched call runs in stages
+//! of its own, out of line, its start in the call future (8 bytes) and its span, if a
+//! subscriber wants one, in the box its timer lives in. A call whose user's future panics is
+//! a failure in the statistics (so in `breaker.calls`) and on its span (`error.type =
+//! "panic"`, set as the call future goes); it is not timed.
 //! The spans' target is [`TARGET`] at INFO, so a filter can drop them (`breaker::otel=off`)
 //! and keep the transitions' log lines (target `breaker`).
 
-use std::{any::type_name, mem::ManuallyDrop, sync::OnceLock, time::Duration};
+use std::{
+    any::type_name,
+    sync::{
+        atomic::{AtomicU8, Ordering::Relaxed},
+        OnceLock,
+    },
+    time::Duration,
+};
 
 use tracing::{field::Empty, Level, Span};
 
@@ -92,15 +102,95 @@ static HOOK: OnceLock<fn(&CallEnd<'_>)> = OnceLock::new();
 /// was already). Not part of the API: for `breaker::otel::install`.
 #[doc(hidden)]
 pub fn time_calls(hook: fn(&CallEnd<'_>)) -> bool {
-    HOOK.set(hook).is_ok()
+    let set = HOOK.set(hook).is_ok();
+    GATE.fetch_or(TIMED, Relaxed);
+    set
 }
 
-/// What a call future keeps for its span and its timing: 16 bytes, nothing allocated unless
-/// a subscriber wants the span.
+/// Whether anyone may want a call's span or its time: one byte, so a call nobody watches
+/// pays one load and compare at admission and nothing after it (the call future then has no
+/// watch at all: see `future.rs`). [`REGISTERED`] once [`GATE_SITE`] is known to `tracing`;
+/// [`SPANS`] while some subscriber's interest in a call's span is not `never` (tracing
+/// rebuilds it through [`Callsite::set_interest`] whenever a subscriber or a filter changes);
+/// [`TIMED`] once the hook of [`time_calls`] is set. [`QUIET`]: registered, neither.
+static GATE: AtomicU8 = AtomicU8::new(0);
+const REGISTERED: u8 = 1;
+const SPANS: u8 = 2;
+const TIMED: u8 = 4;
+const QUIET: u8 = REGISTERED;
+
+/// Nobody wants a call's span or its time (a conservative answer: `false` only sends the
+/// call through [`Watch::begin`], which asks precisely).
+#[inline(always)]
+pub(crate) fn quiet() -> bool {
+    GATE.load(Relaxed) == QUIET || registered_gate() == QUIET
+}
+
+/// A subscriber may want a call's span (conservative, as [`quiet`]).
+#[inline(always)]
+pub(crate) fn spans_wanted() -> bool {
+    GATE.load(Relaxed) & (REGISTERED | SPANS) != REGISTERED && registered_gate() & SPANS != 0
+}
+
+/// The gate, once [`GATE_SITE`] is registered with `tracing`.
+#[cold]
+#[inline(never)]
+fn registered_gate() -> u8 {
+    register_gate();
+    GATE.load(Relaxed)
+}
+
+/// [`GATE_SITE`] registered with `tracing`, which sets its interest then (once: each breaker
+/// made asks, so no call has to; the registration allocates).
+pub(crate) fn register_gate() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if GATE.load(Relaxed) & REGISTERED == 0 {
+        ONCE.call_once(|| {
+            tracing::callsite::register(&GATE_SITE);
+            GATE.fetch_or(REGISTERED, Relaxed);
+        });
+    }
+}
+
+/// A callsite of a call's span (`breaker.call` at INFO, target [`TARGET`]) that makes no
+/// span: `tracing` tells it whether subscribers want such spans, and it keeps that in
+/// [`GATE`]. The spans themselves are made by `info_span!` in [`call_span`], asked again.
+struct GateSite;
+
+static GATE_SITE: GateSite = GateSite;
+
+static GATE_FIELDS: &[&str] = &[];
+
+static GATE_META: tracing::Metadata<'static> = tracing::Metadata::new(
+    "breaker.call",
+    TARGET,
+    Level::INFO,
+    Some(file!()),
+    Some(line!()),
+    Some(module_path!()),
+    tracing::field::FieldSet::new(GATE_FIELDS, tracing::callsite::Identifier(&GATE_SITE)),
+    tracing::metadata::Kind::SPAN,
+);
+
+impl tracing::callsite::Callsite for GateSite {
+    fn set_interest(&self, interest: tracing::subscriber::Interest) {
+        if interest.is_never() {
+            GATE.fetch_and(!SPANS, Relaxed);
+        } else {
+            GATE.fetch_or(SPANS, Relaxed);
+        }
+    }
+
+    fn metadata(&self) -> &tracing::Metadata<'_> {
+        &GATE_META
+    }
+}
+
+/// What a watched call keeps for its timing, in its call future (8 bytes; a call nobody
+/// watches never reads it): its span, if a subscriber wants one, is in the call's box
+/// (`future.rs`), made only then.
+#[derive(Clone, Copy)]
 pub(crate) struct Watch {
-    /// Released by hand ([`release`](Self::release), from the call's `Drop`): the drop glue
-    /// of a `Box<Span>` would be a call in every call future's drop, where one compare does.
-    span: ManuallyDrop<Option<Box<Span>>>,
     /// The breaker's clock at admission, at least 1 ([`AT`]); 0: the call is not timed. Its
     /// top bits say whether its slowness was judged when its answer began ([`SLOW`],
     /// [`NOT_SLOW`]), as the breaker judged it.
@@ -115,80 +205,47 @@ const NOT_SLOW: u64 = 1 << 62;
 const AT: u64 = NOT_SLOW - 1;
 
 impl Watch {
-    pub(crate) const NONE: Watch = Watch {
-        span: ManuallyDrop::new(None),
-        started: 0,
-    };
+    /// Not timed.
+    pub(crate) const NONE: Watch = Watch { started: 0 };
 
-    /// An attempt of a retried call, in its own span (already made, a child of the call's).
-    pub(crate) fn attempt(span: Option<Box<Span>>) -> Watch {
-        Watch {
-            span: ManuallyDrop::new(span),
-            started: 0,
-        }
-    }
-
-    /// Admitted: the call's span if a subscriber wants it (an attempt's was made by its
-    /// retried call), and its start if the span or the hook wants its time. One check of
-    /// each when neither does; the rest out of line.
-    #[inline(always)]
-    pub(crate) fn admitted(&mut self, shared: &Shared) {
-        if self.span.is_some() || tracing::level_enabled!(Level::INFO) || HOOK.get().is_some() {
-            self.begin(shared);
-        }
-    }
-
+    /// Admitted: the call's span if a subscriber wants it (an attempt's, `span`, was made by
+    /// its retried call), and its start, if the span or the hook wants its time. `None`:
+    /// nobody watches the call after all.
     #[cold]
     #[inline(never)]
-    fn begin(&mut self, shared: &Shared) {
-        if self.span.is_none() {
-            *self.span = call_span(shared);
+    pub(crate) fn begin(shared: &Shared, span: Option<Span>) -> Option<(Watch, Option<Span>)> {
+        let span = span.or_else(|| call_span(shared));
+        if span.is_none() && HOOK.get().is_none() {
+            return None;
         }
-        if self.span.is_some() || HOOK.get().is_some() {
-            self.started = (shared.clock.now() & AT).max(1);
-        }
+        let started = (shared.clock.now() & AT).max(1);
+        Some((Watch { started }, span))
     }
 
     /// The call's answer began (a stream's headers): its slowness is judged now, as the
     /// breaker judges it (`CallFuture::answer_began`).
-    #[inline(always)]
     pub(crate) fn answer_began(&mut self, shared: &Shared) {
         if self.started != 0 && self.started & (SLOW | NOT_SLOW) == 0 {
-            self.judge_slow_now(shared);
+            let elapsed = shared.clock.now().saturating_sub(self.started & AT);
+            let slow = shared.core.live.slow_call().is_some_and(|s| elapsed >= s);
+            self.started |= if slow { SLOW } else { NOT_SLOW };
         }
     }
 
-    #[cold]
+    /// A call that ended, on its span if it has one; `error_type` names its error if it is
+    /// one. `Success` becomes `Slow`, `Cancelled` `Abandoned`, past the breaker's
+    /// `slow_call`.
     #[inline(never)]
-    fn judge_slow_now(&mut self, shared: &Shared) {
-        let elapsed = shared.clock.now().saturating_sub(self.started & AT);
-        let slow = shared.core.live.slow_call().is_some_and(|s| elapsed >= s);
-        self.started |= if slow { SLOW } else { NOT_SLOW };
-    }
-
-    /// The span entered while the user's future is polled (its spans are children).
-    #[inline(always)]
-    pub(crate) fn enter(&self) -> Option<tracing::span::Entered<'_>> {
-        self.span.as_deref().map(Span::enter)
-    }
-
-    /// A call that ended, `error_type` naming its error if it is one. `Success` becomes
-    /// `Slow`, `Cancelled` `Abandoned`, past the breaker's `slow_call`.
-    #[inline(always)]
     pub(crate) fn end(
         &mut self,
         shared: &Shared,
+        span: Option<Span>,
         outcome: Ended,
         error_type: Option<&'static str>,
     ) {
-        if self.started != 0 {
-            self.end_slow(shared, outcome, error_type);
+        if self.started == 0 {
+            return;
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn end_slow(&mut self, shared: &Shared, outcome: Ended, error_type: Option<&'static str>) {
         let elapsed = shared.clock.now().saturating_sub(self.started & AT);
         let slow = match self.started & (SLOW | NOT_SLOW) {
             SLOW => true,
@@ -204,7 +261,7 @@ impl Watch {
         let error_type = outcome
             .is_error()
             .then(|| error_type.unwrap_or(outcome.as_str()));
-        if let Some(span) = self.take_span() {
+        if let Some(span) = span {
             record(&span, outcome, error_type);
         }
         if let Some(hook) = HOOK.get() {
@@ -218,42 +275,34 @@ impl Watch {
             });
         }
     }
+}
 
-    /// The span, ended.
-    fn take_span(&mut self) -> Option<Box<Span>> {
-        self.span.take()
+/// The span of a watched call whose user's future panicked: it says so. (The call is a
+/// failure in the statistics; it is not timed.)
+#[cold]
+#[inline(never)]
+pub(crate) fn unwound(span: Option<Span>) {
+    if let Some(span) = span {
+        record(&span, Ended::Failure, Some(PANIC));
+        PANICKED.set(true);
     }
+}
 
-    /// As the call future goes: a span no end took (a call never polled, or whose future
-    /// panicked: then it records the failure) is closed. Called by the call's own `Drop`, whose one compare of the stage
-    /// this joins, so the call future's drop glue stays inlined.
-    #[inline(always)]
-    pub(crate) fn release(&mut self) {
-        if self.span.is_some() {
-            drop_span(&mut self.span, self.started);
-        }
+/// A call refused (not timed: it did not reach the dependency), in its span: an attempt's
+/// (`span`), else one made now if a subscriber wants it.
+#[cold]
+#[inline(never)]
+pub(crate) fn refused(shared: &Shared, span: Option<Span>, refusal: &BreakerError) {
+    if span.is_none() && GATE.load(Relaxed) & SPANS == 0 {
+        return;
     }
-
-    /// A call the breaker refused (not timed: it did not reach the dependency), in its span
-    /// if a subscriber wants it.
-    #[inline(always)]
-    pub(crate) fn refused(&mut self, shared: &Shared, refusal: &BreakerError) {
-        if self.span.is_some() || tracing::level_enabled!(Level::INFO) {
-            self.refused_span(shared, refusal);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn refused_span(&mut self, shared: &Shared, refusal: &BreakerError) {
-        if let Some(span) = self.take_span().or_else(|| call_span(shared)) {
-            record(&span, Ended::Rejected, Some(refusal_type(refusal)));
-        }
+    if let Some(span) = span.or_else(|| call_span(shared)) {
+        record(&span, Ended::Rejected, Some(refusal_type(refusal)));
     }
 }
 
 /// A call's span, if a subscriber wants it.
-fn call_span(shared: &Shared) -> Option<Box<Span>> {
+fn call_span(shared: &Shared) -> Option<Span> {
     let span = tracing::info_span!(
         target: TARGET,
         "breaker.call",
@@ -263,20 +312,7 @@ fn call_span(shared: &Shared) -> Option<Box<Span>> {
         otel.status_code = Empty,
         "error.type" = Empty,
     );
-    (!span.is_disabled()).then(|| Box::new(span))
-}
-
-/// The span, closed; a call admitted and never ended (still timed: `started`) is one whose
-/// user's future panicked (every other end records its outcome), so it says so.
-#[cold]
-#[inline(never)]
-fn drop_span(span: &mut Option<Box<Span>>, started: u64) {
-    if let Some(span) = span.take()
-        && started != 0
-    {
-        record(&span, Ended::Failure, Some(PANIC));
-        PANICKED.set(true);
-    }
+    (!span.is_disabled()).then_some(span)
 }
 
 /// The `error.type` of a call whose future panicked.
@@ -385,7 +421,7 @@ impl Retried {
     }
 
     /// Attempt `n`'s span (1 the first) of a retried call, a child of the call's.
-    pub(crate) fn attempt(&mut self, shared: &Shared, n: u32) -> Option<Box<Span>> {
+    pub(crate) fn attempt(&mut self, shared: &Shared, n: u32) -> Option<Span> {
         self.2 = n;
         let kind = if n == 1 { "first" } else { "retry" };
         self.child(shared, kind, n)
@@ -394,12 +430,12 @@ impl Retried {
     /// The next attempt's span of a hedged call, a child of the call's, numbered in the
     /// order they are made: `first` unless `hedge` (a keyed call whose first key refused the
     /// first attempt makes another, on the next key), `hedge` for a hedge.
-    pub(crate) fn hedge(&mut self, shared: &Shared, hedge: bool) -> Option<Box<Span>> {
+    pub(crate) fn hedge(&mut self, shared: &Shared, hedge: bool) -> Option<Span> {
         self.2 += 1;
         self.child(shared, if hedge { "hedge" } else { "first" }, self.2)
     }
 
-    fn child(&self, shared: &Shared, kind: &'static str, n: u32) -> Option<Box<Span>> {
+    fn child(&self, shared: &Shared, kind: &'static str, n: u32) -> Option<Span> {
         let parent = self.0.as_ref()?;
         let span = tracing::info_span!(
             target: TARGET,
@@ -413,7 +449,7 @@ impl Retried {
             otel.status_code = Empty,
             "error.type" = Empty,
         );
-        (!span.is_disabled()).then(|| Box::new(span))
+        (!span.is_disabled()).then_some(span)
     }
 
     /// The call's outcome so far (its last attempt's), after `n` attempts.
@@ -492,5 +528,73 @@ impl Drop for Probed {
             Outcome::Failure | Outcome::OpenFor(_) => (Ended::Failure, Some("_OTHER")),
         };
         record(&self.span, ended, error_type);
+    }
+}
+
+#[cfg(all(test, not(breaker_loom)))]
+mod tests {
+    use std::{
+        future::Future,
+        sync::{
+            atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst},
+            Arc,
+        },
+        task::{Context, Poll, Waker},
+    };
+
+    use tracing::{span, subscriber::Interest, Event, Metadata, Subscriber};
+
+    use crate::{Breaker, Config};
+
+    /// Counts the `breaker.call` spans made under it.
+    #[derive(Clone, Default)]
+    struct Calls(Arc<AtomicUsize>, Arc<AtomicU64>);
+
+    impl Subscriber for Calls {
+        fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+            if meta.target() == super::TARGET {
+                Interest::always()
+            } else {
+                Interest::never()
+            }
+        }
+        fn enabled(&self, meta: &Metadata<'_>) -> bool {
+            meta.target() == super::TARGET
+        }
+        fn new_span(&self, span: &span::Attributes<'_>) -> span::Id {
+            if span.metadata().name() == "breaker.call" {
+                self.0.fetch_add(1, SeqCst);
+            }
+            span::Id::from_u64(self.1.fetch_add(1, SeqCst) + 1)
+        }
+        fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+        fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+        fn event(&self, _: &Event<'_>) {}
+        fn enter(&self, _: &span::Id) {}
+        fn exit(&self, _: &span::Id) {}
+    }
+
+    fn ready<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(out) => out,
+            Poll::Pending => panic!("not ready at once"),
+        }
+    }
+
+    /// The gate follows `tracing`: calls made while nobody wanted spans leave it quiet, and
+    /// a subscriber set afterwards gets the spans of the calls made under it, admitted and
+    /// refused (the gate's callsite was told of it; a gate read once would stay quiet).
+    #[test]
+    fn a_subscriber_set_after_calls_gets_their_spans() {
+        let b = Breaker::unlisted("traced::gate".into(), Config::default()).unwrap();
+        assert_eq!(ready(b.call(async { Ok::<_, ()>(1) })), Ok(1));
+        let calls = Calls::default();
+        tracing::subscriber::with_default(calls.clone(), || {
+            assert_eq!(ready(b.call(async { Ok::<_, ()>(2) })), Ok(2));
+            b.handle().force_open();
+            assert!(ready(b.call(async { Ok::<_, ()>(3) })).is_err());
+        });
+        assert_eq!(calls.0.load(SeqCst), 2);
     }
 }
