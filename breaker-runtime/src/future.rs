@@ -478,7 +478,7 @@ where
                     // Feature `otel`: one load and compare for a call nobody watches; a
                     // watched call goes on in its own stages.
                     #[cfg(feature = "otel")]
-                    if !crate::traced::quiet() && watched(call, shared, None) {
+                    if !crate::gate::quiet() && watched(call, shared, None) {
                         let admitted_at = shared.core.timed().then(Instant::now);
                         return run::<_, T, E, P, C, true>(
                             inner,
@@ -495,7 +495,7 @@ where
                     // where its span can see its refusal (asked before, so no refusal is
                     // held across the question).
                     #[cfg(feature = "otel")]
-                    if crate::traced::spans_wanted() {
+                    if crate::gate::spans_wanted() {
                         return poll_watched::<_, T, E, P, C>(inner, shared, call, cx);
                     }
                     // Each refusal straight into the output: no intermediate `Result`
@@ -511,7 +511,7 @@ where
                         return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
                     }
                     #[cfg(feature = "otel")]
-                    if !crate::traced::quiet() && watched(call, shared, None) {
+                    if !crate::gate::quiet() && watched(call, shared, None) {
                         let admitted_at = shared.core.timed().then(Instant::now);
                         return run::<_, T, E, P, C, true>(
                             inner,

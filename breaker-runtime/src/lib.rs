@@ -61,6 +61,8 @@ mod digest;
 mod error;
 mod events;
 mod future;
+#[cfg(feature = "otel")]
+mod gate;
 #[cfg(feature = "grpc")]
 mod grpc;
 mod handle;

@@ -80,7 +80,7 @@ impl Shared {
         // Feature `otel`: the calls' gate known to `tracing` before the first call (its
         // registration allocates once; a call allocates nothing).
         #[cfg(feature = "otel")]
-        crate::traced::register_gate();
+        crate::gate::register();
         Shared {
             core: Core::new(name, live).with_cap(cap),
             clock: TokioClock::new(),

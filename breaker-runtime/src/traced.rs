@@ -16,21 +16,13 @@
 //! The spans' target is [`TARGET`] at INFO, so a filter can drop them (`breaker::otel=off`)
 //! and keep the transitions' log lines (target `breaker`).
 
-use std::{
-    any::type_name,
-    sync::{
-        atomic::{AtomicU8, Ordering::Relaxed},
-        OnceLock,
-    },
-    time::Duration,
-};
+use std::{any::type_name, sync::OnceLock, time::Duration};
 
 use tracing::{field::Empty, Level, Span};
 
 use crate::{clock::Clock, shared::Shared, BreakerError, Name, Verdict};
 
-/// The target of the spans.
-pub const TARGET: &str = "breaker::otel";
+pub use crate::gate::TARGET;
 
 /// How a call ended, as the schema of `breaker::otel` names it (`breaker.outcome`).
 #[doc(hidden)]
@@ -103,87 +95,8 @@ static HOOK: OnceLock<fn(&CallEnd<'_>)> = OnceLock::new();
 #[doc(hidden)]
 pub fn time_calls(hook: fn(&CallEnd<'_>)) -> bool {
     let set = HOOK.set(hook).is_ok();
-    GATE.fetch_or(TIMED, Relaxed);
+    crate::gate::timed();
     set
-}
-
-/// Whether anyone may want a call's span or its time: one byte, so a call nobody watches
-/// pays one load and compare at admission and nothing after it (the call future then has no
-/// watch at all: see `future.rs`). [`REGISTERED`] once [`GATE_SITE`] is known to `tracing`;
-/// [`SPANS`] while some subscriber's interest in a call's span is not `never` (tracing
-/// rebuilds it through [`Callsite::set_interest`] whenever a subscriber or a filter changes);
-/// [`TIMED`] once the hook of [`time_calls`] is set. [`QUIET`]: registered, neither.
-static GATE: AtomicU8 = AtomicU8::new(0);
-const REGISTERED: u8 = 1;
-const SPANS: u8 = 2;
-const TIMED: u8 = 4;
-const QUIET: u8 = REGISTERED;
-
-/// Nobody wants a call's span or its time (a conservative answer: `false` only sends the
-/// call through [`Watch::begin`], which asks precisely).
-#[inline(always)]
-pub(crate) fn quiet() -> bool {
-    GATE.load(Relaxed) == QUIET || registered_gate() == QUIET
-}
-
-/// A subscriber may want a call's span (conservative, as [`quiet`]).
-#[inline(always)]
-pub(crate) fn spans_wanted() -> bool {
-    GATE.load(Relaxed) & (REGISTERED | SPANS) != REGISTERED && registered_gate() & SPANS != 0
-}
-
-/// The gate, once [`GATE_SITE`] is registered with `tracing`.
-#[cold]
-#[inline(never)]
-fn registered_gate() -> u8 {
-    register_gate();
-    GATE.load(Relaxed)
-}
-
-/// [`GATE_SITE`] registered with `tracing`, which sets its interest then (once: each breaker
-/// made asks, so no call has to; the registration allocates).
-pub(crate) fn register_gate() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    if GATE.load(Relaxed) & REGISTERED == 0 {
-        ONCE.call_once(|| {
-            tracing::callsite::register(&GATE_SITE);
-            GATE.fetch_or(REGISTERED, Relaxed);
-        });
-    }
-}
-
-/// A callsite of a call's span (`breaker.call` at INFO, target [`TARGET`]) that makes no
-/// span: `tracing` tells it whether subscribers want such spans, and it keeps that in
-/// [`GATE`]. The spans themselves are made by `info_span!` in [`call_span`], asked again.
-struct GateSite;
-
-static GATE_SITE: GateSite = GateSite;
-
-static GATE_FIELDS: &[&str] = &[];
-
-static GATE_META: tracing::Metadata<'static> = tracing::Metadata::new(
-    "breaker.call",
-    TARGET,
-    Level::INFO,
-    Some(file!()),
-    Some(line!()),
-    Some(module_path!()),
-    tracing::field::FieldSet::new(GATE_FIELDS, tracing::callsite::Identifier(&GATE_SITE)),
-    tracing::metadata::Kind::SPAN,
-);
-
-impl tracing::callsite::Callsite for GateSite {
-    fn set_interest(&self, interest: tracing::subscriber::Interest) {
-        if interest.is_never() {
-            GATE.fetch_and(!SPANS, Relaxed);
-        } else {
-            GATE.fetch_or(SPANS, Relaxed);
-        }
-    }
-
-    fn metadata(&self) -> &tracing::Metadata<'_> {
-        &GATE_META
-    }
 }
 
 /// What a watched call keeps for its timing, in its call future (8 bytes; a call nobody
@@ -293,7 +206,7 @@ pub(crate) fn unwound(span: Option<Span>) {
 #[cold]
 #[inline(never)]
 pub(crate) fn refused(shared: &Shared, span: Option<Span>, refusal: &BreakerError) {
-    if span.is_none() && GATE.load(Relaxed) & SPANS == 0 {
+    if span.is_none() && !crate::gate::spans_wanted() {
         return;
     }
     if let Some(span) = span.or_else(|| call_span(shared)) {
