@@ -24,8 +24,8 @@
 //! runs as without the feature; a watched call runs in stages of its own (`poll_watched`,
 //! `run::<_, .., true>`), its span entered around each poll, so the unwatched code has no
 //! watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed
-//! async call 159 instructions with the feature compiled in and unused, 124 now, 117
-//! without; a refusal 211, 203 now, 195 without).
+//! async call 159 instructions with the feature compiled in and unused, 125 now, 117
+//! without; a refusal 211, 201 now, 195 without).
 //!
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
 //! future and settles a fast success; full admission, the timer, judging's report and
@@ -78,8 +78,8 @@ enum Stage {
     /// Not polled yet, its span made (an attempt of a retried or hedged call).
     #[cfg(feature = "otel")]
     IdleWatched,
-    /// A watched call whose user's future panicked: ended, its watch (which records the
-    /// panic) still in its box.
+    /// A watched call whose user's future panicked: ended, its span (to record the panic
+    /// on) still in its box.
     #[cfg(feature = "otel")]
     Unwound,
 }
@@ -475,20 +475,6 @@ where
                     call.held.set_ticket(ticket.ticket());
                     call.stage = Stage::Fast;
                     admitted_here = Some(ticket);
-                    // Feature `otel`: one load and compare for a call nobody watches; a
-                    // watched call goes on in its own stages.
-                    #[cfg(feature = "otel")]
-                    if !crate::gate::quiet() && watched(call, shared, None) {
-                        let admitted_at = shared.core.timed().then(Instant::now);
-                        return run::<_, T, E, P, C, true>(
-                            inner,
-                            shared,
-                            call,
-                            cx,
-                            admitted_at,
-                            admitted_here,
-                        );
-                    }
                 }
                 None => {
                     // Feature `otel`: a call whose span a subscriber may want is admitted
@@ -510,22 +496,23 @@ where
                         call.stage = Stage::Done;
                         return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
                     }
-                    #[cfg(feature = "otel")]
-                    if !crate::gate::quiet() && watched(call, shared, None) {
-                        let admitted_at = shared.core.timed().then(Instant::now);
-                        return run::<_, T, E, P, C, true>(
-                            inner,
-                            shared,
-                            call,
-                            cx,
-                            admitted_at,
-                            None,
-                        );
-                    }
                 }
             }
             if shared.core.timed() {
                 admitted_at = Some(Instant::now());
+            }
+            // Feature `otel`: one load and compare for a call nobody watches; a watched
+            // call goes on in its own stages.
+            #[cfg(feature = "otel")]
+            if !crate::gate::quiet() && watched(call, shared, None) {
+                return run::<_, T, E, P, C, true>(
+                    inner,
+                    shared,
+                    call,
+                    cx,
+                    admitted_at,
+                    admitted_here,
+                );
             }
         }
         Stage::Fast | Stage::Held => {}
@@ -677,10 +664,15 @@ where
     match call.stage {
         Stage::FastWatched | Stage::HeldWatched => {}
         Stage::Idle | Stage::IdleWatched => {
+            // An `Idle` call comes from `poll_call`, whose closed fast path did not admit it.
+            let closed = match call.stage {
+                Stage::Idle => None,
+                _ => shared.enter_closed(),
+            };
             let boxed = release(&mut call.timer);
             let span = boxed.and_then(|mut b| b.as_mut().project().span.take());
             call.stage = Stage::Idle;
-            let admitted = match shared.enter_closed() {
+            let admitted = match closed {
                 Some(ticket) => {
                     call.held.set_ticket(ticket.ticket());
                     call.stage = Stage::Fast;
@@ -774,7 +766,7 @@ fn expired(
             after,
         };
         match timer.as_mut() {
-            // Feature `otel`: a watched call's box holds its watch already.
+            // Feature `otel`: a watched call's box holds its span already.
             Some(boxed) => boxed.as_mut().project().deadline.set(Some(deadline)),
             None => {
                 **timer = Some(Box::pin(Boxed {
