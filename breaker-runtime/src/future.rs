@@ -20,11 +20,12 @@
 //! call's fate would hang on when its task happens to be polled (a call untied by a patch
 //! would time out after all if woken once the `timeout` came back).
 //!
-//! Feature `otel` (`crate::traced`): a call nobody watches asks one byte at admission and
-//! runs as without the feature; a watched call runs in stages of its own (`poll_watched`,
+//! Feature `otel` (`crate::gate`, `crate::traced`): a call asks one byte first in its first
+//! poll and, nobody watching, runs as without the feature; a call someone may watch is
+//! admitted by `first_watched` and runs in stages of its own (`poll_watched`,
 //! `run::<_, .., true>`), its span entered around each poll, so the unwatched code has no
 //! watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed
-//! async call 159 instructions with the feature compiled in and unused, 125 now, 117
+//! async call 159 instructions with the feature compiled in and unused, 122 now, 117
 //! without; a refusal 211, 201 now, 195 without).
 //!
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
@@ -470,6 +471,13 @@ where
     let mut admitted_here = None;
     match call.stage {
         Stage::Idle => {
+            // Feature `otel`: one load and compare for a call nobody watches, asked before
+            // anything else, so nothing is held across it; a call someone may watch is
+            // admitted (or refused) in its own stages.
+            #[cfg(feature = "otel")]
+            if !crate::gate::quiet() {
+                return first_watched::<_, T, E, P, C>(inner, shared, call, cx);
+            }
             match shared.enter_closed() {
                 Some(ticket) => {
                     call.held.set_ticket(ticket.ticket());
@@ -477,13 +485,6 @@ where
                     admitted_here = Some(ticket);
                 }
                 None => {
-                    // Feature `otel`: a call whose span a subscriber may want is admitted
-                    // where its span can see its refusal (asked before, so no refusal is
-                    // held across the question).
-                    #[cfg(feature = "otel")]
-                    if crate::gate::spans_wanted() {
-                        return poll_watched::<_, T, E, P, C>(inner, shared, call, cx);
-                    }
                     // Each refusal straight into the output: no intermediate `Result`
                     // to move the error through.
                     if let Some(refused) = shared.refuse() {
@@ -500,19 +501,6 @@ where
             }
             if shared.core.timed() {
                 admitted_at = Some(Instant::now());
-            }
-            // Feature `otel`: one load and compare for a call nobody watches; a watched
-            // call goes on in its own stages.
-            #[cfg(feature = "otel")]
-            if !crate::gate::quiet() && watched(call, shared, None) {
-                return run::<_, T, E, P, C, true>(
-                    inner,
-                    shared,
-                    call,
-                    cx,
-                    admitted_at,
-                    admitted_here,
-                );
             }
         }
         Stage::Fast | Stage::Held => {}
@@ -643,10 +631,53 @@ fn watched<P>(call: &mut Standing<P>, shared: &Shared, span: Option<tracing::Spa
     true
 }
 
-/// Feature `otel`: a poll of a watched call (out of line: only a call someone watches
-/// comes here), admitting it first if it is not polled yet: an attempt whose span was made,
-/// or a call the closed fast path did not admit while someone may watch (its refusal on its
-/// span; its admission watched if anyone does).
+/// Feature `otel`: the first poll of a call someone may watch (out of line: only such a
+/// call comes here): an attempt whose span was made (`IdleWatched`), or an `Idle` call while
+/// the gate is not quiet. Admitted as `poll_call` admits, refused on its span, watched from
+/// its admission if anyone still wants it.
+#[cfg(feature = "otel")]
+#[inline(never)]
+fn first_watched<Fut, T, E, P, C>(
+    inner: Pin<&mut Fut>,
+    shared: &Shared,
+    call: &mut Standing<P>,
+    cx: &mut Context<'_>,
+) -> Poll<C::Output>
+where
+    Fut: Future<Output = Result<T, E>> + ?Sized,
+    P: Judge<T, E>,
+    C: Finish<T, E>,
+{
+    let mut admitted_here = None;
+    let span = release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take());
+    call.stage = Stage::Idle;
+    match shared.enter_closed() {
+        Some(ticket) => {
+            call.held.set_ticket(ticket.ticket());
+            call.stage = Stage::Fast;
+            admitted_here = Some(ticket);
+        }
+        None => {
+            // Each refusal straight into the output, as in `poll_call`.
+            if let Some(refused) = shared.refuse() {
+                return refused_watched::<T, E, C, P>(shared, call, span, refused);
+            }
+            if let Err(refused) =
+                admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+            {
+                return refused_watched::<T, E, C, P>(shared, call, span, refused);
+            }
+        }
+    }
+    let admitted_at = shared.core.timed().then(Instant::now);
+    if watched(call, shared, span) {
+        run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
+    } else {
+        run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
+    }
+}
+
+/// Feature `otel`: a later poll of a watched call.
 #[cfg(feature = "otel")]
 #[inline(never)]
 fn poll_watched<Fut, T, E, P, C>(
@@ -660,44 +691,30 @@ where
     P: Judge<T, E>,
     C: Finish<T, E>,
 {
-    let mut admitted_at = None;
     match call.stage {
-        Stage::FastWatched | Stage::HeldWatched => {}
-        Stage::Idle | Stage::IdleWatched => {
-            // An `Idle` call comes from `poll_call`, whose closed fast path did not admit it.
-            let closed = match call.stage {
-                Stage::Idle => None,
-                _ => shared.enter_closed(),
-            };
-            let boxed = release(&mut call.timer);
-            let span = boxed.and_then(|mut b| b.as_mut().project().span.take());
-            call.stage = Stage::Idle;
-            let admitted = match closed {
-                Some(ticket) => {
-                    call.held.set_ticket(ticket.ticket());
-                    call.stage = Stage::Fast;
-                    Ok(())
-                }
-                None => match shared.refuse() {
-                    Some(refused) => Err(refused),
-                    None => admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage),
-                },
-            };
-            if let Err(refused) = admitted {
-                call.stage = Stage::Done;
-                crate::traced::refused(shared, span, &refused);
-                return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
-            }
-            if shared.core.timed() {
-                admitted_at = Some(Instant::now());
-            }
-            if !watched(call, shared, span) {
-                return run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, None);
-            }
+        Stage::FastWatched | Stage::HeldWatched => {
+            run::<_, T, E, P, C, true>(inner, shared, call, cx, None, None)
         }
+        Stage::IdleWatched => first_watched::<_, T, E, P, C>(inner, shared, call, cx),
         _ => panic!("a call through a circuit breaker was polled after it finished"),
     }
-    run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, None)
+}
+
+/// Feature `otel`: a refusal of a call someone may watch, on its span (its attempt's, or one
+/// made now if a subscriber wants it: a refusal is not timed).
+#[cfg(feature = "otel")]
+#[inline(always)]
+fn refused_watched<T, E, C: Finish<T, E>, P>(
+    shared: &Shared,
+    call: &mut Standing<P>,
+    span: Option<tracing::Span>,
+    refused: crate::BreakerError,
+) -> Poll<C::Output> {
+    call.stage = Stage::Done;
+    if span.is_some() || crate::gate::spans_wanted() {
+        crate::traced::refused(shared, span, &refused);
+    }
+    Poll::Ready(C::finish(Err(CallError::Breaker(refused))))
 }
 
 /// A call whose user's future is being polled, dropped only if that poll panicked (`poll`

@@ -25,13 +25,15 @@ const QUIET: u8 = REGISTERED;
 /// call through `crate::traced::Watch::begin`, which asks precisely).
 #[inline(always)]
 pub(crate) fn quiet() -> bool {
-    GATE.load(Relaxed) == QUIET || registered_gate() == QUIET
+    let gate = GATE.load(Relaxed);
+    gate == QUIET || (gate & REGISTERED == 0 && registered_gate() == QUIET)
 }
 
 /// A subscriber may want a call's span (conservative, as [`quiet`]).
 #[inline(always)]
 pub(crate) fn spans_wanted() -> bool {
-    GATE.load(Relaxed) & (REGISTERED | SPANS) != REGISTERED && registered_gate() & SPANS != 0
+    let gate = GATE.load(Relaxed);
+    gate & SPANS != 0 || (gate & REGISTERED == 0 && registered_gate() & SPANS != 0)
 }
 
 /// The gate, once [`GATE_SITE`] is registered with `tracing`.

@@ -206,9 +206,6 @@ pub(crate) fn unwound(span: Option<Span>) {
 #[cold]
 #[inline(never)]
 pub(crate) fn refused(shared: &Shared, span: Option<Span>, refusal: &BreakerError) {
-    if span.is_none() && !crate::gate::spans_wanted() {
-        return;
-    }
     if let Some(span) = span.or_else(|| call_span(shared)) {
         record(&span, Ended::Rejected, Some(refusal_type(refusal)));
     }

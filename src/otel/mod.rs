@@ -137,10 +137,10 @@
 //!
 //! Measured with callgrind (`scripts/callgrind_otel.sh`, instructions per call ready at
 //! once, release build, current-thread runtime; `benches/RESULTS.md` has the table): a
-//! closed async call 117 without the feature; 125 with it, when no subscriber wants the
+//! closed async call 117 without the feature; 122 with it, when no subscriber wants the
 //! spans and nothing is installed (one load and compare of a byte that `tracing` keeps up
 //! to date through a callsite of this crate's, and a call future 8 bytes larger; a refused
-//! one 195 → 201; a sync call +0: it has no span and is not timed); about 1 750 more
+//! one 195 → 201; a sync call +0: it has no span and is not timed); about 1 780 more
 //! installed (an SDK meter, no spans), most of them the SDK's `Histogram::record` (hashing
 //! the attribute set, which it does at every record), the rest the two clock readings and
 //! finding the bound attributes.
