@@ -649,8 +649,14 @@ where
     C: Finish<T, E>,
 {
     let mut admitted_here = None;
-    let span = release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take());
-    call.stage = Stage::Idle;
+    // Only an attempt has a box (its span) before its first poll.
+    let span = match call.stage {
+        Stage::IdleWatched => {
+            call.stage = Stage::Idle;
+            release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take())
+        }
+        _ => None,
+    };
     match shared.enter_closed() {
         Some(ticket) => {
             call.held.set_ticket(ticket.ticket());
