@@ -87,7 +87,10 @@ impl Breaker {
     /// Creates a breaker and lists it in the registry, or says which field is invalid.
     ///
     /// It stays listed while it lives: when its last clone and [`Handle`] are dropped it
-    /// leaves the registry and its memory, name included, is freed.
+    /// leaves the registry and its memory is freed. Its name is kept for the life of the
+    /// process while the names kept so far total under 64 KiB (about a thousand names; the
+    /// same text is kept once), so that a refusal copies it without a reference count; past
+    /// that, a name is freed with the last breaker, handle and error that carry it.
     ///
     /// ```
     /// use breaker::{Breaker, Config};
@@ -98,7 +101,7 @@ impl Breaker {
     /// assert!(Breaker::try_new("docs::try_new", Config::default().failure_rate(50)).is_ok());
     /// ```
     pub fn try_new(name: impl AsRef<str>, config: Config) -> Result<Breaker, ConfigError> {
-        Breaker::try_named(Name::from(name.as_ref()), config)
+        Breaker::try_named(Name::kept(name.as_ref()), config)
     }
 
     /// [`Breaker::new`] with a [`Name`] already made (the attribute's are static text).

@@ -381,3 +381,30 @@ fn fast_errors_do_not_raise_the_adaptive_limit() {
         "errors are drops: it fell"
     );
 }
+
+/// `Breaker::new`'s names are kept (within the process's bound), so its refusals copy the
+/// name as the attribute's do: no count, no copies made at the opening.
+#[test]
+fn a_runtime_name_is_kept_and_handed_out_without_a_count() {
+    let b = crate::Breaker::new(
+        format!("core::tests::kept{}", 7),
+        Config::default().threshold(1),
+    );
+    let _ = b.call_sync(|| Err::<(), _>(()));
+    assert_eq!(b.state(), State::Open);
+    let err = b.call_sync(|| Ok::<(), ()>(())).unwrap_err();
+    let name = match err.into_breaker() {
+        Some(crate::BreakerError::Open { name, .. }) => name,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert_eq!(name, "core::tests::kept7");
+    assert!(name.is_static());
+    assert!(name.same_allocation(&b.shared.core.name));
+    let cold = b
+        .shared
+        .core
+        .inner
+        .made()
+        .expect("the opening made the cold part");
+    assert!(cold.refusal_names.get().is_none());
+}
