@@ -409,8 +409,10 @@ fn succeeded(
 ) {
     match admitted_here {
         Some(local) => {
+            // The generation read back from the call (where admission wrote it), not kept
+            // in a register across the user's poll: the streak is rare.
             if shared.core.succeeded_here(local) {
-                shared.core.end_streak_now(local.ticket(), &shared.clock);
+                shared.core.end_streak_now(held.ticket(), &shared.clock);
             }
         }
         None => {
@@ -470,39 +472,52 @@ where
     // once, the common case) counts on the stripe admission found.
     let mut admitted_here = None;
     match call.stage {
-        Stage::Idle => {
-            // Feature `otel`: one load and compare for a call nobody watches, asked before
-            // anything else, so nothing is held across it; a call someone may watch is
-            // admitted (or refused) in its own stages.
-            #[cfg(feature = "otel")]
-            if !crate::gate::quiet() {
-                return first_watched::<_, T, E, P, C>(inner, shared, call, cx);
-            }
-            match shared.enter_closed() {
-                Some(ticket) => {
-                    call.held.set_ticket(ticket.ticket());
-                    call.stage = Stage::Fast;
-                    admitted_here = Some(ticket);
-                }
-                None => {
-                    // Each refusal straight into the output: no intermediate `Result`
-                    // to move the error through.
-                    if let Some(refused) = shared.refuse() {
-                        call.stage = Stage::Done;
-                        return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
+        Stage::Idle => match shared.enter_closed() {
+            Some(ticket) => {
+                call.held.set_ticket(ticket.ticket());
+                call.stage = Stage::Fast;
+                admitted_here = Some(ticket);
+                // One test of the breaker's flags for both: a deadline to count from here,
+                // and (feature `otel`) someone who may watch the call, which then runs
+                // watched.
+                if shared.core.timed_or_watched() {
+                    #[cfg(feature = "otel")]
+                    if shared.core.watched() {
+                        // Its stripe not handed over (`None`): kept in registers, the
+                        // ticket costs the unwatched path nothing; a watched success counts
+                        // as a call ending in a later poll does.
+                        return admitted_watched::<_, T, E, P, C>(
+                            inner, shared, call, cx, None, None,
+                        );
                     }
-                    if let Err(refused) =
-                        admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
-                    {
-                        call.stage = Stage::Done;
-                        return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
-                    }
+                    admitted_at = Some(Instant::now());
                 }
             }
-            if shared.core.timed() {
-                admitted_at = Some(Instant::now());
+            None => {
+                // Each refusal straight into the output: no intermediate `Result` to move
+                // the error through. Feature `otel`: a call someone may watch is refused
+                // (or admitted) on its span, by `first_watched`.
+                if let Some(refused) = shared.refuse_unwatched() {
+                    call.stage = Stage::Done;
+                    return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
+                }
+                #[cfg(feature = "otel")]
+                if shared.core.watched() {
+                    return first_watched::<_, T, E, P, C>(inner, shared, call, cx, true);
+                }
+                if let Err(refused) =
+                    admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+                {
+                    call.stage = Stage::Done;
+                    return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
+                }
+                // Watched or not as asked above: a subscriber set since is seen from the
+                // next call.
+                if shared.core.timed() {
+                    admitted_at = Some(Instant::now());
+                }
             }
-        }
+        },
         Stage::Fast | Stage::Held => {}
         Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
         #[cfg(feature = "otel")]
@@ -632,16 +647,19 @@ fn watched<P>(call: &mut Standing<P>, shared: &Shared, span: Option<tracing::Spa
 }
 
 /// Feature `otel`: the first poll of a call someone may watch (out of line: only such a
-/// call comes here): an attempt whose span was made (`IdleWatched`), or an `Idle` call while
-/// the gate is not quiet. Admitted as `poll_call` admits, refused on its span, watched from
-/// its admission if anyone still wants it.
+/// call comes here): an attempt whose span was made (`IdleWatched`), or an `Idle` call of a
+/// watched breaker that the closed fast path did not admit (`fast_tried`). Admitted as
+/// `poll_call` admits, refused on its span, watched from its admission if anyone still
+/// wants it.
 #[cfg(feature = "otel")]
+#[cold]
 #[inline(never)]
 fn first_watched<Fut, T, E, P, C>(
     inner: Pin<&mut Fut>,
     shared: &Shared,
     call: &mut Standing<P>,
     cx: &mut Context<'_>,
+    fast_tried: bool,
 ) -> Poll<C::Output>
 where
     Fut: Future<Output = Result<T, E>> + ?Sized,
@@ -657,7 +675,11 @@ where
         }
         _ => None,
     };
-    match shared.enter_closed() {
+    match if fast_tried {
+        None
+    } else {
+        shared.enter_closed()
+    } {
         Some(ticket) => {
             call.held.set_ticket(ticket.ticket());
             call.stage = Stage::Fast;
@@ -675,6 +697,28 @@ where
             }
         }
     }
+    admitted_watched::<_, T, E, P, C>(inner, shared, call, cx, span, admitted_here)
+}
+
+/// Feature `otel`: a call just admitted (`Fast` or `Held`) that someone may watch: its
+/// deadline counted from here, then watched if anyone still wants it (`span`: its attempt's,
+/// or none yet), and polled.
+#[cfg(feature = "otel")]
+#[cold]
+#[inline(never)]
+fn admitted_watched<Fut, T, E, P, C>(
+    inner: Pin<&mut Fut>,
+    shared: &Shared,
+    call: &mut Standing<P>,
+    cx: &mut Context<'_>,
+    span: Option<tracing::Span>,
+    admitted_here: Option<LocalTicket<'_>>,
+) -> Poll<C::Output>
+where
+    Fut: Future<Output = Result<T, E>> + ?Sized,
+    P: Judge<T, E>,
+    C: Finish<T, E>,
+{
     let admitted_at = shared.core.timed().then(Instant::now);
     if watched(call, shared, span) {
         run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
@@ -685,6 +729,7 @@ where
 
 /// Feature `otel`: a later poll of a watched call.
 #[cfg(feature = "otel")]
+#[cold]
 #[inline(never)]
 fn poll_watched<Fut, T, E, P, C>(
     inner: Pin<&mut Fut>,
@@ -701,7 +746,7 @@ where
         Stage::FastWatched | Stage::HeldWatched => {
             run::<_, T, E, P, C, true>(inner, shared, call, cx, None, None)
         }
-        Stage::IdleWatched => first_watched::<_, T, E, P, C>(inner, shared, call, cx),
+        Stage::IdleWatched => first_watched::<_, T, E, P, C>(inner, shared, call, cx, false),
         _ => panic!("a call through a circuit breaker was polled after it finished"),
     }
 }

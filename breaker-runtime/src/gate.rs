@@ -1,35 +1,41 @@
-//! Whether anyone watches calls (feature `otel`): one byte, read once at each call's
-//! admission. A call nobody watches runs as it does without the feature (`future.rs`); the
-//! spans and the timing themselves are `traced.rs`'s.
+//! Whether anyone watches calls (feature `otel`): one byte for the process, copied into
+//! every breaker's flags (`Core::watched`) when it changes, so a call asks its own breaker,
+//! in a test it makes anyway. A call nobody watches runs as it does without the feature
+//! (`future.rs`); the spans and the timing themselves are `traced.rs`'s.
 
-use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+use std::sync::{
+    atomic::{AtomicU8, Ordering::Relaxed},
+    OnceLock,
+};
 
 use tracing::Level;
 
 /// The target of the spans.
 pub const TARGET: &str = "breaker::otel";
 
-/// Whether anyone may want a call's span or its time: one byte, so a call nobody watches
-/// pays one load and compare at admission and nothing after it (the call future then has no
-/// watch at all: see `future.rs`). [`REGISTERED`] once [`GATE_SITE`] is known to `tracing`;
-/// [`SPANS`] while some subscriber's interest in a call's span is not `never` (tracing
-/// rebuilds it through [`Callsite::set_interest`](tracing::callsite::Callsite::set_interest) whenever a subscriber or a filter changes);
-/// [`TIMED`] once the hook of `crate::traced::time_calls` is set. [`QUIET`]: registered, neither.
+/// Whether anyone may want a call's span or its time. [`REGISTERED`] once [`GATE_SITE`] is
+/// known to `tracing`; [`SPANS`] while some subscriber's interest in a call's span is not
+/// `never` (tracing rebuilds it through
+/// [`Callsite::set_interest`](tracing::callsite::Callsite::set_interest) whenever a
+/// subscriber or a filter changes); [`TIMED`] once the hook of `crate::traced::time_calls`
+/// is set. Each change is copied into every breaker by [`REWATCH`].
 static GATE: AtomicU8 = AtomicU8::new(0);
 const REGISTERED: u8 = 1;
 const SPANS: u8 = 2;
 const TIMED: u8 = 4;
-const QUIET: u8 = REGISTERED;
 
-/// Nobody wants a call's span or its time (a conservative answer: `false` only sends the
-/// call through `crate::traced::Watch::begin`, which asks precisely).
-#[inline(always)]
-pub(crate) fn quiet() -> bool {
-    let gate = GATE.load(Relaxed);
-    gate == QUIET || (gate & REGISTERED == 0 && registered_gate() == QUIET)
+/// What tells every breaker of a change (`crate::shared`'s walk, given at [`register`]: the
+/// gate knows no breaker).
+static REWATCH: OnceLock<fn()> = OnceLock::new();
+
+/// Someone may watch calls: a subscriber may want their spans, or the meter times them (a
+/// conservative answer: `true` sends a call through `crate::traced::Watch::begin`, which
+/// asks precisely).
+pub(crate) fn watching() -> bool {
+    GATE.load(Relaxed) & (SPANS | TIMED) != 0
 }
 
-/// A subscriber may want a call's span (conservative, as [`quiet`]).
+/// A subscriber may want a call's span (conservative, as [`watching`]).
 #[inline(always)]
 pub(crate) fn spans_wanted() -> bool {
     let gate = GATE.load(Relaxed);
@@ -40,19 +46,34 @@ pub(crate) fn spans_wanted() -> bool {
 #[cold]
 #[inline(never)]
 fn registered_gate() -> u8 {
-    register();
+    register_site();
     GATE.load(Relaxed)
 }
 
-/// [`GATE_SITE`] registered with `tracing`, which sets its interest then (once: each breaker
-/// made asks, so no call has to; the registration allocates).
-pub(crate) fn register() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
+/// `rewatch` kept to tell every breaker of each change, and [`GATE_SITE`] registered with
+/// `tracing`, which sets its interest then (once: each breaker made asks, so no call has to;
+/// the registration allocates).
+pub(crate) fn register(rewatch: fn()) {
+    if REWATCH.get().is_none() {
+        let _ = REWATCH.set(rewatch);
+    }
     if GATE.load(Relaxed) & REGISTERED == 0 {
-        ONCE.call_once(|| {
-            tracing::callsite::register(&GATE_SITE);
-            GATE.fetch_or(REGISTERED, Relaxed);
-        });
+        register_site();
+    }
+}
+
+fn register_site() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        tracing::callsite::register(&GATE_SITE);
+        GATE.fetch_or(REGISTERED, Relaxed);
+    });
+}
+
+/// Every breaker told of a change of the gate.
+fn rewatch() {
+    if let Some(rewatch) = REWATCH.get() {
+        rewatch();
     }
 }
 
@@ -78,10 +99,13 @@ static GATE_META: tracing::Metadata<'static> = tracing::Metadata::new(
 
 impl tracing::callsite::Callsite for GateSite {
     fn set_interest(&self, interest: tracing::subscriber::Interest) {
-        if interest.is_never() {
-            GATE.fetch_and(!SPANS, Relaxed);
+        let before = if interest.is_never() {
+            GATE.fetch_and(!SPANS, Relaxed)
         } else {
-            GATE.fetch_or(SPANS, Relaxed);
+            GATE.fetch_or(SPANS, Relaxed)
+        };
+        if (before & SPANS == 0) != interest.is_never() {
+            rewatch();
         }
     }
 
@@ -92,5 +116,7 @@ impl tracing::callsite::Callsite for GateSite {
 
 /// The hook of `crate::traced::time_calls` is set: every call is watched from now on.
 pub(crate) fn timed() {
-    GATE.fetch_or(TIMED, Relaxed);
+    if GATE.fetch_or(TIMED, Relaxed) & TIMED == 0 {
+        rewatch();
+    }
 }

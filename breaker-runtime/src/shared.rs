@@ -63,6 +63,48 @@ impl Drop for Shared {
     }
 }
 
+/// Feature `otel`: every listed breaker told whether anyone watches calls now
+/// (`crate::gate` calls it after each change: a subscriber set or a filter reloaded, the
+/// meter installed). O(breakers), keys included, on such a change, and nothing on a call.
+/// One walk at a time, each reading the gate under that lock, so the last change wins.
+/// Called from inside `tracing` (a callsite's `set_interest`, under its locks): a breaker
+/// whose last clone went during the walk is not dropped here, where its end could reach
+/// `tracing` again, but kept in [`LEFT`] until the next breaker is made.
+#[cfg(feature = "otel")]
+fn rewatch_all() {
+    static WALKING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = crate::sync::lock(&WALKING);
+    let on = crate::gate::watching();
+    for found in crate::registry::index::index().find(None) {
+        let Some(Ok(shared)) = found.listed.upgrade().map(|l| l.downcast::<Shared>()) else {
+            continue;
+        };
+        shared.core.set_watched(on);
+        if let Some(last) = Arc::into_inner(shared) {
+            crate::sync::lock(&LEFT).push(last);
+            ANY_LEFT.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Feature `otel`: breakers whose last clone went while [`rewatch_all`] held them, dropped
+/// when the next breaker is made (outside `tracing`).
+#[cfg(feature = "otel")]
+static LEFT: std::sync::Mutex<Vec<Shared>> = std::sync::Mutex::new(Vec::new());
+#[cfg(feature = "otel")]
+static ANY_LEFT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Feature `otel`: drops what [`rewatch_all`] left (a lock only when it left something).
+#[cfg(feature = "otel")]
+fn drop_left() {
+    use std::sync::atomic::Ordering::Relaxed;
+    if ANY_LEFT.load(Relaxed) {
+        ANY_LEFT.store(false, Relaxed);
+        let left = std::mem::take(&mut *crate::sync::lock(&LEFT));
+        drop(left);
+    }
+}
+
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.core.fmt(f)
@@ -78,11 +120,17 @@ impl Shared {
     ) -> Shared {
         let (family, cap) = keyed.map_or((None, None), |(f, c)| (Some(f), c));
         // Feature `otel`: the calls' gate known to `tracing` before the first call (its
-        // registration allocates once; a call allocates nothing).
+        // registration allocates once; a call allocates nothing), and this breaker told
+        // whether anyone watches (again once it is listed: see `list`).
         #[cfg(feature = "otel")]
-        crate::gate::register();
+        crate::gate::register(rewatch_all);
+        #[cfg(feature = "otel")]
+        drop_left();
+        let core = Core::new(name, live).with_cap(cap);
+        #[cfg(feature = "otel")]
+        core.set_watched(crate::gate::watching());
         Shared {
-            core: Core::new(name, live).with_cap(cap),
+            core,
             clock: TokioClock::new(),
             listed: listed.then(Listing::pending),
             id: crate::registry::departures::next_id(),
@@ -98,7 +146,13 @@ impl Shared {
     /// validated and built before.
     pub(crate) fn list(self: &Arc<Self>, find: bool) -> Option<Arc<Shared>> {
         let listing = self.listed.as_ref()?;
-        crate::registry::index::index().list(&self.core.name, find, self, listing)
+        let found = crate::registry::index::index().list(&self.core.name, find, self, listing);
+        // Feature `otel`: asked again once listed. A change of the gate walks the listed
+        // breakers after it (`rewatch_all`): either that walk found this one, or this
+        // reading comes after the change (the index's lock orders the two).
+        #[cfg(feature = "otel")]
+        self.core.set_watched(crate::gate::watching());
+        found
     }
 
     /// The retry budget, made on first use.
@@ -200,9 +254,17 @@ impl Shared {
     }
 
     /// An outright refusal ([`Core::refuse`]), as [`enter_closed`](Self::enter_closed).
+    #[cfg(feature = "otel")]
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn refuse(&self) -> Option<BreakerError> {
         self.core.refuse(&self.clock)
+    }
+
+    /// An outright refusal of a call nobody watches ([`Core::refuse_unwatched`]), as
+    /// [`enter_closed`](Self::enter_closed).
+    #[cfg_attr(not(debug_assertions), inline(always))]
+    pub(crate) fn refuse_unwatched(&self) -> Option<BreakerError> {
+        self.core.refuse_unwatched(&self.clock)
     }
 
     /// A blocking call's outright refusal ([`Core::refuse_blocking`]: the coarse clock outside

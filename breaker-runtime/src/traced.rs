@@ -484,6 +484,10 @@ mod tests {
         fn exit(&self, _: &span::Id) {}
     }
 
+    /// The tests that set a subscriber, one at a time: under `cargo test` they share a
+    /// process, and one's subscriber would watch the other's breakers.
+    static ONE_SUBSCRIBER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn ready<F: Future>(f: F) -> F::Output {
         let mut f = std::pin::pin!(f);
         match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
@@ -494,17 +498,62 @@ mod tests {
 
     /// The gate follows `tracing`: calls made while nobody wanted spans leave it quiet, and
     /// a subscriber set afterwards gets the spans of the calls made under it, admitted and
-    /// refused (the gate's callsite was told of it; a gate read once would stay quiet).
+    /// refused, a keyed breaker's key made before included (each breaker's copy of the gate
+    /// was set when `tracing` told the gate's callsite; a copy made once would stay quiet),
+    /// and once it is gone (and `tracing` has asked again) the copies are quiet again.
     #[test]
     fn a_subscriber_set_after_calls_gets_their_spans() {
-        let b = Breaker::unlisted("traced::gate".into(), Config::default()).unwrap();
+        let _one = ONE_SUBSCRIBER.lock().unwrap_or_else(|e| e.into_inner());
+        let b = Breaker::new("traced::gate", Config::default());
+        let keyed = crate::KeyedBreaker::<u32>::new("traced::gate_keyed", Config::default());
         assert_eq!(ready(b.call(async { Ok::<_, ()>(1) })), Ok(1));
+        assert_eq!(ready(keyed.call(&7, async { Ok::<_, ()>(1) })), Ok(1));
+        let key = keyed.breaker(&7);
+        assert!(!b.shared.core.watched() && !key.shared.core.watched());
         let calls = Calls::default();
         tracing::subscriber::with_default(calls.clone(), || {
+            assert!(b.shared.core.watched() && key.shared.core.watched());
+            // A new configuration is the policy's flags, not the gate's: still watched.
+            b.reconfigure(Config::default().timeout(std::time::Duration::from_secs(1)))
+                .unwrap();
+            keyed.reconfigure(Config::default().threshold(3)).unwrap();
+            assert!(b.shared.core.watched() && key.shared.core.watched());
             assert_eq!(ready(b.call(async { Ok::<_, ()>(2) })), Ok(2));
+            assert_eq!(ready(keyed.call(&7, async { Ok::<_, ()>(2) })), Ok(2));
             b.handle().force_open();
             assert!(ready(b.call(async { Ok::<_, ()>(3) })).is_err());
         });
-        assert_eq!(calls.0.load(SeqCst), 2);
+        assert_eq!(calls.0.load(SeqCst), 3);
+        // `tracing` asks its callsites again when told to (a scoped subscriber's end alone
+        // does not): nobody wants the spans now, so no breaker is watched.
+        tracing::callsite::rebuild_interest_cache();
+        assert!(!b.shared.core.watched() && !key.shared.core.watched());
+    }
+
+    /// At the size users run: a subscriber set over 100 000 keys tells every key, in one
+    /// walk (6 ms here, debug or release; the bound is 80 times that, so only a walk that
+    /// grew worse than linear fails it), and its end (once `tracing` asks again) untells
+    /// them.
+    #[test]
+    fn a_subscriber_set_over_100_000_keys_reaches_every_key() {
+        const KEYS: u32 = 100_000;
+        let _one = ONE_SUBSCRIBER.lock().unwrap_or_else(|e| e.into_inner());
+        let keyed = crate::KeyedBreaker::<u32>::new(
+            "traced::at_scale",
+            Config::default().max_keys(2 * KEYS as usize),
+        );
+        for k in 0..KEYS {
+            assert_eq!(ready(keyed.call(&k, async { Ok::<_, ()>(()) })), Ok(()));
+        }
+        let breakers: Vec<_> = (0..KEYS).map(|k| keyed.breaker(&k)).collect();
+        assert!(breakers.iter().all(|b| !b.shared.core.watched()));
+        let set = std::time::Instant::now();
+        tracing::subscriber::with_default(Calls::default(), || {
+            let walked = set.elapsed();
+            assert!(breakers.iter().all(|b| b.shared.core.watched()));
+            assert!(walked < std::time::Duration::from_millis(500), "{walked:?}");
+        });
+        tracing::callsite::rebuild_interest_cache();
+        assert!(breakers.iter().all(|b| !b.shared.core.watched()));
     }
 }

@@ -27,9 +27,18 @@ impl Core {
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load
     /// of the word and one clock read; a forced-open one with no clock read. `None`: the
     /// breaker is not refusing outright; try [`enter_claiming`](Self::enter_claiming).
+    #[cfg(any(feature = "otel", test))]
     #[inline(always)]
     pub(crate) fn refuse(&self, clock: &impl Clock) -> Option<BreakerError> {
-        self.refuse_reading(clock, false)
+        self.refuse_reading(clock, false, DRY)
+    }
+
+    /// [`refuse`](Self::refuse), except when someone may watch the call (feature `otel`,
+    /// [`Core::watched`]): then `None`, and the caller refuses it on its span. The same test
+    /// as `refuse`'s (of the dry run's bit), so an unwatched refusal pays nothing for it.
+    #[inline(always)]
+    pub(crate) fn refuse_unwatched(&self, clock: &impl Clock) -> Option<BreakerError> {
+        self.refuse_reading(clock, false, DRY | WATCHED)
     }
 
     /// [`refuse`](Self::refuse) for a blocking call: the clock's coarse reading first, where
@@ -39,22 +48,28 @@ impl Core {
     /// (a handle's `Arc` clone outside a task) than the precise reading saves.
     #[inline(always)]
     pub(crate) fn refuse_blocking(&self, clock: &impl Clock) -> Option<BreakerError> {
-        self.refuse_reading(clock, true)
+        self.refuse_reading(clock, true, DRY)
     }
 
+    /// `unless`: the flags that make an open breaker refuse nothing outright here.
     #[inline(always)]
-    fn refuse_reading(&self, clock: &impl Clock, coarse: bool) -> Option<BreakerError> {
+    fn refuse_reading(&self, clock: &impl Clock, coarse: bool, unless: u8) -> Option<BreakerError> {
         let w = self.word();
         if w.is(State::Open) {
             if coarse {
                 return self.refuse_open_blocking(clock);
             }
+            // Asked before the clock: a call that will not be refused here (a dry run's, or
+            // a watched one: its refusal reads the clock itself) reads it once, not twice.
+            if self.flags.load(Relaxed) & unless != 0 {
+                return None;
+            }
             let now = clock.now();
             let until = self.open_until.load(Acquire);
-            if now < until && !self.dry_runs() {
+            if now < until {
                 return Some(self.reject(Some(until - now)));
             }
-        } else if w.is(State::ForcedOpen) && !self.dry_runs() {
+        } else if w.is(State::ForcedOpen) && self.flags.load(Relaxed) & unless == 0 {
             return Some(self.reject(None));
         }
         None

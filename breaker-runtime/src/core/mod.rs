@@ -359,7 +359,10 @@ impl Core {
             self.overload
                 .get_or_init(|| Overload::build(&policy.overload));
         }
-        self.flags.store(flags(policy), Release);
+        // `WATCHED` is the gate's, not the policy's: kept as it is.
+        let _ = self
+            .flags
+            .fetch_update(Release, Relaxed, |f| Some((f & WATCHED) | flags(policy)));
         self.wake_waiters(); // a dry run admits: whoever waits looks again
     }
 
@@ -518,6 +521,11 @@ const SIMPLE: u8 = 1;
 const TIMED: u8 = 2;
 /// [`Core::flags`]: a dry run (refusals become shadows).
 const DRY: u8 = 4;
+/// [`Core::flags`], feature `otel`: someone may watch calls (a subscriber may want their
+/// spans, or the meter times them: `crate::gate`), set in every breaker when that changes.
+/// The async call path asks it where it asks [`TIMED`] and [`DRY`], in the same test, so a
+/// breaker nobody watches pays nothing for it. Without the feature, no bit.
+const WATCHED: u8 = if cfg!(feature = "otel") { 8 } else { 0 };
 
 fn flags(policy: &Policy) -> u8 {
     let simple = policy.slow_call.is_none()
@@ -535,5 +543,29 @@ impl Core {
     #[inline(always)]
     pub(crate) fn timed(&self) -> bool {
         self.flags.load(Relaxed) & TIMED != 0
+    }
+
+    /// [`timed`](Self::timed), or [`watched`](Self::watched): one test at admission for
+    /// both, so a call that is neither pays for the second nothing.
+    #[inline(always)]
+    pub(crate) fn timed_or_watched(&self) -> bool {
+        self.flags.load(Relaxed) & (TIMED | WATCHED) != 0
+    }
+
+    /// Feature `otel`: someone may watch this breaker's calls ([`WATCHED`]).
+    #[cfg(feature = "otel")]
+    #[inline(always)]
+    pub(crate) fn watched(&self) -> bool {
+        self.flags.load(Relaxed) & WATCHED != 0
+    }
+
+    /// Feature `otel`: sets [`WATCHED`] as the gate says (`crate::gate::watching`).
+    #[cfg(feature = "otel")]
+    pub(crate) fn set_watched(&self, on: bool) {
+        if on {
+            self.flags.fetch_or(WATCHED, Relaxed);
+        } else {
+            self.flags.fetch_and(!WATCHED, Relaxed);
+        }
     }
 }
