@@ -464,7 +464,9 @@ where
     H: Host,
     C: Finish<T, E>,
 {
-    let Call { host, call } = call;
+    // Feature `otel`: a call someone may watch goes on whole (`outer`), its parts unused.
+    let outer = call;
+    let Call { host, call } = &mut *outer;
     let shared = host.shared();
     // Read at admission only when a `timeout` is set: its deadline counts from here.
     let mut admitted_at = None;
@@ -483,12 +485,10 @@ where
                 if shared.core.timed_or_watched() {
                     #[cfg(feature = "otel")]
                     if shared.core.watched() {
-                        // Its stripe not handed over (`None`): kept in registers, the
-                        // ticket costs the unwatched path nothing; a watched success counts
-                        // as a call ending in a later poll does.
-                        return admitted_watched::<_, T, E, P, C>(
-                            inner, shared, call, cx, None, None,
-                        );
+                        // Its stripe not handed over: kept in registers, the ticket costs
+                        // the unwatched path nothing; a watched success counts as a call
+                        // ending in a later poll does.
+                        return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Admitted);
                     }
                     admitted_at = Some(Instant::now());
                 }
@@ -496,14 +496,14 @@ where
             None => {
                 // Each refusal straight into the output: no intermediate `Result` to move
                 // the error through. Feature `otel`: a call someone may watch is refused
-                // (or admitted) on its span, by `first_watched`.
+                // (or admitted) on its span (`first_watched`).
                 if let Some(refused) = shared.refuse_unwatched() {
                     call.stage = Stage::Done;
                     return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
                 }
                 #[cfg(feature = "otel")]
                 if shared.core.watched() {
-                    return first_watched::<_, T, E, P, C>(inner, shared, call, cx, true);
+                    return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Unadmitted);
                 }
                 if let Err(refused) =
                     admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
@@ -521,7 +521,7 @@ where
         Stage::Fast | Stage::Held => {}
         Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
         #[cfg(feature = "otel")]
-        _ => return poll_watched::<_, T, E, P, C>(inner, shared, call, cx),
+        _ => return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Later),
     }
     run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
 }
@@ -627,7 +627,7 @@ where
 #[cfg(feature = "otel")]
 #[cold]
 #[inline(never)]
-fn watched<P>(call: &mut Standing<P>, shared: &Shared, span: Option<tracing::Span>) -> bool {
+fn start_watch<P>(call: &mut Standing<P>, shared: &Shared, span: Option<tracing::Span>) -> bool {
     let Some((watch, span)) = Watch::begin(shared, span) else {
         return false;
     };
@@ -720,10 +720,48 @@ where
     C: Finish<T, E>,
 {
     let admitted_at = shared.core.timed().then(Instant::now);
-    if watched(call, shared, span) {
+    if start_watch(call, shared, span) {
         run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
     } else {
         run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
+    }
+}
+
+/// Feature `otel`: where `poll_call` hands a call someone may watch.
+#[cfg(feature = "otel")]
+enum Turn {
+    /// A first poll that the closed fast path did not admit: refused or admitted on its span.
+    Unadmitted,
+    /// A first poll the closed fast path admitted: watched from here.
+    Admitted,
+    /// A later poll of a watched call (or an attempt's first, its span made).
+    Later,
+}
+
+/// Feature `otel`: a call someone may watch, from `poll_call`. It takes the call whole, not
+/// its parts: `poll_call` then keeps no pointer to the parts for this call alone, which cost
+/// its closed path a register (2 instructions; 3 a refusal).
+#[cfg(feature = "otel")]
+#[cold]
+#[inline(never)]
+fn watched<Fut, T, E, P, H, C>(
+    inner: Pin<&mut Fut>,
+    call: &mut Call<H, P>,
+    cx: &mut Context<'_>,
+    turn: Turn,
+) -> Poll<C::Output>
+where
+    Fut: Future<Output = Result<T, E>> + ?Sized,
+    P: Judge<T, E>,
+    H: Host,
+    C: Finish<T, E>,
+{
+    let Call { host, call } = call;
+    let shared = host.shared();
+    match turn {
+        Turn::Unadmitted => first_watched::<_, T, E, P, C>(inner, shared, call, cx, true),
+        Turn::Admitted => admitted_watched::<_, T, E, P, C>(inner, shared, call, cx, None, None),
+        Turn::Later => poll_watched::<_, T, E, P, C>(inner, shared, call, cx),
     }
 }
 
