@@ -4,6 +4,7 @@
 //! future as [`Held`] and the flags).
 
 use super::{half_open::Probe, Counting, Nanos};
+use crate::state::{State, Word};
 
 /// What admission hands an admitted call; its outcome is reported against it. Packed (24
 /// bytes of data and a byte of [flags](Admission::flags)), since every call future carries
@@ -43,7 +44,7 @@ impl Admission {
     pub(crate) fn of_ticket(ticket: Ticket) -> Admission {
         // Every field by hand, not `..default()`: no call in a debug build's call path.
         Admission {
-            generation: ticket.generation,
+            generation: ticket.generation(),
             at: 0,
             lease: 0,
             in_flight: 0,
@@ -54,9 +55,7 @@ impl Admission {
     /// The ticket of a fast-path admission.
     #[inline(always)]
     pub(crate) fn ticket(&self) -> Ticket {
-        Ticket {
-            generation: self.generation,
-        }
+        Ticket::of_generation(self.generation)
     }
 
     /// Admitted in `generation`, holding nothing yet.
@@ -153,24 +152,44 @@ impl Held {
     /// A fast-path admission's: its generation (one store; the rest stays as made).
     #[inline(always)]
     pub(crate) fn set_ticket(&mut self, ticket: Ticket) {
-        self.generation = ticket.generation;
+        self.generation = ticket.generation();
     }
 
     /// The ticket of a fast-path admission kept here.
     #[inline(always)]
     pub(crate) fn ticket(&self) -> Ticket {
-        Ticket {
-            generation: self.generation,
-        }
+        Ticket::of_generation(self.generation)
     }
 }
 
-/// A call admitted on the fast path (closed, simple policy): its generation. `Send`, so an
-/// async call's future can keep it while it moves between threads.
+/// A call admitted on the fast path (closed, simple policy): its generation, kept as the
+/// word admission read (the generation shifted out only where it is used: a blocking call's
+/// closed path then has no shift to make, and keeps the word it had). `Send`, so an async
+/// call's future can keep it while it moves between threads.
 /// Dropping it unreported is a cancellation, which on this path has nothing to give back.
 #[derive(Debug, Clone, Copy)]
 pub struct Ticket {
-    pub(super) generation: u64,
+    word: Word,
+}
+
+impl Ticket {
+    #[inline(always)]
+    pub(super) fn of_word(word: Word) -> Ticket {
+        Ticket { word }
+    }
+
+    #[inline(always)]
+    fn of_generation(generation: u64) -> Ticket {
+        Ticket {
+            word: Word::new(State::Closed, generation),
+        }
+    }
+
+    /// The generation the call was admitted in.
+    #[inline(always)]
+    pub(crate) fn generation(self) -> u64 {
+        self.word.generation()
+    }
 }
 
 /// A fast-path admission with the admitting thread's stripe, found once: three words, kept

@@ -124,9 +124,7 @@ impl Core {
         let counting = stripe()?;
         counting.add(Count::Admitted);
         Some(LocalTicket {
-            ticket: Ticket {
-                generation: w.generation(),
-            },
+            ticket: Ticket::of_word(w),
             counting,
         })
     }
@@ -151,7 +149,7 @@ impl Core {
     /// Ends the failure streak a success interrupted (out of line: a streak is rare).
     #[inline(never)]
     pub(crate) fn end_streak_now(&self, ticket: Ticket, clock: &impl Clock) {
-        self.finish_closed(ticket.generation, Outcome::Success, clock);
+        self.finish_closed(ticket.generation(), Outcome::Success, clock);
     }
 
     /// A success on the fast path, on whichever thread the call's future ended up: counted
