@@ -20,13 +20,17 @@
 //! call's fate would hang on when its task happens to be polled (a call untied by a patch
 //! would time out after all if woken once the `timeout` came back).
 //!
-//! Feature `otel` (`crate::gate`, `crate::traced`): a call asks one byte first in its first
-//! poll and, nobody watching, runs as without the feature; a call someone may watch is
-//! admitted by `first_watched` and runs in stages of its own (`poll_watched`,
-//! `run::<_, .., true>`), its span entered around each poll, so the unwatched code has no
-//! watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed
-//! async call 159 instructions with the feature compiled in and unused, 122 now, 117
-//! without; a refusal 211, 201 now, 195 without).
+//! Feature `otel` (`crate::gate`, `crate::traced`): whether anyone may watch calls is a bit of
+//! each breaker's flags (`Core::watched`), set in every breaker when `tracing`'s interest or
+//! the meter changes, and asked in the tests the call path makes anyway (with the `timeout`'s
+//! bit after a fast admission, with the dry run's before a refusal). Nobody watching, a call
+//! runs as without the feature; a call someone may watch goes whole to `watched` (admitted
+//! or refused on its span by `first_watched`, watched from its admission by
+//! `admitted_watched`, polled again by `poll_watched`) and runs in stages of its own
+//! (`run::<_, .., true>`), its span entered around each poll, so the unwatched code has no
+//! watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed async
+//! call 117 instructions with the feature compiled in and unused, 115 without; a refusal 189
+//! both ways).
 //!
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
 //! future and settles a fast success; full admission, the timer, judging's report and

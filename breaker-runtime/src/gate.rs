@@ -4,7 +4,10 @@
 //! (`future.rs`); the spans and the timing themselves are `traced.rs`'s.
 
 use std::sync::{
-    atomic::{AtomicU8, Ordering::Relaxed},
+    atomic::{
+        fence, AtomicU8,
+        Ordering::{Relaxed, SeqCst},
+    },
     OnceLock,
 };
 
@@ -56,6 +59,9 @@ fn registered_gate() -> u8 {
 pub(crate) fn register(rewatch: fn()) {
     if REWATCH.get().is_none() {
         let _ = REWATCH.set(rewatch);
+        // Paired with `rewatch`'s: a change made as the first breaker is made is either
+        // walked (it saw the walk) or read by that breaker (its reading comes after).
+        fence(SeqCst);
     }
     if GATE.load(Relaxed) & REGISTERED == 0 {
         register_site();
@@ -70,8 +76,9 @@ fn register_site() {
     });
 }
 
-/// Every breaker told of a change of the gate.
+/// Every breaker told of a change of the gate (made before: see `register`'s fence).
 fn rewatch() {
+    fence(SeqCst);
     if let Some(rewatch) = REWATCH.get() {
         rewatch();
     }

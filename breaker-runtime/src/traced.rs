@@ -4,9 +4,10 @@
 //! call's duration handed to the hook that `breaker::otel::install` sets ([`time_calls`]).
 //!
 //! Without the feature none of this is compiled: a call future is what it was, to the
-//! instruction. With it, a call that neither a subscriber nor the hook wants pays one load
-//! and compare of one byte at admission ([`quiet`]: `tracing` keeps the byte up to date
-//! through a callsite of ours, so no level filter or hook is read per call) and nothing
+//! instruction. With it, a call that neither a subscriber nor the hook wants pays nothing on
+//! a refusal and two instructions on a closed call (`crate::gate`: `tracing` tells a callsite
+//! of ours of every change of interest, and each breaker keeps a copy of the answer in the
+//! flags byte its calls read anyway, so no level filter or hook is read per call) and nothing
 //! after: it runs in the call future's unwatched stages, which have no span to enter, no
 //! start to read and nothing to record at its end or its drop. A watched call runs in stages
 //! of its own, out of line, its start in the call future (8 bytes) and its span, if a
