@@ -557,4 +557,56 @@ mod tests {
         tracing::callsite::rebuild_interest_cache();
         assert!(breakers.iter().all(|b| !b.shared.core.watched()));
     }
+
+    /// Subscribers set and dropped while other threads make, call and drop breakers and
+    /// keys: no walk waits on a thread that waits on `tracing` (each walk runs inside it),
+    /// nothing is lost (every breaker made ends with its last clone, a walk's hold included),
+    /// and once nobody wants the spans every breaker still alive is unwatched.
+    #[test]
+    fn walks_race_breakers_made_and_dropped_on_other_threads() {
+        let _one = ONE_SUBSCRIBER.lock().unwrap_or_else(|e| e.into_inner());
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let made = AtomicUsize::new(0);
+        let kept: Vec<Breaker> = std::thread::scope(|s| {
+            let makers: Vec<_> = (0..2)
+                .map(|t| {
+                    let (stop, made) = (&stop, &made);
+                    s.spawn(move || {
+                        let keyed = crate::KeyedBreaker::<u32>::new(
+                            format!("traced::race_keyed{t}"),
+                            Config::default().max_keys(64),
+                        );
+                        let mut kept = Vec::new();
+                        let mut i = 0u32;
+                        while !stop.load(SeqCst) {
+                            let b = Breaker::new(format!("traced::race{t}_{i}"), Config::default());
+                            assert_eq!(ready(b.call(async { Ok::<_, ()>(i) })), Ok(i));
+                            assert_eq!(ready(keyed.call(&i, async { Ok::<_, ()>(i) })), Ok(i));
+                            if i % 64 == 0 {
+                                kept.push(b); // some live on, the rest are dropped at once
+                            }
+                            i += 1;
+                            made.fetch_add(1, SeqCst);
+                        }
+                        kept
+                    })
+                })
+                .collect();
+            // At least 200 changes, while at least 2 000 breakers are made and dropped.
+            let mut changes = 0;
+            while changes < 200 || made.load(SeqCst) < 2_000 {
+                changes += 1;
+                tracing::subscriber::with_default(Calls::default(), || {
+                    let b = Breaker::new("traced::race_main", Config::default());
+                    assert!(b.shared.core.watched());
+                });
+                tracing::callsite::rebuild_interest_cache();
+            }
+            stop.store(true, SeqCst);
+            makers.into_iter().flat_map(|m| m.join().unwrap()).collect()
+        });
+        tracing::callsite::rebuild_interest_cache();
+        assert!(!kept.is_empty());
+        assert!(kept.iter().all(|b| !b.shared.core.watched()));
+    }
 }
