@@ -582,7 +582,7 @@ mod tests {
                             let b = Breaker::new(format!("traced::race{t}_{i}"), Config::default());
                             assert_eq!(ready(b.call(async { Ok::<_, ()>(i) })), Ok(i));
                             assert_eq!(ready(keyed.call(&i, async { Ok::<_, ()>(i) })), Ok(i));
-                            if i % 64 == 0 {
+                            if i.is_multiple_of(64) {
                                 kept.push(b); // some live on, the rest are dropped at once
                             }
                             i += 1;
