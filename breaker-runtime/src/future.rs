@@ -24,11 +24,10 @@
 //! each breaker's flags (`Core::watched`), set in every breaker when `tracing`'s interest or
 //! the meter changes, and asked in the tests the call path makes anyway (with the `timeout`'s
 //! bit after a fast admission, with the dry run's before a refusal). Nobody watching, a call
-//! runs as without the feature; a call someone may watch goes whole to `watched` (admitted
-//! or refused on its span by `first_watched`, watched from its admission by
-//! `admitted_watched`, polled again by `poll_watched`) and runs in stages of its own
-//! (`run::<_, .., true>`), its span entered around each poll, so the unwatched code has no
-//! watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed async
+//! runs as without the feature; a call someone may watch goes whole to `watched` (its first
+//! poll admitted or refused on its span there, and watched from its admission) and runs in
+//! stages of its own (`run::<_, .., true>`), its span entered around each poll, so the
+//! unwatched code has no watch to check at its end or drop (callgrind, `scripts/callgrind_otel.sh`: a closed async
 //! call 117 instructions with the feature compiled in and unused, 115 without; a refusal 189
 //! both ways).
 //!
@@ -500,7 +499,7 @@ where
             None => {
                 // Each refusal straight into the output: no intermediate `Result` to move
                 // the error through. Feature `otel`: a call someone may watch is refused
-                // (or admitted) on its span (`first_watched`).
+                // (or admitted) on its span (`watched`).
                 if let Some(refused) = shared.refuse_unwatched() {
                     call.stage = Stage::Done;
                     return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
@@ -650,101 +649,25 @@ fn start_watch<P>(call: &mut Standing<P>, shared: &Shared, span: Option<tracing:
     true
 }
 
-/// Feature `otel`: the first poll of a call someone may watch (out of line: only such a
-/// call comes here): an attempt whose span was made (`IdleWatched`), or an `Idle` call of a
-/// watched breaker that the closed fast path did not admit (`fast_tried`). Admitted as
-/// `poll_call` admits, refused on its span, watched from its admission if anyone still
-/// wants it.
+/// Feature `otel`: how far a watched call's poll got before it was handed over.
 #[cfg(feature = "otel")]
-#[cold]
-#[inline(never)]
-fn first_watched<Fut, T, E, P, C>(
-    inner: Pin<&mut Fut>,
-    shared: &Shared,
-    call: &mut Standing<P>,
-    cx: &mut Context<'_>,
-    fast_tried: bool,
-) -> Poll<C::Output>
-where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
-    P: Judge<T, E>,
-    C: Finish<T, E>,
-{
-    let mut admitted_here = None;
-    // Only an attempt has a box (its span) before its first poll.
-    let span = match call.stage {
-        Stage::IdleWatched => {
-            call.stage = Stage::Idle;
-            release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take())
-        }
-        _ => None,
-    };
-    match if fast_tried {
-        None
-    } else {
-        shared.enter_closed()
-    } {
-        Some(ticket) => {
-            call.held.set_ticket(ticket.ticket());
-            call.stage = Stage::Fast;
-            admitted_here = Some(ticket);
-        }
-        None => {
-            // Each refusal straight into the output, as in `poll_call`.
-            if let Some(refused) = shared.refuse() {
-                return refused_watched::<T, E, C, P>(shared, call, span, refused);
-            }
-            if let Err(refused) =
-                admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
-            {
-                return refused_watched::<T, E, C, P>(shared, call, span, refused);
-            }
-        }
-    }
-    admitted_watched::<_, T, E, P, C>(inner, shared, call, cx, span, admitted_here)
-}
-
-/// Feature `otel`: a call just admitted (`Fast` or `Held`) that someone may watch: its
-/// deadline counted from here, then watched if anyone still wants it (`span`: its attempt's,
-/// or none yet), and polled.
-#[cfg(feature = "otel")]
-#[cold]
-#[inline(never)]
-fn admitted_watched<Fut, T, E, P, C>(
-    inner: Pin<&mut Fut>,
-    shared: &Shared,
-    call: &mut Standing<P>,
-    cx: &mut Context<'_>,
-    span: Option<tracing::Span>,
-    admitted_here: Option<LocalTicket<'_>>,
-) -> Poll<C::Output>
-where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
-    P: Judge<T, E>,
-    C: Finish<T, E>,
-{
-    let admitted_at = shared.core.timed().then(Instant::now);
-    if start_watch(call, shared, span) {
-        run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
-    } else {
-        run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
-    }
-}
-
-/// Feature `otel`: where `poll_call` hands a call someone may watch.
-#[cfg(feature = "otel")]
+#[derive(Clone, Copy, PartialEq)]
 enum Turn {
-    /// A first poll that the closed fast path did not admit: refused or admitted on its span.
+    /// A first poll, the closed fast path tried and not taken.
     Unadmitted,
-    /// A first poll the closed fast path admitted: watched from here.
+    /// A first poll, admitted on the closed fast path (its stripe not handed over).
     Admitted,
-    /// A later poll of a watched call (or an attempt's first, its span made).
+    /// A later poll, or an attempt's first (its span made by its retried or hedged call).
     Later,
 }
 
-/// Feature `otel`: a call someone may watch, from `poll_call`. It takes the call whole, not
-/// its parts: `poll_call` then keeps no pointer to the parts for this call alone, which cost
-/// its closed path a register (2 instructions; 3 a refusal).
+/// Feature `otel`: a call someone may watch, from `poll_call` (out of line: only such a call
+/// comes here). It takes the call whole, not its parts: `poll_call` then keeps no pointer to
+/// the parts for this call alone, which cost its closed path a register (2 instructions; 3 a
+/// refusal). A later poll runs on; a first one is admitted as `poll_call` admits (unless
+/// `poll_call` did, or tried the fast path: `turn`), refused on its span, and watched from its
+/// admission if anyone still wants it: its deadline counted from there, its span (an
+/// attempt's, made before, or one made now) entered around its polls.
 #[cfg(feature = "otel")]
 #[cold]
 #[inline(never)]
@@ -762,34 +685,48 @@ where
 {
     let Call { host, call } = call;
     let shared = host.shared();
-    match turn {
-        Turn::Unadmitted => first_watched::<_, T, E, P, C>(inner, shared, call, cx, true),
-        Turn::Admitted => admitted_watched::<_, T, E, P, C>(inner, shared, call, cx, None, None),
-        Turn::Later => poll_watched::<_, T, E, P, C>(inner, shared, call, cx),
-    }
-}
-
-/// Feature `otel`: a later poll of a watched call.
-#[cfg(feature = "otel")]
-#[cold]
-#[inline(never)]
-fn poll_watched<Fut, T, E, P, C>(
-    inner: Pin<&mut Fut>,
-    shared: &Shared,
-    call: &mut Standing<P>,
-    cx: &mut Context<'_>,
-) -> Poll<C::Output>
-where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
-    P: Judge<T, E>,
-    C: Finish<T, E>,
-{
-    match call.stage {
-        Stage::FastWatched | Stage::HeldWatched => {
-            run::<_, T, E, P, C, true>(inner, shared, call, cx, None, None)
+    // Only an attempt has a box (its span) before its first poll.
+    let span = match (turn, call.stage) {
+        (Turn::Later, Stage::FastWatched | Stage::HeldWatched) => {
+            return run::<_, T, E, P, C, true>(inner, shared, call, cx, None, None);
         }
-        Stage::IdleWatched => first_watched::<_, T, E, P, C>(inner, shared, call, cx, false),
-        _ => panic!("a call through a circuit breaker was polled after it finished"),
+        (Turn::Later, Stage::IdleWatched) => {
+            call.stage = Stage::Idle;
+            release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take())
+        }
+        (Turn::Later, _) => panic!("a call through a circuit breaker was polled after it finished"),
+        (Turn::Unadmitted | Turn::Admitted, _) => None,
+    };
+    let mut admitted_here = None;
+    if turn != Turn::Admitted {
+        let fast = match turn {
+            Turn::Later => shared.enter_closed(),
+            _ => None,
+        };
+        match fast {
+            Some(ticket) => {
+                call.held.set_ticket(ticket.ticket());
+                call.stage = Stage::Fast;
+                admitted_here = Some(ticket);
+            }
+            None => {
+                // Each refusal straight into the output, as in `poll_call`.
+                if let Some(refused) = shared.refuse() {
+                    return refused_watched::<T, E, C, P>(shared, call, span, refused);
+                }
+                if let Err(refused) =
+                    admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
+                {
+                    return refused_watched::<T, E, C, P>(shared, call, span, refused);
+                }
+            }
+        }
+    }
+    let admitted_at = shared.core.timed().then(Instant::now);
+    if start_watch(call, shared, span) {
+        run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
+    } else {
+        run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
     }
 }
 
