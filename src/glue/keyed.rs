@@ -238,6 +238,34 @@ impl KeyedStatic {
     }
 }
 
+/// The lookups of the common key types, compiled here, once, rather than in each crate that
+/// keys by them. A debug build links to the generic code its dependencies compiled
+/// (`-Z share-generics`, on below `opt-level = 2`), so a crate keyed by `&str` uses this
+/// `KeyedBreaker<String>` (papaya's map, eviction, the sweep, outlier detection: 54 000
+/// lines of IR, 0.25 s of the crate's debug build) instead of compiling its own. A key type
+/// not listed compiles its copy once per crate (`benches/RESULTS.md`, *Issue 46, session
+/// seven*); an optimised build compiles its own, to inline it.
+#[doc(hidden)]
+pub static COMMON_KEYS: CommonKeys = (
+    KeyedStatic::breaker::<String, str>,
+    KeyedStatic::breaker::<u64, u64>,
+    KeyedStatic::breaker::<u32, u32>,
+    KeyedStatic::breaker::<i64, i64>,
+    KeyedStatic::breaker::<std::net::IpAddr, std::net::IpAddr>,
+    KeyedStatic::breaker::<std::net::SocketAddr, std::net::SocketAddr>,
+);
+
+/// The type of [`COMMON_KEYS`]: a lookup by each common key type.
+#[doc(hidden)]
+pub type CommonKeys = (
+    fn(&KeyedStatic, &str) -> Breaker,
+    fn(&KeyedStatic, &u64) -> Breaker,
+    fn(&KeyedStatic, &u32) -> Breaker,
+    fn(&KeyedStatic, &i64) -> Breaker,
+    fn(&KeyedStatic, &std::net::IpAddr) -> Breaker,
+    fn(&KeyedStatic, &std::net::SocketAddr) -> Breaker,
+);
+
 /// How a [`KeyedStatic`]'s map is named.
 #[derive(Clone, Copy)]
 enum Naming {
@@ -247,4 +275,48 @@ enum Naming {
     Default,
     /// A method's default name, `{module}::{Self}::{method}`.
     Method(&'static str),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+    use super::*;
+
+    fn init() -> (&'static str, Config) {
+        ("glue::keyed::common", Config::default())
+    }
+
+    /// The shared lookups are the attribute's own: each finds its key's breaker, made once
+    /// and found again, under the key's name.
+    #[test]
+    fn the_common_keys_lookups_find_each_keys_breaker() {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let addr = SocketAddr::new(ip, 443);
+        let names = [
+            (COMMON_KEYS.0)(&KeyedStatic::new(init), "api.example"),
+            (COMMON_KEYS.1)(&KeyedStatic::new(init), &7),
+            (COMMON_KEYS.2)(&KeyedStatic::new(init), &8),
+            (COMMON_KEYS.3)(&KeyedStatic::new(init), &-9),
+            (COMMON_KEYS.4)(&KeyedStatic::new(init), &ip),
+            (COMMON_KEYS.5)(&KeyedStatic::new(init), &addr),
+        ]
+        .map(|b| b.name().to_owned());
+        assert_eq!(
+            names,
+            [
+                "glue::keyed::common[api.example]",
+                "glue::keyed::common[7]",
+                "glue::keyed::common[8]",
+                "glue::keyed::common[-9]",
+                "glue::keyed::common[127.0.0.1]",
+                "glue::keyed::common[127.0.0.1:443]",
+            ]
+        );
+        let hosts = KeyedStatic::new(init);
+        let first = (COMMON_KEYS.0)(&hosts, "api.example");
+        first.handle().force_open();
+        let again = (COMMON_KEYS.0)(&hosts, "api.example");
+        assert_eq!(again.state(), crate::State::ForcedOpen);
+    }
 }
