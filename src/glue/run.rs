@@ -4,6 +4,8 @@
 //! `classify`, or [`every_error`]), and the return-type traits they need ([`Fallible`],
 //! [`FromBreakerError`]).
 
+#[cfg(debug_assertions)]
+use core::marker::PhantomData;
 use core::{
     future::Future,
     pin::Pin,
@@ -146,21 +148,54 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
-    // A debug build gives the runtime's blocking path the body behind one `&mut dyn FnMut`,
-    // so `call_sync_with` and everything past it are compiled once per result type and judge
-    // rather than once per annotated function, which compiles only this closure around its
-    // body. An optimised build gives the body as it is, to be inlined in place.
+    // A debug build gives the runtime's blocking path the body behind one `&mut dyn`, so
+    // `call_sync_with` and everything past it are compiled once per result type and judge
+    // rather than once per annotated function (see `Once`). An optimised build gives the
+    // body as it is, to be inlined in place.
     #[cfg(debug_assertions)]
-    {
-        let mut body = Some(body);
-        let mut once = || match body.take() {
-            Some(body) => body().into_result(),
-            None => unreachable!("a blocking call runs its body once"),
-        };
-        finish_sync(breaker.call_sync_with(judge, &mut once as &mut dyn FnMut() -> _))
-    }
+    return finish_sync(call_once(breaker, judge, &mut Once::new(body)));
     #[cfg(not(debug_assertions))]
     finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
+}
+
+/// A plain `fn`'s body, to be run once, behind `&mut dyn SyncBody` in a debug build. Its
+/// own one-method trait rather than `dyn FnMut`: an `FnMut` closure's vtable brings two
+/// `FnOnce` shims, compiled for every annotated function; this one brings `run`.
+#[cfg(debug_assertions)]
+struct Once<F, R>(Option<F>, PhantomData<fn() -> R>);
+
+#[cfg(debug_assertions)]
+impl<F, R> Once<F, R> {
+    fn new(body: F) -> Self {
+        Once(Some(body), PhantomData)
+    }
+}
+
+/// [`Once`], as the blocking path sees it.
+#[cfg(debug_assertions)]
+trait SyncBody<T, E> {
+    /// The body's result, as a plain `Result`.
+    fn run(&mut self) -> Result<T, E>;
+}
+
+#[cfg(debug_assertions)]
+impl<F: FnOnce() -> R, R: Fallible> SyncBody<R::Ok, R::Err> for Once<F, R> {
+    fn run(&mut self) -> Result<R::Ok, R::Err> {
+        match self.0.take() {
+            Some(body) => body().into_result(),
+            None => unreachable!("a blocking call runs its body once"),
+        }
+    }
+}
+
+/// The call of a [`Once`] body: compiled once per result type and judge.
+#[cfg(debug_assertions)]
+fn call_once<T, E, P: Judge<T, E>>(
+    breaker: &Breaker,
+    judge: P,
+    body: &mut dyn SyncBody<T, E>,
+) -> Result<T, CallError<E>> {
+    breaker.call_sync_with(judge, || body.run())
 }
 
 /// One call of an `async fn` body through its breaker, with a fallback: the runtime's call
@@ -199,14 +234,7 @@ where
     P: Judge<R::Ok, R::Err>,
 {
     #[cfg(debug_assertions)]
-    let ended = {
-        let mut body = Some(body);
-        let mut once = || match body.take() {
-            Some(body) => body().into_result(),
-            None => unreachable!("a blocking call runs its body once"),
-        };
-        breaker.call_sync_with(judge, &mut once as &mut dyn FnMut() -> _)
-    };
+    let ended = call_once(breaker, judge, &mut Once::new(body));
     #[cfg(not(debug_assertions))]
     let ended = breaker.call_sync_with(judge, move || body().into_result());
     ended.map(R::from_ok)
