@@ -9,8 +9,8 @@
 # Both crates live in a temporary directory and depend on this checkout's `breaker`; they share
 # one target directory, so the dependencies (breaker, breaker-macros, syn, tokio, ...) are built
 # once, first. Each measurement then touches `src/lib.rs` and times `cargo build` of the crate
-# alone (macro expansion, type checking and code generation of the 200 functions). The median
-# of RUNS measurements is reported for each crate.
+# alone (macro expansion, type checking and code generation of the 200 functions), the two
+# crates in turn. The median of RUNS measurements is reported for each crate.
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -113,22 +113,17 @@ EOF
 gen annotated 1
 gen plain 0
 
-# measure NAME: RUNS timings of rebuilding the crate alone; prints the medians of the wall
-# time and of the CPU time (user + system, of cargo and the compiler), in seconds. The CPU
-# time is the steadier figure on a machine that is doing other work.
-measure() {
-    local dir="$tmp/$1" t walls=() cpus=()
-    (cd "$dir" && cargo build --quiet "${profile[@]}") # dependencies, once
-    for ((r = 0; r < RUNS; r++)); do
-        touch "$dir/src/lib.rs"
-        t=$( { TIMEFORMAT='%R %U %S'; time (cd "$dir" && cargo build --quiet "${profile[@]}"); } 2>&1)
-        walls+=("$(awk '{ printf "%.3f", $1 }' <<<"$t")")
-        cpus+=("$(awk '{ printf "%.3f", $2 + $3 }' <<<"$t")")
-    done
-    echo "  $1: wall ${walls[*]} s; cpu ${cpus[*]} s" >&2
-    median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-    echo "$(median "${walls[@]}") $(median "${cpus[@]}")"
+# time NAME: one rebuild of the crate alone; prints the wall time and the CPU time (user +
+# system, of cargo and the compiler), in seconds. The CPU time is the steadier figure on a
+# machine that is doing other work.
+time_one() {
+    local dir="$tmp/$1" t
+    touch "$dir/src/lib.rs"
+    t=$( { TIMEFORMAT='%R %U %S'; time (cd "$dir" && cargo build --quiet "${profile[@]}"); } 2>&1)
+    awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }' <<<"$t"
 }
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 # count NAME: the instructions rustc executes compiling the crate alone, its dependencies
 # built first (the wrapper runs valgrind only for the crate named).
@@ -164,8 +159,22 @@ if [[ -n $instructions ]]; then
 fi
 
 echo "compile cost of #[circuit_breaker]: $FUNCS functions, $label build, median of $RUNS" >&2
-read -r plain plain_cpu <<<"$(measure plain)"
-read -r annotated annotated_cpu <<<"$(measure annotated)"
+# The two crates are rebuilt in turn, round by round: this guest's speed drifts by a third
+# within an hour, and a drift between all the plain builds and all the annotated ones would
+# be read as the attribute's cost.
+(cd "$tmp/plain" && cargo build --quiet "${profile[@]}") # dependencies, once
+(cd "$tmp/annotated" && cargo build --quiet "${profile[@]}")
+pw=() pc=() aw=() ac=()
+for ((r = 0; r < RUNS; r++)); do
+    read -r w c <<<"$(time_one plain)"
+    pw+=("$w") pc+=("$c")
+    read -r w c <<<"$(time_one annotated)"
+    aw+=("$w") ac+=("$c")
+done
+echo "  plain: wall ${pw[*]} s; cpu ${pc[*]} s" >&2
+echo "  annotated: wall ${aw[*]} s; cpu ${ac[*]} s" >&2
+plain=$(median "${pw[@]}") plain_cpu=$(median "${pc[@]}")
+annotated=$(median "${aw[@]}") annotated_cpu=$(median "${ac[@]}")
 awk -v p="$plain" -v a="$annotated" -v pc="$plain_cpu" -v ac="$annotated_cpu" -v f="$FUNCS" -v l="$label" 'BEGIN {
     printf "| crate (%d fns, %s) | build, wall (median) | build, CPU (median) |\n|---|---:|---:|\n", f, l
     printf "| without the attribute | %.2f s | %.2f s |\n", p, pc
