@@ -388,10 +388,12 @@ impl Breaker {
         self.call_sync_judged(is_failure, call)
     }
 
-    /// An optimised build runs `call` in place (inlined into the caller); a debug build runs
-    /// it through `dyn FnMut`, so [`call_sync_in`](Self::call_sync_in) and what it calls are
-    /// compiled once per result type and judge, not once per call site (once per annotated
-    /// function). The same code either way: only what it is instantiated with differs.
+    /// An optimised build runs `call` in place (inlined into the caller). A debug build runs
+    /// it behind `dyn FnMut`, judged where it runs, and gives [`call_sync_in`](Self::call_sync_in)
+    /// only the verdict (`call_sync_erased`): everything past this frame is compiled once, in
+    /// this crate, rather than once per result type and judge, which in a crate whose
+    /// functions each return their own type was once per function (1 900 lines of IR each).
+    /// The same code either way: only what it is instantiated with differs.
     #[inline(always)]
     fn call_sync_judged<T, E>(
         &self,
@@ -400,19 +402,17 @@ impl Breaker {
     ) -> Result<T, CallError<E>> {
         #[cfg(debug_assertions)]
         {
-            let mut call = Some(call);
-            let mut once = || match call.take() {
-                Some(call) => call(),
-                None => unreachable!("`call_sync_in` calls its call once"),
-            };
-            self.call_sync_in(is_failure, &mut once as &mut dyn FnMut() -> Result<T, E>)
+            let mut judged = crate::erased::Judged::new(call, is_failure);
+            match self.call_sync_erased(&mut judged) {
+                Ok(()) => judged.out().map_err(CallError::Inner),
+                Err(refused) => Err(CallError::Breaker(refused)),
+            }
         }
         #[cfg(not(debug_assertions))]
         self.call_sync_in(is_failure, call)
     }
 
-    #[cfg_attr(not(debug_assertions), inline(always))]
-    fn call_sync_in<T, E>(
+    pub(crate) fn call_sync_in<T, E>(
         &self,
         is_failure: impl Judge<T, E>,
         call: impl FnOnce() -> Result<T, E>,

@@ -58,6 +58,7 @@ mod clock;
 mod config;
 mod core;
 mod digest;
+mod erased;
 mod error;
 mod events;
 mod future;
@@ -123,6 +124,7 @@ pub mod __internals {
     pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
+        erased::JudgedBody,
         future::{AsIs, Finish},
         keyed::KeyArg,
         ready::Changes,

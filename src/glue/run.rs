@@ -4,14 +4,14 @@
 //! `classify`, or [`every_error`]), and the return-type traits they need ([`Fallible`],
 //! [`FromBreakerError`]).
 
-#[cfg(debug_assertions)]
-use core::marker::PhantomData;
 use core::{
     future::Future,
     pin::Pin,
     task::{Context, Poll},
 };
 
+#[cfg(debug_assertions)]
+use breaker_runtime::__internals::JudgedBody;
 use breaker_runtime::{
     __internals::{Finish, Shared},
     CallFuture, Classify, Judge,
@@ -148,54 +148,71 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
-    // A debug build gives the runtime's blocking path the body behind one `&mut dyn`, so
-    // `call_sync_with` and everything past it are compiled once per result type and judge
-    // rather than once per annotated function (see `Once`). An optimised build gives the
-    // body as it is, to be inlined in place.
+    // A debug build gives the runtime's blocking path the body behind one `&mut dyn`,
+    // judged where it runs (see `Body`); an optimised build gives the body as it is, to be
+    // inlined in place.
     #[cfg(debug_assertions)]
-    return finish_sync(call_once(breaker, judge, &mut Once::new(body)));
+    {
+        let mut body = Body::new(body, judge);
+        match breaker.call_sync_erased(&mut body) {
+            Ok(()) => R::from_result(body.out()),
+            Err(refused) => R::from_result(Err(E::from_breaker_error(refused))),
+        }
+    }
     #[cfg(not(debug_assertions))]
     finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
 }
 
-/// A plain `fn`'s body, to be run once, behind `&mut dyn SyncBody` in a debug build. Its
-/// own one-method trait rather than `dyn FnMut`: an `FnMut` closure's vtable brings two
-/// `FnOnce` shims, compiled for every annotated function; this one brings `run`.
+/// A plain `fn`'s body and its judge, in a debug build: run and judged behind
+/// `&mut dyn JudgedBody`, so that the runtime's blocking path is compiled once, in the
+/// runtime, and not once per result type and judge (in a crate whose functions each return
+/// their own type, once per function: 1 900 lines of IR each). Its own one-method trait, not
+/// `dyn FnMut`, whose vtable brings two `FnOnce` shims.
 #[cfg(debug_assertions)]
-struct Once<F, R>(Option<F>, PhantomData<fn() -> R>);
+struct Body<F, P, T, E> {
+    call: Option<(F, P)>,
+    out: Option<Result<T, E>>,
+}
 
 #[cfg(debug_assertions)]
-impl<F, R> Once<F, R> {
-    fn new(body: F) -> Self {
-        Once(Some(body), PhantomData)
+impl<F, P, T, E> Body<F, P, T, E> {
+    fn new(call: F, judge: P) -> Self {
+        Body {
+            call: Some((call, judge)),
+            out: None,
+        }
     }
-}
 
-/// [`Once`], as the blocking path sees it.
-#[cfg(debug_assertions)]
-trait SyncBody<T, E> {
-    /// The body's result, as a plain `Result`.
-    fn run(&mut self) -> Result<T, E>;
-}
-
-#[cfg(debug_assertions)]
-impl<F: FnOnce() -> R, R: Fallible> SyncBody<R::Ok, R::Err> for Once<F, R> {
-    fn run(&mut self) -> Result<R::Ok, R::Err> {
-        match self.0.take() {
-            Some(body) => body().into_result(),
-            None => unreachable!("a blocking call runs its body once"),
+    /// The result of the body, which ran.
+    fn out(self) -> Result<T, E> {
+        match self.out {
+            Some(out) => out,
+            None => unreachable!("a call that ended ran its body"),
         }
     }
 }
 
-/// The call of a [`Once`] body: compiled once per result type and judge.
 #[cfg(debug_assertions)]
-fn call_once<T, E, P: Judge<T, E>>(
-    breaker: &Breaker,
-    judge: P,
-    body: &mut dyn SyncBody<T, E>,
-) -> Result<T, CallError<E>> {
-    breaker.call_sync_with(judge, || body.run())
+impl<F, P, R> JudgedBody for Body<F, P, R::Ok, R::Err>
+where
+    F: FnOnce() -> R,
+    R: Fallible,
+    P: Judge<R::Ok, R::Err>,
+{
+    fn run(&mut self) -> Result<Verdict, Verdict> {
+        let Some((call, judge)) = self.call.take() else {
+            unreachable!("a blocking call runs its body once")
+        };
+        let result = call().into_result();
+        let verdict = judge.judge(&result);
+        let ended = if result.is_ok() {
+            Ok(verdict)
+        } else {
+            Err(verdict)
+        };
+        self.out = Some(result);
+        ended
+    }
 }
 
 /// One call of an `async fn` body through its breaker, with a fallback: the runtime's call
@@ -234,10 +251,17 @@ where
     P: Judge<R::Ok, R::Err>,
 {
     #[cfg(debug_assertions)]
-    let ended = call_once(breaker, judge, &mut Once::new(body));
+    {
+        let mut body = Body::new(body, judge);
+        match breaker.call_sync_erased(&mut body) {
+            Ok(()) => body.out().map(R::from_ok).map_err(CallError::Inner),
+            Err(refused) => Err(CallError::Breaker(refused)),
+        }
+    }
     #[cfg(not(debug_assertions))]
-    let ended = breaker.call_sync_with(judge, move || body().into_result());
-    ended.map(R::from_ok)
+    breaker
+        .call_sync_with(judge, move || body().into_result())
+        .map(R::from_ok)
 }
 
 /// The return type of an annotated function: a `Result` under any alias.
@@ -319,8 +343,9 @@ pub fn finish<T, E: FromBreakerError>(r: Result<T, CallError<E>>) -> Result<T, E
     })
 }
 
-/// [`finish`] for a plain `fn`, back in its return type (written as it was before the async
+/// [`finish`] for a plain `fn` in an optimised build, back in its return type (written as it was before the async
 /// calls had their own, which keeps the closed call's instruction count).
+#[cfg(not(debug_assertions))]
 fn finish_sync<R>(r: Result<R::Ok, CallError<R::Err>>) -> R
 where
     R: Fallible,

@@ -1,0 +1,129 @@
+//! A debug build's blocking path, whatever the call's result type and judge: the body is
+//! run and judged behind `&mut dyn` ([`JudgedBody`]), its result kept where it ran, and the
+//! breaker's path ([`Breaker::call_sync_erased`]) sees only the verdict. Compiled once, in
+//! this crate, where the typed path was compiled once per result type and judge: in a crate
+//! whose functions each return their own type, once per function (1 900 lines of IR each).
+//! An optimised build keeps the typed path, inlined into the caller.
+
+use crate::{Breaker, BreakerError, CallError, Judge, Verdict};
+
+/// A body run once and judged where it runs: `Ok(verdict)` for an `Ok`, `Err(verdict)`
+/// for an `Err`, the result itself kept by the implementor.
+#[doc(hidden)]
+pub trait JudgedBody {
+    /// Runs the body and judges its result.
+    fn run(&mut self) -> Result<Verdict, Verdict>;
+}
+
+impl Breaker {
+    /// One blocking call of `body` (see the module's doc): `Err` if the breaker refused it,
+    /// `Ok` if the body ran (its result is the body's to give). A panic in the body counts
+    /// as a failure and unwinds on.
+    #[doc(hidden)]
+    pub fn call_sync_erased(&self, body: &mut dyn JudgedBody) -> Result<(), BreakerError> {
+        match self.call_sync_in(Given, || body.run()) {
+            Err(CallError::Breaker(refused)) => Err(refused),
+            Ok(_) | Err(CallError::Inner(_)) => Ok(()),
+        }
+    }
+}
+
+/// The runtime's own [`JudgedBody`]: a call and its judge, then the call's result.
+#[cfg(debug_assertions)]
+pub(crate) struct Judged<F, J, T, E> {
+    call: Option<(F, J)>,
+    out: Option<Result<T, E>>,
+}
+
+#[cfg(debug_assertions)]
+impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> Judged<F, J, T, E> {
+    pub(crate) fn new(call: F, judge: J) -> Self {
+        Judged {
+            call: Some((call, judge)),
+            out: None,
+        }
+    }
+
+    /// The result of the body, which ran.
+    pub(crate) fn out(self) -> Result<T, E> {
+        match self.out {
+            Some(out) => out,
+            None => unreachable!("a call that ended ran its body"),
+        }
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> JudgedBody for Judged<F, J, T, E> {
+    fn run(&mut self) -> Result<Verdict, Verdict> {
+        let Some((call, judge)) = self.call.take() else {
+            unreachable!("`call_sync_in` calls its call once")
+        };
+        let result = call();
+        let verdict = judge.judge(&result);
+        let ended = if result.is_ok() {
+            Ok(verdict)
+        } else {
+            Err(verdict)
+        };
+        self.out = Some(result);
+        ended
+    }
+}
+
+/// The judge of a [`JudgedBody`]: the verdict it gave.
+#[derive(Clone, Copy)]
+struct Given;
+
+impl Judge<Verdict, Verdict> for Given {
+    const OK_IS_SUCCESS: bool = false;
+
+    fn judge(self, result: &Result<Verdict, Verdict>) -> Verdict {
+        match *result {
+            Ok(verdict) | Err(verdict) => verdict,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{BreakerError, CallError, Config, State, Verdict};
+
+    use super::*;
+
+    /// A debug build's blocking calls go through `call_sync_erased`: the body's own result
+    /// back, judged as its judge says (an error the judge lets pass, an `Ok` a classifier
+    /// fails), a refusal without running it, a panic counted as a failure.
+    #[test]
+    fn a_blocking_call_is_judged_where_it_runs_and_its_result_kept() {
+        let b = Breaker::new("erased::judged", Config::default().threshold(2));
+        assert_eq!(b.call_sync(|| Ok::<_, ()>(7)), Ok(7));
+        let passed = b.call_sync_with(|_: &&str| false, || Err::<u8, _>("404"));
+        assert!(matches!(passed, Err(CallError::Inner("404"))));
+        let failed = b.call_sync_classified(
+            |r: &Result<u8, ()>| match r {
+                Ok(_) => Verdict::Failure,
+                Err(_) => Verdict::Success,
+            },
+            || Ok(3),
+        );
+        assert_eq!(failed, Ok(3));
+        let stats = b.stats();
+        assert_eq!((stats.successes, stats.failures), (1, 1));
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            b.call_sync(|| -> Result<(), ()> { panic!("the body") })
+        }));
+        assert!(caught.is_err());
+        assert_eq!(b.state(), State::Open);
+        let mut ran = false;
+        let refused = b.call_sync(|| {
+            ran = true;
+            Ok::<_, ()>(())
+        });
+        assert!(matches!(
+            refused,
+            Err(CallError::Breaker(BreakerError::Open { .. }))
+        ));
+        assert!(!ran);
+    }
+}
