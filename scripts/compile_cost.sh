@@ -5,6 +5,7 @@
 #
 #   scripts/compile_cost.sh [--release] [RUNS]      (default: debug, RUNS = 3)
 #   scripts/compile_cost.sh --instructions          (the compiler's instructions, callgrind)
+#   OWN_TYPES=1 scripts/compile_cost.sh ...         (each function returns a type of its own)
 #
 # Both crates live in a temporary directory and depend on this checkout's `breaker`; they share
 # one target directory, so the dependencies (breaker, breaker-macros, syn, tokio, ...) are built
@@ -37,6 +38,11 @@ root=${BREAKER_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 tmp=$(mktemp -d)
 # COMPILE_COST_KEEP=1: keep the two crates (for `cargo build --timings`, `-Z time-passes`).
 if [[ -z ${COMPILE_COST_KEEP:-} ]]; then trap 'rm -rf "$tmp"' EXIT; else echo "crates in $tmp" >&2; fi
+# OWN_TYPES=1: each function returns a type of its own (`io::Result<R17>`), with its own
+# fallback and judge where it has one, as a service's clients do; by default every function
+# returns `io::Result<u64>`, so the runtime's code generic over the result type is compiled
+# once for all 200, and only what is compiled per function is measured.
+own_types=${OWN_TYPES:-}
 # COMPILE_COST_TARGET: a target directory kept between runs (dependencies built once).
 export CARGO_TARGET_DIR="${COMPILE_COST_TARGET:-$tmp/target}"
 # A whole compilation of the crate each time: incremental compilation would reuse the last
@@ -72,25 +78,33 @@ EOF
         echo "fn transient(e: &io::Error) -> bool { e.kind() != io::ErrorKind::NotFound }"
         echo "fn judge(r: &io::Result<u64>) -> Verdict { if r.is_ok() { Verdict::Success } else { Verdict::Failure } }"
         for ((i = 0; i < FUNCS; i++)); do
-            body="if x == $i { Err(io::Error::other(\"down\")) } else { Ok(x + $i) }"
+            # t: the result's type; ok: the value made of the number; the fallback and judge.
+            local t=u64 ok="x + $i" fallback=cached judge=judge wrap=x
+            if [[ -n $own_types ]]; then
+                t="R$i" ok="R$i(x + $i)" fallback="cached_$i" judge="judge_$i" wrap="R$i(x)"
+                echo "pub struct R$i(pub u64);"
+                echo "async fn cached_$i(x: u64, _: CallError<io::Error>) -> io::Result<R$i> { Ok(R$i(x)) }"
+                echo "fn judge_$i(r: &io::Result<R$i>) -> Verdict { if r.is_ok() { Verdict::Success } else { Verdict::Failure } }"
+            fi
+            body="if x == $i { Err(io::Error::other(\"down\")) } else { Ok($ok) }"
             shape=$((i % 8))
             case $shape in
             0) args="threshold = 5, cool_off = \"30s\", timeout = \"2s\"" ;;
             1) args="threshold = $((i % 7 + 1))" ;;
-            2) args="failure_rate = 50, window = 20, fallback = cached" ;;
-            3) args="threshold = 3, slow_call = \"500ms\", fallback = |x, _| Ok(x)" ;;
+            2) args="failure_rate = 50, window = 20, fallback = $fallback" ;;
+            3) args="threshold = 3, slow_call = \"500ms\", fallback = |x, _| Ok($wrap)" ;;
             4) args="key = host, failure_rate = 50, window = 20" ;;
             5) args="threshold = 3, probes = 2" ;;
             6) args="is_failure = transient, cool_off = \"10s\"" ;;
-            7) args="classify = judge" ;;
+            7) args="classify = $judge" ;;
             esac
             attr=""
             if ((annotate)); then attr="#[breaker::circuit_breaker($args)]"; fi
             case $shape in
-            0 | 2 | 6) printf '%s\npub async fn call_%d(x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
-            1 | 3 | 7) printf '%s\npub fn call_%d(x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
-            4) printf '%s\npub async fn call_%d(host: &str, x: u64) -> io::Result<u64> {\n    %s\n}\n' "$attr" "$i" "$body" ;;
-            5) printf 'impl Client {\n    %s\n    pub async fn call_%d(&self, x: u64) -> io::Result<u64> {\n        %s\n    }\n}\n' "$attr" "$i" "$body" ;;
+            0 | 2 | 6) printf '%s\npub async fn call_%d(x: u64) -> io::Result<%s> {\n    %s\n}\n' "$attr" "$i" "$t" "$body" ;;
+            1 | 3 | 7) printf '%s\npub fn call_%d(x: u64) -> io::Result<%s> {\n    %s\n}\n' "$attr" "$i" "$t" "$body" ;;
+            4) printf '%s\npub async fn call_%d(host: &str, x: u64) -> io::Result<%s> {\n    %s\n}\n' "$attr" "$i" "$t" "$body" ;;
+            5) printf 'impl Client {\n    %s\n    pub async fn call_%d(&self, x: u64) -> io::Result<%s> {\n        %s\n    }\n}\n' "$attr" "$i" "$t" "$body" ;;
             esac
         done
         # Every function is called and every future polled once, as a program would: a

@@ -389,11 +389,12 @@ impl Breaker {
     }
 
     /// An optimised build runs `call` in place (inlined into the caller). A debug build runs
-    /// it behind `dyn FnMut`, judged where it runs, and gives [`call_sync_in`](Self::call_sync_in)
-    /// only the verdict (`call_sync_erased`): everything past this frame is compiled once, in
-    /// this crate, rather than once per result type and judge, which in a crate whose
-    /// functions each return their own type was once per function (1 900 lines of IR each).
-    /// The same code either way: only what it is instantiated with differs.
+    /// it behind `&mut dyn JudgedBody`, judged where it runs, and gives
+    /// [`call_sync_in`](Self::call_sync_in) only the verdict (`crate::erased`): everything
+    /// past this frame is compiled once, in this crate, rather than once per result type and
+    /// judge, which in a crate whose functions each return their own type was once per
+    /// function (1 900 lines of IR each). The same code either way: only what it is
+    /// instantiated with differs.
     #[inline(always)]
     fn call_sync_judged<T, E>(
         &self,
@@ -404,7 +405,7 @@ impl Breaker {
         {
             let mut judged = crate::erased::Judged::new(call, is_failure);
             match self.call_sync_erased(&mut judged) {
-                Ok(()) => judged.out().map_err(CallError::Inner),
+                Ok(()) => crate::erased::kept(judged.out).map_err(CallError::Inner),
                 Err(refused) => Err(CallError::Breaker(refused)),
             }
         }

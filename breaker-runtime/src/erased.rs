@@ -15,6 +15,34 @@ pub trait JudgedBody {
     fn run(&mut self) -> Result<Verdict, Verdict>;
 }
 
+/// What a [`JudgedBody`]'s `run` does once it has the body's result: judges it, keeps it in
+/// `out`, and returns the verdict. Generic over the result type and judge only, so each
+/// body's own `run` is only the call of the body around it.
+#[doc(hidden)]
+pub fn keep_judged<T, E>(
+    out: &mut Option<Result<T, E>>,
+    result: Result<T, E>,
+    judge: impl Judge<T, E>,
+) -> Result<Verdict, Verdict> {
+    let verdict = judge.judge(&result);
+    let ended = if result.is_ok() {
+        Ok(verdict)
+    } else {
+        Err(verdict)
+    };
+    *out = Some(result);
+    ended
+}
+
+/// The result a [`JudgedBody`] kept, once `call_sync_erased` said the body ran.
+#[doc(hidden)]
+pub fn kept<T, E>(out: Option<Result<T, E>>) -> Result<T, E> {
+    match out {
+        Some(out) => out,
+        None => unreachable!("a call that ended ran its body"),
+    }
+}
+
 impl Breaker {
     /// One blocking call of `body` (see the module's doc): `Err` if the breaker refused it,
     /// `Ok` if the body ran (its result is the body's to give). A panic in the body counts
@@ -32,7 +60,7 @@ impl Breaker {
 #[cfg(debug_assertions)]
 pub(crate) struct Judged<F, J, T, E> {
     call: Option<(F, J)>,
-    out: Option<Result<T, E>>,
+    pub(crate) out: Option<Result<T, E>>,
 }
 
 #[cfg(debug_assertions)]
@@ -43,14 +71,6 @@ impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> Judged<F, J, T, E> {
             out: None,
         }
     }
-
-    /// The result of the body, which ran.
-    pub(crate) fn out(self) -> Result<T, E> {
-        match self.out {
-            Some(out) => out,
-            None => unreachable!("a call that ended ran its body"),
-        }
-    }
 }
 
 #[cfg(debug_assertions)]
@@ -59,15 +79,7 @@ impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> JudgedBody for Judged<F,
         let Some((call, judge)) = self.call.take() else {
             unreachable!("`call_sync_in` calls its call once")
         };
-        let result = call();
-        let verdict = judge.judge(&result);
-        let ended = if result.is_ok() {
-            Ok(verdict)
-        } else {
-            Err(verdict)
-        };
-        self.out = Some(result);
-        ended
+        keep_judged(&mut self.out, call(), judge)
     }
 }
 

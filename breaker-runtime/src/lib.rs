@@ -124,7 +124,7 @@ pub mod __internals {
     pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
-        erased::JudgedBody,
+        erased::{keep_judged, kept, JudgedBody},
         future::{AsIs, Finish},
         keyed::KeyArg,
         ready::Changes,

@@ -11,7 +11,7 @@ use core::{
 };
 
 #[cfg(debug_assertions)]
-use breaker_runtime::__internals::JudgedBody;
+use breaker_runtime::__internals::{keep_judged, kept, JudgedBody};
 use breaker_runtime::{
     __internals::{Finish, Shared},
     CallFuture, Classify, Judge,
@@ -153,11 +153,9 @@ where
     // inlined in place.
     #[cfg(debug_assertions)]
     {
-        let mut body = Body::new(body, judge);
-        match breaker.call_sync_erased(&mut body) {
-            Ok(()) => R::from_result(body.out()),
-            Err(refused) => R::from_result(Err(E::from_breaker_error(refused))),
-        }
+        let mut body = Body::<F, P, R>::new(body, judge);
+        let ended = breaker.call_sync_erased(&mut body);
+        finish_erased(ended, body.out)
     }
     #[cfg(not(debug_assertions))]
     finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
@@ -169,31 +167,52 @@ where
 /// their own type, once per function: 1 900 lines of IR each). Its own one-method trait, not
 /// `dyn FnMut`, whose vtable brings two `FnOnce` shims.
 #[cfg(debug_assertions)]
-struct Body<F, P, T, E> {
+struct Body<F, P, R: Fallible> {
     call: Option<(F, P)>,
-    out: Option<Result<T, E>>,
+    out: Option<Result<R::Ok, R::Err>>,
 }
 
 #[cfg(debug_assertions)]
-impl<F, P, T, E> Body<F, P, T, E> {
+impl<F, P, R: Fallible> Body<F, P, R> {
     fn new(call: F, judge: P) -> Self {
         Body {
             call: Some((call, judge)),
             out: None,
         }
     }
+}
 
-    /// The result of the body, which ran.
-    fn out(self) -> Result<T, E> {
-        match self.out {
-            Some(out) => out,
-            None => unreachable!("a call that ended ran its body"),
-        }
+/// [`run_sync`]'s end in a debug build: the body's result, or the refusal in `E`, in the
+/// function's return type. Generic over the return type only, not the body.
+#[cfg(debug_assertions)]
+fn finish_erased<R: Fallible>(
+    ended: Result<(), BreakerError>,
+    out: Option<Result<R::Ok, R::Err>>,
+) -> R
+where
+    R::Err: FromBreakerError,
+{
+    R::from_result(match ended {
+        Ok(()) => kept(out),
+        Err(refused) => Err(R::Err::from_breaker_error(refused)),
+    })
+}
+
+/// [`call_sync`]'s end in a debug build: the body's success in the function's return type,
+/// or the `CallError` its fallback receives.
+#[cfg(debug_assertions)]
+fn recover_erased<R: Fallible>(
+    ended: Result<(), BreakerError>,
+    out: Option<Result<R::Ok, R::Err>>,
+) -> Result<R, CallError<R::Err>> {
+    match ended {
+        Ok(()) => kept(out).map(R::from_ok).map_err(CallError::Inner),
+        Err(refused) => Err(CallError::Breaker(refused)),
     }
 }
 
 #[cfg(debug_assertions)]
-impl<F, P, R> JudgedBody for Body<F, P, R::Ok, R::Err>
+impl<F, P, R> JudgedBody for Body<F, P, R>
 where
     F: FnOnce() -> R,
     R: Fallible,
@@ -203,15 +222,7 @@ where
         let Some((call, judge)) = self.call.take() else {
             unreachable!("a blocking call runs its body once")
         };
-        let result = call().into_result();
-        let verdict = judge.judge(&result);
-        let ended = if result.is_ok() {
-            Ok(verdict)
-        } else {
-            Err(verdict)
-        };
-        self.out = Some(result);
-        ended
+        keep_judged(&mut self.out, call().into_result(), judge)
     }
 }
 
@@ -252,11 +263,9 @@ where
 {
     #[cfg(debug_assertions)]
     {
-        let mut body = Body::new(body, judge);
-        match breaker.call_sync_erased(&mut body) {
-            Ok(()) => body.out().map(R::from_ok).map_err(CallError::Inner),
-            Err(refused) => Err(CallError::Breaker(refused)),
-        }
+        let mut body = Body::<F, P, R>::new(body, judge);
+        let ended = breaker.call_sync_erased(&mut body);
+        recover_erased(ended, body.out)
     }
     #[cfg(not(debug_assertions))]
     breaker
@@ -406,7 +415,7 @@ mod tests {
         );
     }
 
-    /// A plain fn's body through `run_sync` (behind one `&mut dyn FnMut` in a debug build):
+    /// A plain fn's body through `run_sync` (behind one `&mut dyn JudgedBody` in a debug build):
     /// run once, its value back, its error counted, and a panic in it counted as a failure
     /// while it unwinds.
     #[test]
