@@ -413,6 +413,7 @@ impl Breaker {
         self.call_sync_in(is_failure, call)
     }
 
+    #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn call_sync_in<T, E>(
         &self,
         is_failure: impl Judge<T, E>,
