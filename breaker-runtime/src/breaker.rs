@@ -413,6 +413,20 @@ impl Breaker {
         self.call_sync_in(is_failure, call)
     }
 
+    /// A debug build's blocking call of `body`, whatever its result type and judge
+    /// (`crate::erased`): `Err` if the breaker refused it, `Ok` if the body ran (its result
+    /// is the body's to give). A panic in the body counts as a failure and unwinds on.
+    #[doc(hidden)]
+    pub fn call_sync_erased(
+        &self,
+        body: &mut dyn crate::erased::JudgedBody,
+    ) -> Result<(), crate::BreakerError> {
+        match self.call_sync_in(crate::erased::Given, || body.run()) {
+            Err(CallError::Breaker(refused)) => Err(refused),
+            Ok(_) | Err(CallError::Inner(_)) => Ok(()),
+        }
+    }
+
     #[cfg_attr(not(debug_assertions), inline(always))]
     pub(crate) fn call_sync_in<T, E>(
         &self,

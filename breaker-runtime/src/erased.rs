@@ -1,11 +1,12 @@
 //! A debug build's blocking path, whatever the call's result type and judge: the body is
 //! run and judged behind `&mut dyn` ([`JudgedBody`]), its result kept where it ran, and the
-//! breaker's path ([`Breaker::call_sync_erased`]) sees only the verdict. Compiled once, in
-//! this crate, where the typed path was compiled once per result type and judge: in a crate
-//! whose functions each return their own type, once per function (1 900 lines of IR each).
-//! An optimised build keeps the typed path, inlined into the caller.
+//! breaker's path (`Breaker::call_sync_erased`, judging by the verdict given: [`Given`])
+//! sees only the verdict. Compiled once, in this crate, where the typed path was compiled
+//! once per result type and judge: in a crate whose functions each return their own type,
+//! once per function (1 900 lines of IR each). An optimised build keeps the typed path,
+//! inlined into the caller.
 
-use crate::{Breaker, BreakerError, CallError, Judge, Verdict};
+use crate::{Judge, Verdict};
 
 /// A body run once and judged where it runs: `Ok(verdict)` for an `Ok`, `Err(verdict)`
 /// for an `Err`, the result itself kept by the implementor.
@@ -43,19 +44,6 @@ pub fn kept<T, E>(out: Option<Result<T, E>>) -> Result<T, E> {
     }
 }
 
-impl Breaker {
-    /// One blocking call of `body` (see the module's doc): `Err` if the breaker refused it,
-    /// `Ok` if the body ran (its result is the body's to give). A panic in the body counts
-    /// as a failure and unwinds on.
-    #[doc(hidden)]
-    pub fn call_sync_erased(&self, body: &mut dyn JudgedBody) -> Result<(), BreakerError> {
-        match self.call_sync_in(Given, || body.run()) {
-            Err(CallError::Breaker(refused)) => Err(refused),
-            Ok(_) | Err(CallError::Inner(_)) => Ok(()),
-        }
-    }
-}
-
 /// The runtime's own [`JudgedBody`]: a call and its judge, then the call's result.
 #[cfg(debug_assertions)]
 pub(crate) struct Judged<F, J, T, E> {
@@ -85,7 +73,7 @@ impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> JudgedBody for Judged<F,
 
 /// The judge of a [`JudgedBody`]: the verdict it gave.
 #[derive(Clone, Copy)]
-struct Given;
+pub(crate) struct Given;
 
 impl Judge<Verdict, Verdict> for Given {
     const OK_IS_SUCCESS: bool = false;
@@ -99,9 +87,7 @@ impl Judge<Verdict, Verdict> for Given {
 
 #[cfg(test)]
 mod tests {
-    use crate::{BreakerError, CallError, Config, State, Verdict};
-
-    use super::*;
+    use crate::{Breaker, BreakerError, CallError, Config, State, Verdict};
 
     /// A debug build's blocking calls go through `call_sync_erased`: the body's own result
     /// back, judged as its judge says (an error the judge lets pass, an `Ok` a classifier
