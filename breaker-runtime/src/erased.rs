@@ -16,11 +16,10 @@ pub trait JudgedBody {
     fn run(&mut self) -> Result<Verdict, Verdict>;
 }
 
-/// What a [`JudgedBody`]'s `run` does once it has the body's result: judges it, keeps it in
+/// What [`Judged`]'s `run` does once it has the body's result: judges it, keeps it in
 /// `out`, and returns the verdict. Generic over the result type and judge only, so each
 /// body's own `run` is only the call of the body around it.
-#[doc(hidden)]
-pub fn keep_judged<T, E>(
+fn keep_judged<T, E>(
     out: &mut Option<Result<T, E>>,
     result: Result<T, E>,
     judge: impl Judge<T, E>,
@@ -35,7 +34,7 @@ pub fn keep_judged<T, E>(
     ended
 }
 
-/// The result a [`JudgedBody`] kept, once `call_sync_erased` said the body ran.
+/// The result a [`Judged`] body kept, once `call_sync_erased` said the body ran.
 #[doc(hidden)]
 pub fn kept<T, E>(out: Option<Result<T, E>>) -> Result<T, E> {
     match out {
@@ -44,16 +43,26 @@ pub fn kept<T, E>(out: Option<Result<T, E>>) -> Result<T, E> {
     }
 }
 
-/// The runtime's own [`JudgedBody`]: a call and its judge, then the call's result.
-#[cfg(debug_assertions)]
-pub(crate) struct Judged<F, J, T, E> {
+/// A [`JudgedBody`]: a call and its judge, then the call's result (taken with [`kept`]).
+/// The runtime's blocking calls and the attribute's plain `fn`s both use it.
+#[doc(hidden)]
+pub struct Judged<F, J, T, E> {
     call: Option<(F, J)>,
-    pub(crate) out: Option<Result<T, E>>,
+    /// The call's result, once it ran.
+    pub out: Option<Result<T, E>>,
 }
 
-#[cfg(debug_assertions)]
+impl<F, J, T, E> std::fmt::Debug for Judged<F, J, T, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judged")
+            .field("ran", &self.call.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
 impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> Judged<F, J, T, E> {
-    pub(crate) fn new(call: F, judge: J) -> Self {
+    /// `call`, to be judged by `judge`.
+    pub fn new(call: F, judge: J) -> Self {
         Judged {
             call: Some((call, judge)),
             out: None,
@@ -61,7 +70,6 @@ impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> Judged<F, J, T, E> {
     }
 }
 
-#[cfg(debug_assertions)]
 impl<F: FnOnce() -> Result<T, E>, J: Judge<T, E>, T, E> JudgedBody for Judged<F, J, T, E> {
     fn run(&mut self) -> Result<Verdict, Verdict> {
         let Some((call, judge)) = self.call.take() else {

@@ -124,7 +124,7 @@ pub mod __internals {
     pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
-        erased::{keep_judged, kept, JudgedBody},
+        erased::{kept, Judged, JudgedBody},
         future::{AsIs, Finish},
         keyed::KeyArg,
         ready::Changes,

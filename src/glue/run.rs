@@ -11,7 +11,7 @@ use core::{
 };
 
 #[cfg(debug_assertions)]
-use breaker_runtime::__internals::{keep_judged, kept, JudgedBody};
+use breaker_runtime::__internals::{kept, Judged};
 use breaker_runtime::{
     __internals::{Finish, Shared},
     CallFuture, Classify, Judge,
@@ -148,38 +148,18 @@ where
     F: FnOnce() -> R,
     P: Judge<T, E>,
 {
-    // A debug build gives the runtime's blocking path the body behind one `&mut dyn`,
-    // judged where it runs (see `Body`); an optimised build gives the body as it is, to be
-    // inlined in place.
+    // A debug build gives the runtime's blocking path the body behind `&mut dyn JudgedBody`,
+    // judged where it runs, so that path is compiled once, in the runtime, and not once per
+    // result type and judge (`breaker_runtime`'s `erased`); an optimised build gives the
+    // body as it is, to be inlined in place.
     #[cfg(debug_assertions)]
     {
-        let mut body = Body::<F, P, R>::new(body, judge);
+        let mut body = Judged::new(move || body().into_result(), judge);
         let ended = breaker.call_sync_erased(&mut body);
-        finish_erased(ended, body.out)
+        finish_erased::<R>(ended, body.out)
     }
     #[cfg(not(debug_assertions))]
     finish_sync(breaker.call_sync_with(judge, move || body().into_result()))
-}
-
-/// A plain `fn`'s body and its judge, in a debug build: run and judged behind
-/// `&mut dyn JudgedBody`, so that the runtime's blocking path is compiled once, in the
-/// runtime, and not once per result type and judge (in a crate whose functions each return
-/// their own type, once per function: 1 900 lines of IR each). Its own one-method trait, not
-/// `dyn FnMut`, whose vtable brings two `FnOnce` shims.
-#[cfg(debug_assertions)]
-struct Body<F, P, R: Fallible> {
-    call: Option<(F, P)>,
-    out: Option<Result<R::Ok, R::Err>>,
-}
-
-#[cfg(debug_assertions)]
-impl<F, P, R: Fallible> Body<F, P, R> {
-    fn new(call: F, judge: P) -> Self {
-        Body {
-            call: Some((call, judge)),
-            out: None,
-        }
-    }
 }
 
 /// [`run_sync`]'s end in a debug build: the body's result, or the refusal in `E`, in the
@@ -208,21 +188,6 @@ fn recover_erased<R: Fallible>(
     match ended {
         Ok(()) => kept(out).map(R::from_ok).map_err(CallError::Inner),
         Err(refused) => Err(CallError::Breaker(refused)),
-    }
-}
-
-#[cfg(debug_assertions)]
-impl<F, P, R> JudgedBody for Body<F, P, R>
-where
-    F: FnOnce() -> R,
-    R: Fallible,
-    P: Judge<R::Ok, R::Err>,
-{
-    fn run(&mut self) -> Result<Verdict, Verdict> {
-        let Some((call, judge)) = self.call.take() else {
-            unreachable!("a blocking call runs its body once")
-        };
-        keep_judged(&mut self.out, call().into_result(), judge)
     }
 }
 
@@ -263,9 +228,9 @@ where
 {
     #[cfg(debug_assertions)]
     {
-        let mut body = Body::<F, P, R>::new(body, judge);
+        let mut body = Judged::new(move || body().into_result(), judge);
         let ended = breaker.call_sync_erased(&mut body);
-        recover_erased(ended, body.out)
+        recover_erased::<R>(ended, body.out)
     }
     #[cfg(not(debug_assertions))]
     breaker
