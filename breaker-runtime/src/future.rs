@@ -34,7 +34,13 @@
 //! Only what must be is generic: `poll` admits on the fast path inline, polls the user's
 //! future and settles a fast success; full admission, the timer, judging's report and
 //! cancellation are out of line and compiled once for every call future (`admit_slow`,
-//! `expired`, `Shared::report`), which keeps each annotated function's code small.
+//! `expired`, `Shared::report`), which keeps each annotated function's code small. The
+//! user's future is seen through `crate::body`: `poll_call` and what it calls are generic
+//! over the judge and the host, never the result type. An optimised build inlines them with
+//! the output carried by value; a debug build runs them behind `dyn Body`, compiled once per
+//! judge and host (in a crate whose functions each return their own type, compiler
+//! instructions per annotated function 41.3 → 32.5 M: `OWN_TYPES=1 scripts/compile_cost.sh
+//! --instructions`).
 
 use std::{
     future::Future,
@@ -47,12 +53,17 @@ use std::{
 use pin_project_lite::pin_project;
 use tokio::time::{Instant, Sleep};
 
+#[cfg(not(debug_assertions))]
+use crate::body::Direct;
+#[cfg(debug_assertions)]
+use crate::body::Kept;
 use crate::{
+    body::Body,
     core::{Admission, Held, LocalTicket},
-    shared::{conclude, Host, Shared, Stop},
+    shared::{report_verdict, Host, Shared, Stop},
     stats::Count,
     verdict::Judge,
-    CallError,
+    BreakerError, CallError,
 };
 
 /// Where a call stands: one byte, so every check of the stage is one compare; what the
@@ -157,6 +168,55 @@ impl<T, E> Finish<T, E> for AsIs {
     #[inline(always)]
     fn finish(result: Result<T, CallError<E>>) -> Self::Output {
         result
+    }
+}
+
+/// What the call's code makes of how the call ended, where it ends: an optimised build's
+/// the call future's output itself ([`Finished`]: a refusal goes straight into it, with no
+/// intermediate `Result` to move the error through), a debug build's only whether the
+/// breaker stopped the call ([`Stopped`]: the output is kept in the body).
+trait Out<V> {
+    /// The call future's output, or what it is made of.
+    type Output;
+    /// The call ended with this.
+    fn ready(value: V) -> Self::Output;
+    /// The breaker stopped the call: refused, or timed out.
+    fn refused(error: BreakerError) -> Self::Output;
+}
+
+/// An optimised build's [`Out`]: the output made by `C`.
+#[cfg(not(debug_assertions))]
+struct Finished<C>(std::marker::PhantomData<C>);
+
+#[cfg(not(debug_assertions))]
+impl<T, E, C: Finish<T, E>> Out<Result<T, E>> for Finished<C> {
+    type Output = C::Output;
+
+    #[inline(always)]
+    fn ready(value: Result<T, E>) -> C::Output {
+        C::finish(value.map_err(CallError::Inner))
+    }
+
+    #[inline(always)]
+    fn refused(error: BreakerError) -> C::Output {
+        C::finish(Err(CallError::Breaker(error)))
+    }
+}
+
+/// A debug build's [`Out`]: the output is kept in the body ([`Kept`]).
+#[cfg(debug_assertions)]
+struct Stopped;
+
+#[cfg(debug_assertions)]
+impl Out<()> for Stopped {
+    type Output = Result<(), BreakerError>;
+
+    fn ready((): ()) -> Self::Output {
+        Ok(())
+    }
+
+    fn refused(error: BreakerError) -> Self::Output {
+        Err(error)
     }
 }
 
@@ -440,32 +500,50 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        // An optimised build polls the user's future in place (inlined into the call's own
-        // code); a debug build polls it through `dyn Future`, so `poll_call` is compiled once
-        // per result type, judge and host, not once per future (once per annotated `async
-        // fn`). The same code either way: only what it is instantiated with differs.
+        // An optimised build carries the output by value through `poll_call`, inlined here.
+        // A debug build polls the user's future through `dyn Future` and keeps its output in
+        // the body, so what is compiled per future is this `poll` alone, and `poll_call`
+        // (behind `dyn Body`) once per judge and host, not once per result type (see
+        // `crate::body`). The same code either way: only what it is instantiated with differs.
         #[cfg(not(debug_assertions))]
-        let inner = this.inner;
+        return poll_call::<_, P, H, Finished<C>>(&mut Direct(this.inner), this.call, cx);
         #[cfg(debug_assertions)]
-        let inner: Pin<&mut dyn Future<Output = Result<T, E>>> = this.inner;
-        poll_call::<_, T, E, P, H, C>(inner, this.call, cx)
+        poll_kept::<T, E, P, H, C>(this.inner, this.call, cx)
     }
 }
 
-/// [`CallFuture::poll`]'s body: `Fut` is the user's future, or `dyn Future` in a debug build.
-/// Each end is made into the output by `C` where it is made (an identity for [`AsIs`]), so
-/// the output is written once, not moved again through a conversion after the fact.
-#[cfg_attr(not(debug_assertions), inline(always))]
-fn poll_call<Fut, T, E, P, H, C>(
-    inner: Pin<&mut Fut>,
+/// A debug build's [`CallFuture::poll`], compiled once per result type, judge, host and
+/// output: the user's future behind `dyn Future`, `poll_call` behind `dyn Body`.
+#[cfg(debug_assertions)]
+fn poll_kept<T, E, P, H, C>(
+    inner: Pin<&mut dyn Future<Output = Result<T, E>>>,
     call: &mut Call<H, P>,
     cx: &mut Context<'_>,
 ) -> Poll<C::Output>
 where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
     P: Judge<T, E>,
     H: Host,
     C: Finish<T, E>,
+{
+    let mut body = Kept::new(inner);
+    match poll_call::<dyn Body<P, Value = ()>, P, H, Stopped>(&mut body, call, cx) {
+        Poll::Ready(ended) => Poll::Ready(C::finish(body.take(ended))),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+/// [`CallFuture::poll`]'s body: `B` is the user's future as a [`Body`], `dyn` in a debug
+/// build. Ready: the output (or, kept in the body, nothing), or the breaker's error.
+#[cfg_attr(not(debug_assertions), inline(always))]
+fn poll_call<B, P, H, O>(
+    body: &mut B,
+    call: &mut Call<H, P>,
+    cx: &mut Context<'_>,
+) -> Poll<O::Output>
+where
+    B: Body<P> + ?Sized,
+    H: Host,
+    O: Out<B::Value>,
 {
     // Feature `otel`: a call someone may watch goes on whole (`outer`), its parts unused.
     let outer = call;
@@ -491,28 +569,27 @@ where
                         // Its stripe not handed over: kept in registers, the ticket costs
                         // the unwatched path nothing; a watched success counts as a call
                         // ending in a later poll does.
-                        return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Admitted);
+                        return watched::<B, P, H, O>(body, outer, cx, Turn::Admitted);
                     }
                     admitted_at = Some(Instant::now());
                 }
             }
             None => {
-                // Each refusal straight into the output: no intermediate `Result` to move
-                // the error through. Feature `otel`: a call someone may watch is refused
+                // Feature `otel`: a call someone may watch is refused
                 // (or admitted) on its span (`watched`).
                 if let Some(refused) = shared.refuse_unwatched() {
                     call.stage = Stage::Done;
-                    return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
+                    return Poll::Ready(O::refused(refused));
                 }
                 #[cfg(feature = "otel")]
                 if shared.core.watched() {
-                    return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Unadmitted);
+                    return watched::<B, P, H, O>(body, outer, cx, Turn::Unadmitted);
                 }
                 if let Err(refused) =
                     admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
                 {
                     call.stage = Stage::Done;
-                    return Poll::Ready(C::finish(Err(CallError::Breaker(refused))));
+                    return Poll::Ready(O::refused(refused));
                 }
                 // Watched or not as asked above: a subscriber set since is seen from the
                 // next call.
@@ -524,26 +601,25 @@ where
         Stage::Fast | Stage::Held => {}
         Stage::Done => panic!("a call through a circuit breaker was polled after it finished"),
         #[cfg(feature = "otel")]
-        _ => return watched::<_, T, E, P, H, C>(inner, outer, cx, Turn::Later),
+        _ => return watched::<B, P, H, O>(body, outer, cx, Turn::Later),
     }
-    run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
+    run::<B, P, O, false>(body, shared, call, cx, admitted_at, admitted_here)
 }
 
 /// The user's future polled and the call settled when it ends, once admitted. `WATCHED`
 /// (feature `otel`): the call's span entered around the poll.
 #[inline(always)]
-fn run<Fut, T, E, P, C, const WATCHED: bool>(
-    inner: Pin<&mut Fut>,
+fn run<B, P, O, const WATCHED: bool>(
+    body: &mut B,
     shared: &Shared,
     call: &mut Standing<P>,
     cx: &mut Context<'_>,
     admitted_at: Option<Instant>,
     admitted_here: Option<LocalTicket<'_>>,
-) -> Poll<C::Output>
+) -> Poll<O::Output>
 where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
-    P: Judge<T, E>,
-    C: Finish<T, E>,
+    B: Body<P> + ?Sized,
+    O: Out<B::Value>,
 {
     #[cfg(feature = "otel")]
     if WATCHED {
@@ -561,23 +637,23 @@ where
             flags: call.flags,
             timer: None,
         };
-        let polled = inner.poll(cx);
+        let polled = body.poll(cx);
         std::mem::forget(unwinding);
         drop(entered);
         // The fast success, as unwatched (no judge), and its end on the watch.
         let polled = match polled {
-            Poll::Ready(Ok(value)) if call.stage == Stage::FastWatched && P::OK_IS_SUCCESS => {
+            Poll::Ready((value, true)) if call.stage == Stage::FastWatched => {
                 call.stage = Stage::Done;
                 let span =
                     release(&mut call.timer).and_then(|mut b| b.as_mut().project().span.take());
                 succeeded(shared, admitted_here, &call.held, &mut call.timer);
                 call.watch
                     .end(shared, span, crate::traced::Ended::Success, None);
-                return Poll::Ready(C::finish(Ok(value)));
+                return Poll::Ready(O::ready(value));
             }
             polled => polled,
         };
-        return settle::<T, E, P, C>(polled, shared, call, cx, admitted_at, admitted_here);
+        return settle::<B, P, O>(body, polled, shared, call, cx, admitted_at, admitted_here);
     }
     // A panic in the user's future is a failure, reported as it unwinds.
     let unwinding = Unwinding {
@@ -587,41 +663,45 @@ where
         flags: call.flags,
         timer: Some(&mut call.timer),
     };
-    let polled = inner.poll(cx);
+    let polled = body.poll(cx);
     std::mem::forget(unwinding);
-    settle::<T, E, P, C>(polled, shared, call, cx, admitted_at, admitted_here)
+    settle::<B, P, O>(body, polled, shared, call, cx, admitted_at, admitted_here)
 }
 
 /// What the user's future answered, settled: the fast success inline, every other end out
 /// of line ([`end`]), a `Pending` checked against the call's deadline.
 #[inline(always)]
-fn settle<T, E, P, C>(
-    polled: Poll<Result<T, E>>,
+fn settle<B, P, O>(
+    body: &B,
+    polled: Poll<(B::Value, bool)>,
     shared: &Shared,
     call: &mut Standing<P>,
     cx: &mut Context<'_>,
     admitted_at: Option<Instant>,
     admitted_here: Option<LocalTicket<'_>>,
-) -> Poll<C::Output>
+) -> Poll<O::Output>
 where
-    P: Judge<T, E>,
-    C: Finish<T, E>,
+    B: Body<P> + ?Sized,
+    O: Out<B::Value>,
 {
     let result = match polled {
         // The fast success, inline: no judge to run (unless a classifier must see every
         // `Ok`). A watched call's stage is not `Fast`: it ends through `end`.
-        Poll::Ready(Ok(value)) if call.stage == Stage::Fast && P::OK_IS_SUCCESS => {
+        Poll::Ready((value, true)) if call.stage == Stage::Fast => {
             call.stage = Stage::Done;
             succeeded(shared, admitted_here, &call.held, &mut call.timer);
-            return Poll::Ready(C::finish(Ok(value)));
+            return Poll::Ready(O::ready(value));
         }
-        Poll::Ready(result) => Ok(result),
+        Poll::Ready((value, _)) => Ok(value),
         Poll::Pending => match expired(&mut call.timer, admitted_at, cx, shared) {
             Some(timeout) => Err(timeout),
             None => return Poll::Pending,
         },
     };
-    Poll::Ready(C::finish(end(shared, call, result)))
+    Poll::Ready(match end(body, shared, call, result) {
+        Ok(value) => O::ready(value),
+        Err(stopped) => O::refused(stopped),
+    })
 }
 
 /// Feature `otel`: a call admitted now, watched if anyone still wants it (`span`: its
@@ -671,24 +751,23 @@ enum Turn {
 #[cfg(feature = "otel")]
 #[cold]
 #[inline(never)]
-fn watched<Fut, T, E, P, H, C>(
-    inner: Pin<&mut Fut>,
+fn watched<B, P, H, O>(
+    body: &mut B,
     call: &mut Call<H, P>,
     cx: &mut Context<'_>,
     turn: Turn,
-) -> Poll<C::Output>
+) -> Poll<O::Output>
 where
-    Fut: Future<Output = Result<T, E>> + ?Sized,
-    P: Judge<T, E>,
+    B: Body<P> + ?Sized,
     H: Host,
-    C: Finish<T, E>,
+    O: Out<B::Value>,
 {
     let Call { host, call } = call;
     let shared = host.shared();
     // Only an attempt has a box (its span) before its first poll.
     let span = match (turn, call.stage) {
         (Turn::Later, Stage::FastWatched | Stage::HeldWatched) => {
-            return run::<_, T, E, P, C, true>(inner, shared, call, cx, None, None);
+            return run::<B, P, O, true>(body, shared, call, cx, None, None);
         }
         (Turn::Later, Stage::IdleWatched) => {
             call.stage = Stage::Idle;
@@ -710,23 +789,22 @@ where
                 admitted_here = Some(ticket);
             }
             None => {
-                // Each refusal straight into the output, as in `poll_call`.
                 if let Some(refused) = shared.refuse() {
-                    return refused_watched::<T, E, C, P>(shared, call, span, refused);
+                    return refused_watched::<P, B::Value, O>(shared, call, span, refused);
                 }
                 if let Err(refused) =
                     admit_slow(shared, &mut call.held, &mut call.flags, &mut call.stage)
                 {
-                    return refused_watched::<T, E, C, P>(shared, call, span, refused);
+                    return refused_watched::<P, B::Value, O>(shared, call, span, refused);
                 }
             }
         }
     }
     let admitted_at = shared.core.timed().then(Instant::now);
     if start_watch(call, shared, span) {
-        run::<_, T, E, P, C, true>(inner, shared, call, cx, admitted_at, admitted_here)
+        run::<B, P, O, true>(body, shared, call, cx, admitted_at, admitted_here)
     } else {
-        run::<_, T, E, P, C, false>(inner, shared, call, cx, admitted_at, admitted_here)
+        run::<B, P, O, false>(body, shared, call, cx, admitted_at, admitted_here)
     }
 }
 
@@ -734,17 +812,17 @@ where
 /// made now if a subscriber wants it: a refusal is not timed).
 #[cfg(feature = "otel")]
 #[inline(always)]
-fn refused_watched<T, E, C: Finish<T, E>, P>(
+fn refused_watched<P, V, O: Out<V>>(
     shared: &Shared,
     call: &mut Standing<P>,
     span: Option<tracing::Span>,
-    refused: crate::BreakerError,
-) -> Poll<C::Output> {
+    refused: BreakerError,
+) -> Poll<O::Output> {
     call.stage = Stage::Done;
     if span.is_some() || crate::gate::spans_wanted() {
         crate::traced::refused(shared, span, &refused);
     }
-    Poll::Ready(C::finish(Err(CallError::Breaker(refused))))
+    Poll::Ready(O::refused(refused))
 }
 
 /// A call whose user's future is being polled, dropped only if that poll panicked (`poll`
@@ -830,44 +908,52 @@ fn expired(
 }
 
 /// Every end but the fast success, out of line: takes the stage and the judge (once;
-/// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there) and settles.
+/// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there), judges the
+/// output where the body holds it, and reports.
 #[inline(never)]
-fn end<T, E, P: Judge<T, E>>(
+fn end<B: Body<P> + ?Sized, P>(
+    body: &B,
     shared: &Shared,
     call: &mut Standing<P>,
-    result: Result<Result<T, E>, Stop>,
-) -> Result<T, CallError<E>> {
+    result: Result<B::Value, Stop>,
+) -> Result<B::Value, BreakerError> {
     let fast = call.stage.fast();
     call.stage = Stage::Done;
-    #[cfg_attr(not(feature = "otel"), expect(unused_mut))]
-    let mut boxed = release(&mut call.timer);
+    let boxed = release(&mut call.timer);
     #[cfg(not(feature = "otel"))]
     drop(boxed);
     let Some(judge) = call.judge.take() else {
         unreachable!("a running call has its judge")
     };
     let admission = Admission::join(call.held, call.flags);
-    #[cfg(not(feature = "otel"))]
-    return conclude(shared, fast, admission, result, judge);
-    // Feature `otel`: the verdict seen on the way, for the span and the timing.
+    let value = match result {
+        Ok(value) => value,
+        Err(stop) => {
+            let stopped = shared.stopped(fast, admission, stop);
+            #[cfg(feature = "otel")]
+            watch_ended(call, shared, boxed, (crate::traced::Ended::Timeout, None));
+            return Err(stopped);
+        }
+    };
+    #[cfg_attr(not(feature = "otel"), expect(unused_variables))]
+    let verdict = report_verdict(shared, fast, admission, || body.verdict(&value, judge));
     #[cfg(feature = "otel")]
-    {
-        use crate::traced::{judged, Ended, Witness};
-        let ended = match &result {
-            Err(Stop::Timeout(_)) => Some((Ended::Timeout, None)),
-            Ok(_) => None,
-        };
-        let is_err = matches!(result, Ok(Err(_)));
-        let seen = std::cell::Cell::new(None);
-        let judge = Witness { judge, seen: &seen };
-        let output = conclude(shared, fast, admission, result, judge);
-        let (outcome, error_type) = ended.unwrap_or_else(|| judged::<E>(is_err, seen.get()));
-        let span = boxed
-            .as_mut()
-            .and_then(|b| b.as_mut().project().span.take());
-        call.watch.end(shared, span, outcome, error_type);
-        output
-    }
+    watch_ended(call, shared, boxed, body.ended(&value, verdict));
+    Ok(value)
+}
+
+/// Feature `otel`: a watched call's end, on its span (if any, in its box) and its timing.
+#[cfg(feature = "otel")]
+fn watch_ended<P>(
+    call: &mut Standing<P>,
+    shared: &Shared,
+    mut boxed: Option<Pin<Box<Boxed>>>,
+    (outcome, error_type): (crate::traced::Ended, Option<&'static str>),
+) {
+    let span = boxed
+        .as_mut()
+        .and_then(|b| b.as_mut().project().span.take());
+    call.watch.end(shared, span, outcome, error_type);
 }
 
 #[cfg(all(test, not(breaker_loom)))]

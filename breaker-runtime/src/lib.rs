@@ -32,6 +32,8 @@
 //! | `judged` | a call judged by any `Judge`: the one async and one retried entry point the attribute's glue takes |
 //! | `keyed` | [`KeyedBreaker`], [`BreakerKey`]: one breaker per key, in bounded memory |
 //! | `future` | the future of an async call: admission on first poll, deadline, panics |
+//! | `body` | the user's future as the call future's code sees it: polled and judged, its output carried or kept (a debug build's code then generic over no result type) |
+//! | `erased` | a debug build's blocking call: the body run and judged behind `dyn`, the breaker's path compiled once |
 //! | `probe` | recovery without traffic: the breaker's own probe, a task per opening |
 //! | `live` | live configuration: what the call path reads of the configuration in force (`Live`), and what cannot change on a running breaker |
 //! | `reconfigure` | `reconfigure`: changing a running breaker's configuration without losing state |
@@ -53,6 +55,7 @@
 #![deny(missing_docs)]
 #![warn(missing_debug_implementations)]
 
+mod body;
 mod breaker;
 mod clock;
 mod config;

@@ -18,7 +18,7 @@ use crate::{
     clock::TokioClock,
     core::{Admission, Core, Engine, LocalTicket, Outcome, Ticket},
     registry::index::Listing,
-    verdict::Judge,
+    verdict::{Judge, Verdict},
     BreakerError, CallError,
 };
 
@@ -374,7 +374,7 @@ impl Shared {
     /// A call that stopped without a result of its own: reported, then its error.
     #[cold]
     #[inline(never)]
-    fn stopped(&self, fast: bool, admission: Admission, stop: Stop) -> BreakerError {
+    pub(crate) fn stopped(&self, fast: bool, admission: Admission, stop: Stop) -> BreakerError {
         let Stop::Timeout(after) = stop;
         self.report(fast, admission, Outcome::Timeout);
         BreakerError::Timeout {
@@ -429,10 +429,24 @@ pub(crate) fn conclude<T, E>(
         Ok(result) => result,
         Err(stop) => return Err(CallError::Breaker(shared.stopped(fast, admission, stop))),
     };
-    match catch_unwind(AssertUnwindSafe(|| judge.judge(&result))) {
+    report_verdict(shared, fast, admission, || judge.judge(&result));
+    result.map_err(CallError::Inner)
+}
+
+/// The verdict on a finished call (admitted on the fast path if `fast`), reported; a panic
+/// in the judge is reported as a failure first and then resumed unchanged. What
+/// [`conclude`] and a call future's end share.
+#[inline(always)]
+pub(crate) fn report_verdict(
+    shared: &Shared,
+    fast: bool,
+    admission: Admission,
+    judge: impl FnOnce() -> Verdict,
+) -> Verdict {
+    match catch_unwind(AssertUnwindSafe(judge)) {
         Ok(verdict) => {
             shared.report(fast, admission, Outcome::from(verdict));
-            result.map_err(CallError::Inner)
+            verdict
         }
         Err(panic) => {
             shared.report(fast, admission, Outcome::Failure);

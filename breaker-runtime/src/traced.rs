@@ -269,23 +269,6 @@ pub(crate) fn judged<E>(is_err: bool, verdict: Option<Verdict>) -> (Ended, Optio
     }
 }
 
-/// A judge that also writes down its verdict, for the span and the timing of the call.
-pub(crate) struct Witness<'s, J> {
-    pub(crate) judge: J,
-    pub(crate) seen: &'s std::cell::Cell<Option<Verdict>>,
-}
-
-impl<T, E, J: crate::verdict::Judge<T, E>> crate::verdict::Judge<T, E> for Witness<'_, J> {
-    const OK_IS_SUCCESS: bool = J::OK_IS_SUCCESS;
-
-    #[inline]
-    fn judge(self, result: &Result<T, E>) -> Verdict {
-        let v = self.judge.judge(result);
-        self.seen.set(Some(v));
-        v
-    }
-}
-
 /// The span of a call made of attempts (retried or hedged), whose attempts are its
 /// children (`None`: no subscriber wants it); the outcome of the call so far (its last
 /// attempt's, or the answer a race returned) and the attempts made, recorded on it when the
