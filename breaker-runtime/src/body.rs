@@ -17,9 +17,9 @@ use std::{
     task::{Context, Poll},
 };
 
-#[cfg(debug_assertions)]
-use crate::{erased::kept, BreakerError, CallError};
 use crate::{verdict::Judge, Verdict};
+#[cfg(debug_assertions)]
+use crate::{BreakerError, CallError};
 
 /// The user's future, polled and judged for the call's code.
 pub(crate) trait Body<P> {
@@ -83,31 +83,24 @@ where
 }
 
 /// A debug build's body: the user's future, then its output, kept here (taken with
-/// [`Kept::take`] once the call's code says the call ended with it).
+/// [`Kept::take`] once the call's code says the call ended with it). Written for a debug
+/// build's code size: it is compiled once per result type (and judge), so each step is
+/// spelled out where a call of a generic helper would be one more function per type.
 #[cfg(debug_assertions)]
 pub(crate) struct Kept<'f, F: ?Sized, T, E> {
-    inner: Pin<&'f mut F>,
-    out: Option<Result<T, E>>,
+    pub(crate) inner: Pin<&'f mut F>,
+    pub(crate) out: Option<Result<T, E>>,
 }
 
 #[cfg(debug_assertions)]
-impl<'f, F: ?Sized, T, E> Kept<'f, F, T, E> {
-    pub(crate) fn new(inner: Pin<&'f mut F>) -> Self {
-        Kept { inner, out: None }
-    }
-
+impl<F: ?Sized, T, E> Kept<'_, F, T, E> {
     /// The call's end, its output taken from where it was kept.
     pub(crate) fn take(self, ended: Result<(), BreakerError>) -> Result<T, CallError<E>> {
-        match ended {
-            Ok(()) => kept(self.out).map_err(CallError::Inner),
-            Err(stopped) => Err(CallError::Breaker(stopped)),
-        }
-    }
-
-    fn kept(&self) -> &Result<T, E> {
-        match &self.out {
-            Some(out) => out,
-            None => unreachable!("a call is judged once its future is ready"),
+        match (ended, self.out) {
+            (Ok(()), Some(Ok(value))) => Ok(value),
+            (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
+            (Err(stopped), _) => Err(CallError::Breaker(stopped)),
+            (Ok(()), None) => unreachable!("a call that ended has its output"),
         }
     }
 }
@@ -121,19 +114,28 @@ where
     type Value = ();
 
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<((), bool)> {
-        let result = std::task::ready!(self.inner.as_mut().poll(cx));
-        let success = P::OK_IS_SUCCESS && result.is_ok();
+        let Poll::Ready(result) = self.inner.as_mut().poll(cx) else {
+            return Poll::Pending;
+        };
+        #[expect(
+            clippy::redundant_pattern_matching,
+            reason = "`is_ok` would be one more function for every result type"
+        )]
+        let success = P::OK_IS_SUCCESS && matches!(result, Ok(_));
         self.out = Some(result);
         Poll::Ready(((), success))
     }
 
     fn verdict(&self, (): &(), judge: P) -> Verdict {
-        judge.judge(self.kept())
+        match &self.out {
+            Some(out) => judge.judge(out),
+            None => unreachable!("a call is judged once its future is ready"),
+        }
     }
 
     #[cfg(feature = "otel")]
     fn ended(&self, (): &(), verdict: Verdict) -> (crate::traced::Ended, Option<&'static str>) {
-        crate::traced::judged::<E>(self.kept().is_err(), Some(verdict))
+        crate::traced::judged::<E>(matches!(self.out, Some(Err(_))), Some(verdict))
     }
 }
 

@@ -404,9 +404,11 @@ impl Breaker {
         #[cfg(debug_assertions)]
         {
             let mut judged = crate::erased::Judged::new(call, is_failure);
-            match self.call_sync_erased(&mut judged) {
-                Ok(()) => crate::erased::kept(judged.out).map_err(CallError::Inner),
-                Err(refused) => Err(CallError::Breaker(refused)),
+            match (self.call_sync_erased(&mut judged), judged.out) {
+                (Ok(()), Some(Ok(value))) => Ok(value),
+                (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
+                (Err(refused), _) => Err(CallError::Breaker(refused)),
+                (Ok(()), None) => unreachable!("a call that ended ran its body"),
             }
         }
         #[cfg(not(debug_assertions))]

@@ -25,25 +25,15 @@ fn keep_judged<T, E>(
     judge: impl Judge<T, E>,
 ) -> Result<Verdict, Verdict> {
     let verdict = judge.judge(&result);
-    let ended = if result.is_ok() {
-        Ok(verdict)
-    } else {
-        Err(verdict)
+    let ended = match result {
+        Ok(_) => Ok(verdict),
+        Err(_) => Err(verdict),
     };
     *out = Some(result);
     ended
 }
 
-/// The result a [`Judged`] body kept, once `call_sync_erased` said the body ran.
-#[doc(hidden)]
-pub fn kept<T, E>(out: Option<Result<T, E>>) -> Result<T, E> {
-    match out {
-        Some(out) => out,
-        None => unreachable!("a call that ended ran its body"),
-    }
-}
-
-/// A [`JudgedBody`]: a call and its judge, then the call's result (taken with [`kept`]).
+/// A [`JudgedBody`]: a call and its judge, then the call's result (`out`, once it ran).
 /// The runtime's blocking calls and the attribute's plain `fn`s both use it.
 #[doc(hidden)]
 pub struct Judged<F, J, T, E> {

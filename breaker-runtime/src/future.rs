@@ -525,7 +525,7 @@ where
     H: Host,
     C: Finish<T, E>,
 {
-    let mut body = Kept::new(inner);
+    let mut body = Kept { inner, out: None };
     match poll_call::<dyn Body<P, Value = ()>, P, H, Stopped>(&mut body, call, cx) {
         Poll::Ready(ended) => Poll::Ready(C::finish(body.take(ended))),
         Poll::Pending => Poll::Pending,

@@ -11,7 +11,7 @@ use core::{
 };
 
 #[cfg(debug_assertions)]
-use breaker_runtime::__internals::{kept, Judged};
+use breaker_runtime::__internals::Judged;
 use breaker_runtime::{
     __internals::{Finish, Shared},
     CallFuture, Classify, Judge,
@@ -172,9 +172,12 @@ fn finish_erased<R: Fallible>(
 where
     R::Err: FromBreakerError,
 {
-    R::from_result(match ended {
-        Ok(()) => kept(out),
-        Err(refused) => Err(R::Err::from_breaker_error(refused)),
+    // Each step spelled out, not a generic helper's call: this is compiled once per return
+    // type, and each helper would be one more function for every type.
+    R::from_result(match (ended, out) {
+        (Ok(()), Some(result)) => result,
+        (Err(refused), _) => Err(R::Err::from_breaker_error(refused)),
+        (Ok(()), None) => unreachable!("a call that ended ran its body"),
     })
 }
 
@@ -185,9 +188,11 @@ fn recover_erased<R: Fallible>(
     ended: Result<(), BreakerError>,
     out: Option<Result<R::Ok, R::Err>>,
 ) -> Result<R, CallError<R::Err>> {
-    match ended {
-        Ok(()) => kept(out).map(R::from_ok).map_err(CallError::Inner),
-        Err(refused) => Err(CallError::Breaker(refused)),
+    match (ended, out) {
+        (Ok(()), Some(Ok(value))) => Ok(R::from_ok(value)),
+        (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
+        (Err(refused), _) => Err(CallError::Breaker(refused)),
+        (Ok(()), None) => unreachable!("a call that ended ran its body"),
     }
 }
 
@@ -304,17 +309,20 @@ impl<T, E: FromBreakerError> Finish<T, E> for Converted {
     type Output = Result<T, E>;
 
     fn finish(result: Result<T, CallError<E>>) -> Result<T, E> {
-        finish(result)
+        // A match, not `map_err` and a closure: two functions fewer for every return type in
+        // a debug build.
+        match result {
+            Ok(value) => Ok(value),
+            Err(CallError::Breaker(b)) => Err(E::from_breaker_error(b)),
+            Err(CallError::Inner(e)) => Err(e),
+        }
     }
 }
 
 /// The function's result without a fallback: the dependency's error as it was, the
 /// breaker's converted into `E`.
 pub fn finish<T, E: FromBreakerError>(r: Result<T, CallError<E>>) -> Result<T, E> {
-    r.map_err(|e| match e {
-        CallError::Breaker(b) => E::from_breaker_error(b),
-        CallError::Inner(e) => e,
-    })
+    <Converted as Finish<T, E>>::finish(r)
 }
 
 /// [`finish`] for a plain `fn` in an optimised build, back in its return type (written as it was before the async
