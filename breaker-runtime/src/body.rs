@@ -18,8 +18,6 @@ use std::{
 };
 
 use crate::{verdict::Judge, Verdict};
-#[cfg(debug_assertions)]
-use crate::{BreakerError, CallError};
 
 /// The user's future, polled and judged for the call's code.
 pub(crate) trait Body<P> {
@@ -82,27 +80,14 @@ where
     }
 }
 
-/// A debug build's body: the user's future, then its output, kept here (taken with
-/// [`Kept::take`] once the call's code says the call ended with it). Written for a debug
+/// A debug build's body: the user's future, then its output, kept here (taken by
+/// `future::poll_kept` once the call's code says the call ended with it). Written for a debug
 /// build's code size: it is compiled once per result type (and judge), so each step is
 /// spelled out where a call of a generic helper would be one more function per type.
 #[cfg(debug_assertions)]
 pub(crate) struct Kept<'f, F: ?Sized, T, E> {
     pub(crate) inner: Pin<&'f mut F>,
     pub(crate) out: Option<Result<T, E>>,
-}
-
-#[cfg(debug_assertions)]
-impl<F: ?Sized, T, E> Kept<'_, F, T, E> {
-    /// The call's end, its output taken from where it was kept.
-    pub(crate) fn take(self, ended: Result<(), BreakerError>) -> Result<T, CallError<E>> {
-        match (ended, self.out) {
-            (Ok(()), Some(Ok(value))) => Ok(value),
-            (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
-            (Err(stopped), _) => Err(CallError::Breaker(stopped)),
-            (Ok(()), None) => unreachable!("a call that ended has its output"),
-        }
-    }
 }
 
 #[cfg(debug_assertions)]
