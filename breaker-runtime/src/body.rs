@@ -29,17 +29,20 @@ pub(crate) trait Body<P> {
     /// asking the judge (an `Ok`, when the judge counts every `Ok` a success).
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<(Self::Value, bool)>;
 
+    /// How the call's end (out of line) judges the output: behind `dyn`, so that end is
+    /// compiled once per judge and output, not once per future, in either build.
+    fn verdicts(&self) -> &dyn Verdicts<P, Self::Value>;
+}
+
+/// The judging of a finished call's output ([`Body::verdicts`]).
+pub(crate) trait Verdicts<P, V> {
     /// The judge's verdict on the output.
-    fn verdict(&self, value: &Self::Value, judge: P) -> Verdict;
+    fn verdict(&self, value: &V, judge: P) -> Verdict;
 
     /// Feature `otel`: how the call ended, for its span and its timing (see
     /// `traced::judged`: the error's type names a failure).
     #[cfg(feature = "otel")]
-    fn ended(
-        &self,
-        value: &Self::Value,
-        verdict: Verdict,
-    ) -> (crate::traced::Ended, Option<&'static str>);
+    fn ended(&self, value: &V, verdict: Verdict) -> (crate::traced::Ended, Option<&'static str>);
 }
 
 /// An optimised build's body: the user's future, its output carried by value.
@@ -65,7 +68,18 @@ where
         }
     }
 
-    #[inline]
+    #[inline(always)]
+    fn verdicts(&self) -> &dyn Verdicts<P, Result<T, E>> {
+        &ByValue(std::marker::PhantomData)
+    }
+}
+
+/// An optimised build's [`Verdicts`]: the output is at hand, judged as it is.
+#[cfg(not(debug_assertions))]
+struct ByValue<T, E>(std::marker::PhantomData<fn() -> (T, E)>);
+
+#[cfg(not(debug_assertions))]
+impl<T, E, P: Judge<T, E>> Verdicts<P, Result<T, E>> for ByValue<T, E> {
     fn verdict(&self, value: &Result<T, E>, judge: P) -> Verdict {
         judge.judge(value)
     }
@@ -111,6 +125,13 @@ where
         Poll::Ready(((), success))
     }
 
+    fn verdicts(&self) -> &dyn Verdicts<P, ()> {
+        self
+    }
+}
+
+#[cfg(debug_assertions)]
+impl<F: ?Sized, T, E, P: Judge<T, E>> Verdicts<P, ()> for Kept<'_, F, T, E> {
     fn verdict(&self, (): &(), judge: P) -> Verdict {
         match &self.out {
             Some(out) => judge.judge(out),

@@ -40,7 +40,7 @@
 //! the output carried by value; a debug build runs them behind `dyn Body`, compiled once per
 //! judge and host (in a crate whose functions each return their own type, compiler
 //! instructions per annotated function 41.3 → 32.5 M, `OWN_TYPES=1 scripts/compile_cost.sh
-//! --instructions`; 28.9 M with the glue's part spelled out).
+//! --instructions`; 29.4 M with the glue's part spelled out and the end judging behind `dyn Verdicts`).
 
 use std::{
     future::Future,
@@ -58,7 +58,7 @@ use crate::body::Direct;
 #[cfg(debug_assertions)]
 use crate::body::Kept;
 use crate::{
-    body::Body,
+    body::{Body, Verdicts},
     core::{Admission, Held, LocalTicket},
     shared::{report_verdict, Host, Shared, Stop},
     stats::Count,
@@ -171,10 +171,11 @@ impl<T, E> Finish<T, E> for AsIs {
     }
 }
 
-/// What the call's code makes of how the call ended, where it ends: an optimised build's
+/// What the call's code makes of how the call ended, where it ends. In an optimised build,
 /// the call future's output itself ([`Finished`]: a refusal goes straight into it, with no
-/// intermediate `Result` to move the error through), a debug build's only whether the
-/// breaker stopped the call ([`Stopped`]: the output is kept in the body).
+/// intermediate `Result` to move the error through; one cost the closed async call 8
+/// instructions). In a debug build, only whether the breaker stopped the call ([`Stopped`]:
+/// the output is kept in the body).
 trait Out<V> {
     /// The call future's output, or what it is made of.
     type Output;
@@ -582,8 +583,8 @@ where
                 }
             }
             None => {
-                // Feature `otel`: a call someone may watch is refused
-                // (or admitted) on its span (`watched`).
+                // Each refusal straight into the output (`O`). Feature `otel`: a call someone
+                // may watch is refused (or admitted) on its span (`watched`).
                 if let Some(refused) = shared.refuse_unwatched() {
                     call.stage = Stage::Done;
                     return Poll::Ready(O::refused(refused));
@@ -705,7 +706,7 @@ where
             None => return Poll::Pending,
         },
     };
-    Poll::Ready(match end(body, shared, call, result) {
+    Poll::Ready(match end(body.verdicts(), shared, call, result) {
         Ok(value) => O::ready(value),
         Err(stopped) => O::refused(stopped),
     })
@@ -918,12 +919,12 @@ fn expired(
 /// `Idle` became `Fast` or `Held` at the first poll, and `Done` panicked there), judges the
 /// output where the body holds it, and reports.
 #[inline(never)]
-fn end<B: Body<P> + ?Sized, P>(
-    body: &B,
+fn end<P, V>(
+    verdicts: &dyn Verdicts<P, V>,
     shared: &Shared,
     call: &mut Standing<P>,
-    result: Result<B::Value, Stop>,
-) -> Result<B::Value, BreakerError> {
+    result: Result<V, Stop>,
+) -> Result<V, BreakerError> {
     let fast = call.stage.fast();
     call.stage = Stage::Done;
     let boxed = release(&mut call.timer);
@@ -943,9 +944,9 @@ fn end<B: Body<P> + ?Sized, P>(
         }
     };
     #[cfg_attr(not(feature = "otel"), expect(unused_variables))]
-    let verdict = report_verdict(shared, fast, admission, || body.verdict(&value, judge));
+    let verdict = report_verdict(shared, fast, admission, || verdicts.verdict(&value, judge));
     #[cfg(feature = "otel")]
-    watch_ended(call, shared, boxed, body.ended(&value, verdict));
+    watch_ended(call, shared, boxed, verdicts.ended(&value, verdict));
     Ok(value)
 }
 
