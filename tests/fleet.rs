@@ -66,7 +66,12 @@ async fn instances(
         all.push((f, b, log));
     }
     // Joining is asynchronous: a member whose join the task has not seen yet would miss an
-    // opening. Wait until every task has read the (absent) open key.
+    // opening. A command's answer comes after every command sent before it, so each task
+    // has taken its join once `timer_entries` answers (a loaded machine once took longer
+    // than `settle` for it); then wait until every task has read the (absent) open key.
+    for (f, _, _) in &all {
+        f.timer_entries().await;
+    }
     settle().await;
     all
 }
