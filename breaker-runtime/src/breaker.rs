@@ -404,11 +404,13 @@ impl Breaker {
         #[cfg(debug_assertions)]
         {
             let mut judged = crate::erased::Judged::new(call, is_failure);
-            match (self.call_sync_erased(&mut judged), judged.out) {
-                (Ok(()), Some(Ok(value))) => Ok(value),
-                (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
-                (Err(refused), _) => Err(CallError::Breaker(refused)),
-                (Ok(()), None) => unreachable!("a call that ended ran its body"),
+            match self.call_sync_erased(&mut judged) {
+                Err(refused) => Err(CallError::Breaker(refused)),
+                Ok(()) => match judged.out {
+                    Some(Ok(value)) => Ok(value),
+                    Some(Err(error)) => Err(CallError::Inner(error)),
+                    None => crate::erased::no_output(),
+                },
             }
         }
         #[cfg(not(debug_assertions))]

@@ -33,6 +33,16 @@ fn keep_judged<T, E>(
     ended
 }
 
+/// A call that ended without the output it must have: unreachable. Out of line and not
+/// generic, so the code that takes a kept output (compiled once per result type in a debug
+/// build) calls it rather than building a panic's message of its own.
+#[doc(hidden)]
+#[cold]
+#[inline(never)]
+pub fn no_output() -> ! {
+    unreachable!("a call that ended has its output")
+}
+
 /// A [`JudgedBody`]: a call and its judge, then the call's result (`out`, once it ran).
 /// The runtime's blocking calls and the attribute's plain `fn`s both use it.
 #[doc(hidden)]

@@ -533,11 +533,13 @@ where
     ));
     // The output taken from where it was kept, spelled out here rather than in a helper: one
     // function fewer for every result type.
-    Poll::Ready(C::finish(match (ended, body.out) {
-        (Ok(()), Some(Ok(value))) => Ok(value),
-        (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
-        (Err(stopped), _) => Err(CallError::Breaker(stopped)),
-        (Ok(()), None) => unreachable!("a call that ended has its output"),
+    Poll::Ready(C::finish(match ended {
+        Err(stopped) => Err(CallError::Breaker(stopped)),
+        Ok(()) => match body.out {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(error)) => Err(CallError::Inner(error)),
+            None => crate::erased::no_output(),
+        },
     }))
 }
 

@@ -127,7 +127,7 @@ pub mod __internals {
     pub use crate::traced::{time_calls, CallEnd, Ended, TARGET};
     pub use crate::{
         core::Engine,
-        erased::{Judged, JudgedBody},
+        erased::{no_output, Judged, JudgedBody},
         future::{AsIs, Finish},
         keyed::KeyArg,
         ready::Changes,

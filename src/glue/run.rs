@@ -11,7 +11,7 @@ use core::{
 };
 
 #[cfg(debug_assertions)]
-use breaker_runtime::__internals::Judged;
+use breaker_runtime::__internals::{no_output, Judged};
 use breaker_runtime::{
     __internals::{Finish, Shared},
     CallFuture, Classify, Judge,
@@ -174,10 +174,12 @@ where
 {
     // Each step spelled out, not a generic helper's call: this is compiled once per return
     // type, and each helper would be one more function for every type.
-    R::from_result(match (ended, out) {
-        (Ok(()), Some(result)) => result,
-        (Err(refused), _) => Err(R::Err::from_breaker_error(refused)),
-        (Ok(()), None) => unreachable!("a call that ended ran its body"),
+    R::from_result(match ended {
+        Err(refused) => Err(R::Err::from_breaker_error(refused)),
+        Ok(()) => match out {
+            Some(result) => result,
+            None => no_output(),
+        },
     })
 }
 
@@ -188,11 +190,13 @@ fn recover_erased<R: Fallible>(
     ended: Result<(), BreakerError>,
     out: Option<Result<R::Ok, R::Err>>,
 ) -> Result<R, CallError<R::Err>> {
-    match (ended, out) {
-        (Ok(()), Some(Ok(value))) => Ok(R::from_ok(value)),
-        (Ok(()), Some(Err(error))) => Err(CallError::Inner(error)),
-        (Err(refused), _) => Err(CallError::Breaker(refused)),
-        (Ok(()), None) => unreachable!("a call that ended ran its body"),
+    match ended {
+        Err(refused) => Err(CallError::Breaker(refused)),
+        Ok(()) => match out {
+            Some(Ok(value)) => Ok(R::from_ok(value)),
+            Some(Err(error)) => Err(CallError::Inner(error)),
+            None => no_output(),
+        },
     }
 }
 
