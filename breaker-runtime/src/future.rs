@@ -40,8 +40,8 @@
 //! the output carried by value; a debug build runs them behind `dyn Body`, compiled once per
 //! judge and host (in a crate whose functions each return their own type, compiler
 //! instructions per annotated function 41.3 → 32.5 M, `OWN_TYPES=1 scripts/compile_cost.sh
-//! --instructions`; 29.4 M with the glue's part spelled out and the end's judging behind
-//! `dyn Verdicts`).
+//! --instructions`; 28.5 M with the glue's part spelled out, the end's judging behind
+//! `dyn Verdicts` and a missing output one out-of-line `no_output()`).
 
 use std::{
     future::Future,
