@@ -404,6 +404,8 @@ impl Breaker {
         #[cfg(debug_assertions)]
         {
             let mut judged = crate::erased::Judged::new(call, is_failure);
+            // Spelled out, as in `future::poll_kept` and the glue's `recover_erased`: a shared
+            // generic helper would be one more function for every result type.
             match self.call_sync_erased(&mut judged) {
                 Err(refused) => Err(CallError::Breaker(refused)),
                 Ok(()) => match judged.out {
