@@ -21,7 +21,7 @@ impl Core {
     /// call (so the caller's frame stays small). `None`: try [`refuse`](Self::refuse).
     #[inline(always)]
     pub(crate) fn enter_closed(&self) -> Option<LocalTicket<'_>> {
-        self.ticket(|| self.counters.counting_inline(owned_here()?))
+        self.ticket(|| self.counters.counting_inline())
     }
 
     /// The open paths, inlined into the call wrappers: an open breaker refuses with one load

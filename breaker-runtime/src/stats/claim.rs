@@ -16,6 +16,16 @@ pub(crate) fn owned_here() -> Option<Here> {
     (at < OWNED).then(|| Here::new(StripeIndex(at)))
 }
 
+/// This thread's slot as stored: an owned stripe's index, a shared one's, or a value no
+/// stripe has before its first count. Not a [`Here`]: only [`Counters::counting_inline`]
+/// takes it, which counts on it with plain stores only where a breaker's route names it (a
+/// route names owned slots alone), so the fast path makes one compare, not two.
+#[cfg(not(breaker_loom))]
+#[inline(always)]
+pub(super) fn slot_here() -> usize {
+    this_threads()
+}
+
 /// This thread's stripe, claimed on its first call: a free owned one if there is one, else
 /// one of the shared stripes, dealt in turn.
 #[cfg(not(breaker_loom))]
@@ -105,6 +115,11 @@ fn claim() -> StripeIndex {
 #[cfg(breaker_loom)]
 pub(crate) fn owned_here() -> Option<Here> {
     Some(Here::new(StripeIndex(0)))
+}
+
+#[cfg(breaker_loom)]
+pub(super) fn slot_here() -> usize {
+    0
 }
 
 #[cfg(breaker_loom)]

@@ -216,8 +216,10 @@ const _: () = {
 pub(crate) struct Counters {
     /// Where counts go, in one word so that the common case (one thread counting on a
     /// breaker) costs one load and one compare: the slot that owns [`home`](Self::home)
-    /// (`NO_OWNER` until the first count), with the `STRIPED` bit set once the others are
-    /// made (every slot then counts there, and no slot equals the word).
+    /// ([`home_word`]: a shared slot's with the `SHARED_HOME` bit; `NO_OWNER` until the
+    /// first count), with the `STRIPED` bit set once the others are made (every slot then
+    /// counts there, and no slot equals the word). So the word equals a thread's slot only
+    /// when that slot is owned, and the fast path's one compare also says "plain stores".
     route: AtomicUsize,
     /// The stripe of the first slot to count here, inline: a breaker that only one thread
     /// calls (most keys of a keyed breaker) never makes the others. Written only until the
@@ -237,8 +239,22 @@ struct Padded(Stripe);
 /// The bit of `route` saying the striped set is made: no slot has it, so a count then
 /// misses the one-compare path and goes to the others.
 const STRIPED: usize = 1 << (usize::BITS - 1);
+/// The bit of `route` saying `home` belongs to a shared slot (counted with `fetch_add`): no
+/// slot has it, so such a slot's threads miss the one-compare path, which counts with plain
+/// stores.
+const SHARED_HOME: usize = 1 << (usize::BITS - 2);
 /// No slot owns `home` yet (a value no slot has, without the `STRIPED` bit).
 const NO_OWNER: usize = STRIPED - 1;
+
+/// `route`'s word for `home` owned by `at`: the slot itself if owned, tagged if shared.
+#[inline(always)]
+fn home_word(at: StripeIndex) -> usize {
+    if at.0 < OWNED {
+        at.0
+    } else {
+        at.0 | SHARED_HOME
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
@@ -304,8 +320,9 @@ impl Counters {
     /// the stripe this returns, as before: `home` has exactly one slot.
     #[inline(always)]
     fn stripe(&self, at: StripeIndex) -> &Stripe {
-        // One load and one compare for the breaker one thread counts on: the word is that
-        // slot exactly until the others are made (then it has the `STRIPED` bit).
+        // One load and one compare for the breaker one owner thread counts on: the word is
+        // that slot exactly until the others are made (then it has the `STRIPED` bit). A
+        // shared slot's home is tagged, and found in `stripe_slow`.
         if self.route.load(Relaxed) == at.0 {
             return &self.home;
         }
@@ -320,13 +337,15 @@ impl Counters {
         if let Some(others) = self.others.get() {
             return &others[at.0 % STRIPES].0;
         }
+        let mine = home_word(at);
         match self
             .route
-            .compare_exchange(NO_OWNER, at.0, Relaxed, Relaxed)
+            .compare_exchange(NO_OWNER, mine, Relaxed, Relaxed)
         {
             Ok(_) => return &self.home,
-            // Two threads of one shared slot raced: the winner's slot is ours too.
-            Err(now) if now == at.0 => return &self.home,
+            // A shared slot's home (its word tagged, so it is found here), or two threads of
+            // one shared slot raced: the winner's slot is ours too.
+            Err(now) if now == mine => return &self.home,
             Err(_) => {}
         }
         let others = self.others.get_or_init(Box::default);
@@ -366,22 +385,35 @@ impl Counters {
         add_to_stripe(self.stripe(at), owned, count);
     }
 
-    /// This thread's stripe, when it is found without a call: the home stripe of its owner,
-    /// or the striped set once made. `None` on a slot's first count here (the route is
-    /// claimed or the set made out of line, by [`counting`](Self::counting)).
+    /// This thread's stripe, when it owns one and it is found without a call: the home
+    /// stripe of its owner, or the striped set once made. `None` on a slot's first count
+    /// here (the route is claimed or the set made out of line, by
+    /// [`counting`](Self::counting)), or for a thread that owns no stripe (it has not
+    /// counted yet, or shares one).
+    ///
+    /// The route is compared with the thread's slot as stored, before asking whether the
+    /// slot is owned: the route names owned slots alone ([`home_word`]), so equal means
+    /// owned, and the common case makes one compare where it made two.
     #[inline(always)]
-    pub(crate) fn counting_inline(&self, at: Here) -> Option<Counting<'_>> {
+    pub(crate) fn counting_inline(&self) -> Option<Counting<'_>> {
+        let at = claim::slot_here();
         let route = self.route.load(Relaxed);
-        let stripe = if route == at.slot.0 {
+        let stripe = if route == at {
+            debug_assert!(
+                cfg!(breaker_loom) || at < OWNED,
+                "route {route:#x} names a shared slot"
+            );
             &self.home
-        } else if route & STRIPED != 0 {
-            &self.others.get()?[at.slot.0 % STRIPES].0
+        } else if route & STRIPED != 0 && StripeIndex(at).owned() {
+            &self.others.get()?[at % STRIPES].0
         } else {
             return None;
         };
         Some(Counting {
             stripe,
-            owned: at.slot.owned(),
+            // Owned in both branches above (under loom every thread has slot 0, counted with
+            // `fetch_add`).
+            owned: !cfg!(breaker_loom),
             _this_thread: PhantomData,
         })
     }
@@ -469,7 +501,7 @@ impl Counters {
     /// stripe), for tests of who counts where.
     #[cfg(all(test, not(breaker_loom)))]
     pub(crate) fn at(&self, slot: StripeIndex) -> (u64, u64) {
-        let home = (self.route.load(Relaxed) & !STRIPED == slot.0).then_some(&self.home);
+        let home = (self.route.load(Relaxed) & !STRIPED == home_word(slot)).then_some(&self.home);
         let other = self.others.get().map(|o| &o[slot.0 % STRIPES].0);
         home.into_iter().chain(other).fold((0, 0), |(a, s), st| {
             (

@@ -51,7 +51,7 @@ fn a_stripe_has_one_owner_at_a_time_and_is_given_back_on_exit() {
 fn a_stripe_found_before_the_set_is_made_keeps_counting() {
     let c = Counters::new();
     let me = here();
-    let found = c.counting_inline(me).map(|_| ()).is_none();
+    let found = c.counting_inline().map(|_| ()).is_none();
     assert!(found, "no route before the first count");
     let admitted = c.counting(me);
     admitted.add(Count::Admitted);
@@ -61,12 +61,45 @@ fn a_stripe_found_before_the_set_is_made_keeps_counting() {
     });
     assert!(c.others.get().is_some(), "a second thread made the set");
     admitted.add(Count::Success);
-    let later = c.counting_inline(me).expect("the set is found inline");
+    // Found inline by a thread that owns its stripe; one that shares one (other tests may
+    // hold every owned stripe meanwhile) takes the out-of-line way.
+    let later = match c.counting_inline() {
+        Some(found) => found,
+        None if !me.stripe().owned() => c.counting(me),
+        None => panic!("the set is not found inline by an owner"),
+    };
     later.add(Count::Admitted);
     later.add(Count::Success);
     let stats = c.read();
     assert_eq!((stats.calls, stats.successes), (3, 2));
     assert_eq!(c.in_flight(), 1);
+}
+
+/// The fast path counts with plain stores wherever the route equals the thread's slot, so a
+/// shared slot (whose threads count with `fetch_add`) that takes `home` must not be written
+/// there as itself: its word is tagged, found again out of line, and equals no thread's slot.
+#[test]
+fn a_shared_slots_home_is_never_found_by_the_plain_path() {
+    let c = Counters::new();
+    let shared = StripeIndex(OWNED + 1);
+    assert!(!shared.owned());
+    c.add_to(shared, false, Count::Admitted);
+    assert_eq!(c.route.load(Relaxed), (OWNED + 1) | SHARED_HOME);
+    assert!(
+        c.counting_inline().is_none(),
+        "a thread found a shared slot's home on the plain path"
+    );
+    c.add_to(shared, false, Count::Success);
+    assert!(
+        c.others.get().is_none(),
+        "the shared slot's home was not found again"
+    );
+    assert_eq!(c.at(shared), (1, 1));
+    // The slot a thread falls back to once it gave its stripe back is a shared one too.
+    let fallback = StripeIndex(OWNED);
+    c.add_to(fallback, false, Count::Admitted);
+    assert!(c.others.get().is_some(), "a second slot makes the set");
+    assert_eq!(c.read().calls, 2);
 }
 
 /// A count made from a thread-local's destructor, before or after the thread gave its
