@@ -64,15 +64,14 @@ use proc_macro::TokenStream;
 ///     // `BreakerError`" errors, on the return type.
 ///     ::breaker::__private::run::<Result<Receipt, GatewayError>, _, _, _, _>(
 ///         {
-///             // One breaker per function, made on the first call; static text, so a
-///             // refusal copies its name without a reference count. The block keeps the
+///             // One breaker per function, made on the first call. The block keeps the
 ///             // items out of the body's scope.
-///             static __NAME: &str = ::breaker::__private::concat!(
-///                 ::breaker::__private::module_path!(), "::", "charge"
-///             );
 ///             fn __breaker_init() -> ::breaker::Breaker {
 ///                 ::breaker::__private::breaker(
-///                     ::breaker::Name::from_static(&__NAME),
+///                     // Static text, so a refusal copies its name without a reference count.
+///                     ::breaker::Name::from_static(&::breaker::__private::concat!(
+///                         ::breaker::__private::module_path!(), "::", "charge"
+///                     )),
 ///                     false, // a default name is never shared; `name = "…"` gives `true`
 ///                     {
 ///                         // A constant, evaluated by the compiler.

@@ -11,10 +11,9 @@ fn score(
             _,
         >(
             ::breaker::__private::host({
-                static __NAME: &str = "fraud::score";
                 fn __breaker_init() -> ::breaker::Breaker {
                     ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(&__NAME),
+                        ::breaker::Name::from_static(&"fraud::score"),
                         true,
                         {
                             const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT

@@ -13,12 +13,13 @@ fn lookup(
                     _,
                 >(
                         ::breaker::__private::host({
-                            static __NAME: &str = ::breaker::__private::concat!(
-                                ::breaker::__private::module_path!(), "::", "lookup"
-                            );
                             fn __breaker_init() -> ::breaker::Breaker {
                                 ::breaker::__private::breaker(
-                                    ::breaker::Name::from_static(&__NAME),
+                                    ::breaker::Name::from_static(
+                                        &::breaker::__private::concat!(
+                                            ::breaker::__private::module_path!(), "::", "lookup"
+                                        ),
+                                    ),
                                     false,
                                     ::breaker::Config::DEFAULT,
                                 )

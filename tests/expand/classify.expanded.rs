@@ -10,13 +10,14 @@ fn get(
         _,
     >(
         ::breaker::__private::host({
-            static __NAME: &str = ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "get"
-            );
             fn __breaker_init() -> ::breaker::Breaker {
                 ::breaker::__private::join_fleet(
                     ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(&__NAME),
+                        ::breaker::Name::from_static(
+                            &::breaker::__private::concat!(
+                                ::breaker::__private::module_path!(), "::", "get"
+                            ),
+                        ),
                         false,
                         {
                             const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
@@ -57,12 +58,13 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
         _,
     >(
         {
-            static __NAME: &str = ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "read"
-            );
             fn __breaker_init() -> ::breaker::Breaker {
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
+                    ::breaker::Name::from_static(
+                        &::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "read"
+                        ),
+                    ),
                     false,
                     ::breaker::Config::DEFAULT,
                 )

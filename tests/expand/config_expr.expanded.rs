@@ -10,10 +10,9 @@ fn get_tax(
             _,
         >(
                 ::breaker::__private::host({
-                    static __NAME: &str = "shop::tax";
                     fn __breaker_init() -> ::breaker::Breaker {
                         ::breaker::__private::breaker(
-                            ::breaker::Name::from_static(&__NAME),
+                            ::breaker::Name::from_static(&"shop::tax"),
                             true,
                             ::breaker::__private::config(config_from_env("TAX"))
                                 .on_state_change(log_transition),

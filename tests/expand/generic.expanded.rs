@@ -13,12 +13,13 @@ where
             _,
         >(
             {
-                static __NAME: &str = ::breaker::__private::concat!(
-                    ::breaker::__private::module_path!(), "::", "count"
-                );
                 fn __breaker_init() -> ::breaker::Breaker {
                     ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(&__NAME),
+                        ::breaker::Name::from_static(
+                            &::breaker::__private::concat!(
+                                ::breaker::__private::module_path!(), "::", "count"
+                            ),
+                        ),
                         false,
                         {
                             const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT

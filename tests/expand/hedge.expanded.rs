@@ -12,12 +12,13 @@ fn quote(
                     _,
                 >(
                         {
-                            static __NAME: &str = ::breaker::__private::concat!(
-                                ::breaker::__private::module_path!(), "::", "quote"
-                            );
                             fn __breaker_init() -> ::breaker::Breaker {
                                 ::breaker::__private::breaker(
-                                    ::breaker::Name::from_static(&__NAME),
+                                    ::breaker::Name::from_static(
+                                        &::breaker::__private::concat!(
+                                            ::breaker::__private::module_path!(), "::", "quote"
+                                        ),
+                                    ),
                                     false,
                                     {
                                         const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT

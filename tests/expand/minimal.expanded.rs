@@ -10,12 +10,13 @@ fn get_rate(
         _,
     >(
         ::breaker::__private::host({
-            static __NAME: &str = ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "get_rate"
-            );
             fn __breaker_init() -> ::breaker::Breaker {
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
+                    ::breaker::Name::from_static(
+                        &::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "get_rate"
+                        ),
+                    ),
                     false,
                     ::breaker::Config::DEFAULT,
                 )

@@ -7,12 +7,13 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
         _,
     >(
         {
-            static __NAME: &str = ::breaker::__private::concat!(
-                ::breaker::__private::module_path!(), "::", "load_profile"
-            );
             fn __breaker_init() -> ::breaker::Breaker {
                 ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(&__NAME),
+                    ::breaker::Name::from_static(
+                        &::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "load_profile"
+                        ),
+                    ),
                     false,
                     {
                         const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT

@@ -145,14 +145,13 @@ fn one_breaker(site: &Site) -> TokenStream {
         }};
     }
     // The name is a literal (or `concat!` of literals): static text, copied into a refusal
-    // without a reference count. In a static of its own, which reads better than the `&"…"`
-    // that `Name::from_static` (taking a `&'static &'static str`) needs.
-    let name_static = Ident::new("__NAME", Span::mixed_site());
+    // without a reference count. `Name::from_static` takes a `&'static &'static str`, which
+    // `&"…"` is (promoted), with no item of its own: a `static __NAME` cost 0.2 M compiler
+    // instructions a function (`scripts/compile_cost.sh --instructions`).
     let init = join(quote! {
-        #krate::__private::breaker(#krate::Name::from_static(&#name_static), #shared, #config)
+        #krate::__private::breaker(#krate::Name::from_static(&#name), #shared, #config)
     });
     quote! {{
-        static #name_static: &str = #name;
         fn #init_fn() -> #krate::Breaker {
             #init
         }
