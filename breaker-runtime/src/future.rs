@@ -641,12 +641,11 @@ where
             .as_ref()
             .and_then(|b| b.span.as_ref())
             .map(tracing::Span::enter);
-        let unwinding = Unwinding {
+        let unwinding = UnwindingWatched {
             shared,
             stage: &mut call.stage,
             held: &call.held,
             flags: call.flags,
-            timer: None,
         };
         let polled = body.poll(cx);
         std::mem::forget(unwinding);
@@ -669,10 +668,7 @@ where
     // A panic in the user's future is a failure, reported as it unwinds.
     let unwinding = Unwinding {
         shared,
-        stage: &mut call.stage,
-        held: &call.held,
-        flags: call.flags,
-        timer: Some(&mut call.timer),
+        call: &mut *call,
     };
     let polled = body.poll(cx);
     std::mem::forget(unwinding);
@@ -838,27 +834,46 @@ fn refused_watched<P, V, O: Out<V>>(
 
 /// A call whose user's future is being polled, dropped only if that poll panicked (`poll`
 /// forgets it otherwise): the call is reported as a failure and ends while the panic goes on
-/// (see `Unwinding` in `shared`). Not generic: compiled once. Its fields go to `panicked` by
-/// value, so the guard itself never needs a place in memory on the normal path. A watched
-/// call's guard has no timer: its box, with the span entered, is freed by the call's drop.
-struct Unwinding<'c> {
+/// (see `Unwinding` in `shared`). It holds the call whole, not pointers to its parts: given
+/// the parts, `poll_call` kept a pointer to the stage in a register of its own on every path,
+/// which with feature `otel` compiled in cost an open async call's refusal 2 instructions.
+/// Generic over the judge only; what it does is `panicked`, compiled once.
+struct Unwinding<'c, P> {
+    shared: &'c Shared,
+    call: &'c mut Standing<P>,
+}
+
+impl<P> Drop for Unwinding<'_, P> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        let call = &mut *self.call;
+        panicked(
+            self.shared,
+            &mut call.stage,
+            &call.held,
+            call.flags,
+            Some(&mut call.timer),
+        );
+    }
+}
+
+/// Feature `otel`: a watched call's [`Unwinding`], holding the call's parts (the entered
+/// span borrows its box) and no timer: the box, with the span entered, is freed by the
+/// call's drop. Its fields go to `panicked` by value, so the guard itself never needs a
+/// place in memory on the normal path.
+#[cfg(feature = "otel")]
+struct UnwindingWatched<'c> {
     shared: &'c Shared,
     stage: &'c mut Stage,
     held: &'c Held,
     flags: u8,
-    timer: Option<&'c mut Timer>,
 }
 
-impl Drop for Unwinding<'_> {
+#[cfg(feature = "otel")]
+impl Drop for UnwindingWatched<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        panicked(
-            self.shared,
-            self.stage,
-            self.held,
-            self.flags,
-            self.timer.as_deref_mut(),
-        );
+        panicked(self.shared, self.stage, self.held, self.flags, None);
     }
 }
 
