@@ -64,4 +64,5 @@ pub mod __private {
     pub use crate::glue::names::InImpl;
     pub use crate::glue::retried::{retried, run_retried, RetryArg};
     pub use crate::glue::run::*;
+    pub use crate::glue::settings::{breaker_of, config_of, named_breaker_of, Dur, Set};
 }

@@ -801,3 +801,124 @@ async fn max_open_keeps_most_keys_closed_when_all_fail() {
         .breaker()
         .is_none());
 }
+
+/// Every key that sets a constant, as the attribute gives it (data applied to
+/// `Config::DEFAULT` when the breaker is made: `__private::Set`).
+#[circuit_breaker(
+    name = "attribute_keys::every_constant_key",
+    threshold = 3,
+    failure_rate = 50,
+    window = 20,
+    min_calls = 10,
+    slow_call = "2s",
+    cool_off = "30s",
+    max_cool_off = "5m",
+    jitter = "250ms",
+    probes = 3,
+    success_threshold = 2,
+    timeout = "1500us",
+    max_concurrent = 16,
+    throttle = 2.5,
+    max_throttle = 90,
+    throttle_window = "1m",
+    ramp = "30s",
+    dry_run = true,
+    retry = 3,
+    retry_budget = 20,
+    backoff = "100ms",
+    retry_within = "2s"
+)]
+async fn every_constant_key() -> Result<(), Error> {
+    Ok(())
+}
+
+/// The keys the first one cannot take with it: a window in time, the adaptive limit (not
+/// with `max_concurrent`), hedging (not with `retry`), at a percentile.
+#[circuit_breaker(
+    name = "attribute_keys::every_other_constant_key",
+    failure_rate = 25,
+    window = "10s",
+    adaptive_concurrency = 64,
+    hedge = 2,
+    hedge_delay = "p95",
+    hedge_budget = 5
+)]
+async fn every_other_constant_key() -> Result<(), Error> {
+    Ok(())
+}
+
+/// A fixed hedging delay.
+#[circuit_breaker(
+    name = "attribute_keys::hedged_after_a_fixed_delay",
+    hedge = 1,
+    hedge_delay = "20ms"
+)]
+async fn hedged_after_a_fixed_delay() -> Result<(), Error> {
+    Ok(())
+}
+
+/// A plain `fn`'s keys.
+#[circuit_breaker(
+    name = "attribute_keys::plain_with_keys",
+    threshold = 4,
+    cool_off = "7s"
+)]
+fn plain_with_keys() -> Result<(), Error> {
+    Ok(())
+}
+
+/// Each function's breaker has the configuration its builders would make.
+#[tokio::test]
+async fn every_constant_key_reaches_the_breaker_as_its_builder_sets_it() {
+    every_constant_key().await.unwrap();
+    every_other_constant_key().await.unwrap();
+    hedged_after_a_fixed_delay().await.unwrap();
+    plain_with_keys().unwrap();
+    let config = |name: &str| registry().get(name).expect("made").config();
+    let s = Duration::from_secs;
+    assert_eq!(
+        config("attribute_keys::every_constant_key"),
+        Config::default()
+            .threshold(3)
+            .failure_rate(50)
+            .window_calls(20)
+            .min_calls(10)
+            .slow_call(s(2))
+            .cool_off(s(30))
+            .max_cool_off(s(300))
+            .jitter(Duration::from_millis(250))
+            .probes(3)
+            .success_threshold(2)
+            .timeout(Duration::from_micros(1500))
+            .max_concurrent(16)
+            .throttle(2.5)
+            .max_throttle(90)
+            .throttle_window(s(60))
+            .ramp(s(30))
+            .dry_run(true)
+            .retry(3)
+            .retry_budget(20)
+            .backoff(Duration::from_millis(100))
+            .retry_within(s(2))
+    );
+    assert_eq!(
+        config("attribute_keys::every_other_constant_key"),
+        Config::default()
+            .failure_rate(25)
+            .window_duration(s(10))
+            .adaptive_concurrency(64)
+            .hedge(2)
+            .hedge_delay(breaker::HedgeDelay::Percentile(95.0))
+            .hedge_budget(5)
+    );
+    assert_eq!(
+        config("attribute_keys::hedged_after_a_fixed_delay"),
+        Config::default()
+            .hedge(1)
+            .hedge_delay(breaker::HedgeDelay::Fixed(Duration::from_millis(20)))
+    );
+    assert_eq!(
+        config("attribute_keys::plain_with_keys"),
+        Config::default().threshold(4).cool_off(s(7))
+    );
+}

@@ -67,20 +67,21 @@ use proc_macro::TokenStream;
 ///             // One breaker per function, made on the first call. The block keeps the
 ///             // items out of the body's scope.
 ///             fn __breaker_init() -> ::breaker::Breaker {
-///                 ::breaker::__private::breaker(
+///                 ::breaker::__private::breaker_of(
 ///                     // Static text, so a refusal copies its name without a reference count.
-///                     ::breaker::Name::from_static(&::breaker::__private::concat!(
+///                     &::breaker::__private::concat!(
 ///                         ::breaker::__private::module_path!(), "::", "charge"
-///                     )),
+///                     ),
 ///                     false, // a default name is never shared; `name = "…"` gives `true`
-///                     {
-///                         // A constant, evaluated by the compiler.
-///                         const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-///                             .threshold(2)
-///                             .cool_off(::breaker::__private::Duration::from_secs(5))
-///                             .timeout(::breaker::__private::Duration::from_millis(600));
-///                         __CONFIG
-///                     },
+///                     // The keys as data, a constant: the runtime calls the `Config`
+///                     // builder of each, in this order, on `Config::DEFAULT`.
+///                     &[
+///                         ::breaker::__private::Set::threshold(2),
+///                         ::breaker::__private::Set::cool_off(::breaker::__private::Dur::Secs(5)),
+///                         ::breaker::__private::Set::timeout(
+///                             ::breaker::__private::Dur::Millis(600),
+///                         ),
+///                     ],
 ///                 )
 ///             }
 ///             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> =

@@ -15,24 +15,33 @@ fn score(
                     ::breaker::__private::breaker(
                         ::breaker::Name::from_static(&"fraud::score"),
                         true,
-                        {
-                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                .threshold(3)
-                                .failure_rate(50)
-                                .window_calls(20)
-                                .min_calls(10)
-                                .slow_call(::breaker::__private::Duration::from_secs(2))
-                                .cool_off(::breaker::__private::Duration::from_secs(30))
-                                .max_cool_off(
-                                    ::breaker::__private::Duration::from_secs(300),
-                                )
-                                .jitter(::breaker::__private::Duration::from_millis(250))
-                                .probes(3)
-                                .success_threshold(2)
-                                .timeout(::breaker::__private::Duration::from_secs(90))
-                                .max_concurrent(16);
-                            __CONFIG.on_state_change(page_on_call)
-                        },
+                        ::breaker::__private::config_of(
+                                &[
+                                    ::breaker::__private::Set::threshold(3),
+                                    ::breaker::__private::Set::failure_rate(50),
+                                    ::breaker::__private::Set::window_calls(20),
+                                    ::breaker::__private::Set::min_calls(10),
+                                    ::breaker::__private::Set::slow_call(
+                                        ::breaker::__private::Dur::Secs(2),
+                                    ),
+                                    ::breaker::__private::Set::cool_off(
+                                        ::breaker::__private::Dur::Secs(30),
+                                    ),
+                                    ::breaker::__private::Set::max_cool_off(
+                                        ::breaker::__private::Dur::Secs(300),
+                                    ),
+                                    ::breaker::__private::Set::jitter(
+                                        ::breaker::__private::Dur::Millis(250),
+                                    ),
+                                    ::breaker::__private::Set::probes(3),
+                                    ::breaker::__private::Set::success_threshold(2),
+                                    ::breaker::__private::Set::timeout(
+                                        ::breaker::__private::Dur::Secs(90),
+                                    ),
+                                    ::breaker::__private::Set::max_concurrent(16),
+                                ],
+                            )
+                            .on_state_change(page_on_call),
                     )
                 }
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -29,14 +29,9 @@ impl Store for Remote {
                                 fn __breaker_init(
                                     __name: ::breaker::Name,
                                 ) -> ::breaker::Breaker {
-                                    ::breaker::__private::breaker(
+                                    ::breaker::__private::named_breaker_of(
                                         __name,
-                                        false,
-                                        {
-                                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                                .threshold(2);
-                                            __CONFIG
-                                        },
+                                        &[::breaker::__private::Set::threshold(2)],
                                     )
                                 }
                                 static __BREAKER: ::breaker::__private::InImpl<

@@ -14,14 +14,12 @@ fn lookup(
                 >(
                         ::breaker::__private::host({
                             fn __breaker_init() -> ::breaker::Breaker {
-                                ::breaker::__private::breaker(
-                                    ::breaker::Name::from_static(
-                                        &::breaker::__private::concat!(
-                                            ::breaker::__private::module_path!(), "::", "lookup"
-                                        ),
+                                ::breaker::__private::breaker_of(
+                                    &::breaker::__private::concat!(
+                                        ::breaker::__private::module_path!(), "::", "lookup"
                                     ),
                                     false,
-                                    ::breaker::Config::DEFAULT,
+                                    &[],
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

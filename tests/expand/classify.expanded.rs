@@ -12,18 +12,12 @@ fn get(
         ::breaker::__private::host({
             fn __breaker_init() -> ::breaker::Breaker {
                 ::breaker::__private::join_fleet(
-                    ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(
-                            &::breaker::__private::concat!(
-                                ::breaker::__private::module_path!(), "::", "get"
-                            ),
+                    ::breaker::__private::breaker_of(
+                        &::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "get"
                         ),
                         false,
-                        {
-                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                .threshold(3);
-                            __CONFIG
-                        },
+                        &[::breaker::__private::Set::threshold(3)],
                     ),
                 )
             }
@@ -59,14 +53,12 @@ fn read(path: &Path) -> io::Result<Vec<u8>> {
     >(
         {
             fn __breaker_init() -> ::breaker::Breaker {
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(
-                        &::breaker::__private::concat!(
-                            ::breaker::__private::module_path!(), "::", "read"
-                        ),
+                ::breaker::__private::breaker_of(
+                    &::breaker::__private::concat!(
+                        ::breaker::__private::module_path!(), "::", "read"
                     ),
                     false,
-                    ::breaker::Config::DEFAULT,
+                    &[],
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

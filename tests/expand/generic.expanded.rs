@@ -14,18 +14,12 @@ where
         >(
             {
                 fn __breaker_init() -> ::breaker::Breaker {
-                    ::breaker::__private::breaker(
-                        ::breaker::Name::from_static(
-                            &::breaker::__private::concat!(
-                                ::breaker::__private::module_path!(), "::", "count"
-                            ),
+                    ::breaker::__private::breaker_of(
+                        &::breaker::__private::concat!(
+                            ::breaker::__private::module_path!(), "::", "count"
                         ),
                         false,
-                        {
-                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                .threshold(2);
-                            __CONFIG
-                        },
+                        &[::breaker::__private::Set::threshold(2)],
                     )
                 }
                 static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -13,20 +13,16 @@ fn quote(
                 >(
                         {
                             fn __breaker_init() -> ::breaker::Breaker {
-                                ::breaker::__private::breaker(
-                                    ::breaker::Name::from_static(
-                                        &::breaker::__private::concat!(
-                                            ::breaker::__private::module_path!(), "::", "quote"
-                                        ),
+                                ::breaker::__private::breaker_of(
+                                    &::breaker::__private::concat!(
+                                        ::breaker::__private::module_path!(), "::", "quote"
                                     ),
                                     false,
-                                    {
-                                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                            .hedge(1)
-                                            .hedge_delay(::breaker::HedgeDelay::Percentile(99.0))
-                                            .hedge_budget(10);
-                                        __CONFIG
-                                    },
+                                    &[
+                                        ::breaker::__private::Set::hedge(1),
+                                        ::breaker::__private::Set::hedge_delay_percentile(99.0),
+                                        ::breaker::__private::Set::hedge_budget(10),
+                                    ],
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

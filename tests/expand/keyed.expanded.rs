@@ -15,14 +15,16 @@ impl TenantDb {
                 fn __breaker_init() -> (&'static str, ::breaker::Config) {
                     (
                         ::breaker::__private::module_path!(),
-                        {
-                            const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                .failure_rate(50)
-                                .window_calls(20)
-                                .max_keys(1000)
-                                .idle(::breaker::__private::Duration::from_secs(300));
-                            __CONFIG
-                        },
+                        ::breaker::__private::config_of(
+                            &[
+                                ::breaker::__private::Set::failure_rate(50),
+                                ::breaker::__private::Set::window_calls(20),
+                                ::breaker::__private::Set::max_keys(1000),
+                                ::breaker::__private::Set::idle(
+                                    ::breaker::__private::Dur::Secs(300),
+                                ),
+                            ],
+                        ),
                     )
                 }
                 static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(
@@ -61,7 +63,7 @@ fn deliver_webhook(
                         ::breaker::__private::concat!(
                             ::breaker::__private::module_path!(), "::", "deliver_webhook"
                         ),
-                        ::breaker::Config::DEFAULT,
+                        ::breaker::__private::config_of(&[]),
                     )
                 }
                 static __BREAKER: ::breaker::__private::KeyedStatic = ::breaker::__private::KeyedStatic::new(

@@ -17,15 +17,14 @@ impl Gateway {
                     #[allow(dead_code)]
                     fn __name() {}
                     fn __breaker_init(__name: ::breaker::Name) -> ::breaker::Breaker {
-                        ::breaker::__private::breaker(
+                        ::breaker::__private::named_breaker_of(
                             __name,
-                            false,
-                            {
-                                const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                    .threshold(2)
-                                    .cool_off(::breaker::__private::Duration::from_secs(5));
-                                __CONFIG
-                            },
+                            &[
+                                ::breaker::__private::Set::threshold(2),
+                                ::breaker::__private::Set::cool_off(
+                                    ::breaker::__private::Dur::Secs(5),
+                                ),
+                            ],
                         )
                     }
                     static __BREAKER: ::breaker::__private::InImpl<::breaker::Breaker> = ::breaker::__private::InImpl::new(

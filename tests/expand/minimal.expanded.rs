@@ -11,14 +11,12 @@ fn get_rate(
     >(
         ::breaker::__private::host({
             fn __breaker_init() -> ::breaker::Breaker {
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(
-                        &::breaker::__private::concat!(
-                            ::breaker::__private::module_path!(), "::", "get_rate"
-                        ),
+                ::breaker::__private::breaker_of(
+                    &::breaker::__private::concat!(
+                        ::breaker::__private::module_path!(), "::", "get_rate"
                     ),
                     false,
-                    ::breaker::Config::DEFAULT,
+                    &[],
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

@@ -8,19 +8,17 @@ fn load_profile(id: UserId) -> Result<Profile, DbError> {
     >(
         {
             fn __breaker_init() -> ::breaker::Breaker {
-                ::breaker::__private::breaker(
-                    ::breaker::Name::from_static(
-                        &::breaker::__private::concat!(
-                            ::breaker::__private::module_path!(), "::", "load_profile"
-                        ),
+                ::breaker::__private::breaker_of(
+                    &::breaker::__private::concat!(
+                        ::breaker::__private::module_path!(), "::", "load_profile"
                     ),
                     false,
-                    {
-                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                            .threshold(5)
-                            .slow_call(::breaker::__private::Duration::from_millis(500));
-                        __CONFIG
-                    },
+                    &[
+                        ::breaker::__private::Set::threshold(5),
+                        ::breaker::__private::Set::slow_call(
+                            ::breaker::__private::Dur::Millis(500),
+                        ),
+                    ],
                 )
             }
             static __BREAKER: ::breaker::__private::Lazy<::breaker::Breaker> = ::breaker::__private::Lazy::new(

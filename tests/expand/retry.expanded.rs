@@ -13,19 +13,17 @@ fn quote(
                 >(
                         {
                             fn __breaker_init() -> ::breaker::Breaker {
-                                ::breaker::__private::breaker(
-                                    ::breaker::Name::from_static(
-                                        &::breaker::__private::concat!(
-                                            ::breaker::__private::module_path!(), "::", "quote"
-                                        ),
+                                ::breaker::__private::breaker_of(
+                                    &::breaker::__private::concat!(
+                                        ::breaker::__private::module_path!(), "::", "quote"
                                     ),
                                     false,
-                                    {
-                                        const __CONFIG: ::breaker::Config = ::breaker::Config::DEFAULT
-                                            .retry(3)
-                                            .backoff(::breaker::__private::Duration::from_millis(50));
-                                        __CONFIG
-                                    },
+                                    &[
+                                        ::breaker::__private::Set::retry(3),
+                                        ::breaker::__private::Set::backoff(
+                                            ::breaker::__private::Dur::Millis(50),
+                                        ),
+                                    ],
                                 )
                             }
                             static __BREAKER: ::breaker::__private::Lazy<

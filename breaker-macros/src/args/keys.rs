@@ -102,6 +102,22 @@ macro_rules! keys {
                 })*
                 calls
             }
+
+            /// `Set::threshold(3), Set::cool_off(…), …`: each key written whose method `which`
+            /// picks, as data for `breaker::__private::config_of`, in the table's order.
+            pub(crate) fn settings(
+                &self,
+                krate: &TokenStream,
+                which: impl Fn(&str) -> bool,
+            ) -> TokenStream {
+                let mut keys = TokenStream::new();
+                $(if let (Some(method), Some(arg)) = ($becomes, &self.$field) {
+                    if which(method) {
+                        keys.extend(Value::set(&arg.value, method, krate, arg.span));
+                    }
+                })*
+                keys
+            }
         }
     };
 }

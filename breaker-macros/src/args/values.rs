@@ -442,7 +442,8 @@ pub(super) fn crate_path(key: &Ident, value: &Expr) -> syn::Result<Path> {
     }
 }
 
-/// A value kind as the generated code writes it: the argument of its `Config` builder call.
+/// A value kind as the generated code writes it: the argument of its `Config` builder call,
+/// or of the `Set` variant named after that builder (a literal: a duration as `Dur`).
 pub(crate) trait Value {
     fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream;
 
@@ -451,6 +452,18 @@ pub(crate) trait Value {
         let method = Ident::new(method, span);
         let value = self.tokens(krate, span);
         quote_spanned!(span=> .#method(#value))
+    }
+
+    /// The value as a literal (what `tokens` writes, unless it makes a call).
+    fn literal(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        self.tokens(krate, span)
+    }
+
+    /// `Set::method(value),`, spanned with the value.
+    fn set(&self, method: &str, krate: &TokenStream, span: Span) -> TokenStream {
+        let method = Ident::new(method, span);
+        let value = self.literal(krate, span);
+        quote_spanned!(span=> #krate::__private::Set::#method(#value),)
     }
 }
 
@@ -474,7 +487,17 @@ impl Value for bool {
 
 impl Value for Duration {
     fn tokens(&self, krate: &TokenStream, span: Span) -> TokenStream {
-        duration_tokens(krate, *self, span)
+        let (unit, n) = duration_parts(*self, span);
+        let ctor = Ident::new(&format!("from_{}", unit.to_lowercase()), span);
+        quote_spanned!(span=> #krate::__private::Duration::#ctor(#n))
+    }
+
+    /// `Dur::Secs(10)`: `Duration::from_secs(10)` is a call, which the compiler does not
+    /// promote to a constant.
+    fn literal(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        let (unit, n) = duration_parts(*self, span);
+        let unit = Ident::new(unit, span);
+        quote_spanned!(span=> #krate::__private::Dur::#unit(#n))
     }
 }
 
@@ -491,6 +514,19 @@ impl Value for HedgeDelayArg {
                 quote_spanned!(span=> #krate::HedgeDelay::Fixed(#d))
             }
         }
+    }
+
+    /// `Set::hedge_delay_percentile(95.0)` or `Set::hedge_delay_fixed(Dur::Millis(20))`.
+    fn set(&self, _: &str, krate: &TokenStream, span: Span) -> TokenStream {
+        let (method, value) = match *self {
+            HedgeDelayArg::Percentile(p) => (
+                "hedge_delay_percentile",
+                Literal::f64_unsuffixed(p).into_token_stream(),
+            ),
+            HedgeDelayArg::Fixed(d) => ("hedge_delay_fixed", d.literal(krate, span)),
+        };
+        let method = Ident::new(method, span);
+        quote_spanned!(span=> #krate::__private::Set::#method(#value),)
     }
 }
 
@@ -514,32 +550,52 @@ impl Value for WindowArg {
         }
     }
 
+    fn literal(&self, krate: &TokenStream, span: Span) -> TokenStream {
+        match *self {
+            WindowArg::Calls(n) => n.literal(krate, span),
+            WindowArg::Duration(d) => d.literal(krate, span),
+        }
+    }
+
     /// `.window_calls(n)` or `.window_duration(d)`: the value picks the call.
     fn call(&self, _: &str, krate: &TokenStream, span: Span) -> TokenStream {
-        let method = match self {
-            WindowArg::Calls(_) => "window_calls",
-            WindowArg::Duration(_) => "window_duration",
-        };
-        let method = Ident::new(method, span);
+        let method = Ident::new(self.method(), span);
         let value = self.tokens(krate, span);
         quote_spanned!(span=> .#method(#value))
     }
+
+    /// `Set::window_calls(n)` or `Set::window_duration(d)`, as the call.
+    fn set(&self, _: &str, krate: &TokenStream, span: Span) -> TokenStream {
+        let method = Ident::new(self.method(), span);
+        let value = self.literal(krate, span);
+        quote_spanned!(span=> #krate::__private::Set::#method(#value),)
+    }
 }
 
-/// A duration as the shortest readable constant.
-fn duration_tokens(krate: &TokenStream, d: Duration, span: Span) -> TokenStream {
+impl WindowArg {
+    /// The builder the value picks.
+    fn method(&self) -> &'static str {
+        match self {
+            WindowArg::Calls(_) => "window_calls",
+            WindowArg::Duration(_) => "window_duration",
+        }
+    }
+}
+
+/// A duration in the largest unit that holds it exactly: (`"Secs"`, `10`) for 10 s.
+fn duration_parts(d: Duration, span: Span) -> (&'static str, Literal) {
     let nanos = d.as_nanos();
-    let (ctor, n) = if nanos.is_multiple_of(1_000_000_000) {
-        ("from_secs", nanos / 1_000_000_000)
+    let (unit, n) = if nanos.is_multiple_of(1_000_000_000) {
+        ("Secs", nanos / 1_000_000_000)
     } else if nanos.is_multiple_of(1_000_000) {
-        ("from_millis", nanos / 1_000_000)
+        ("Millis", nanos / 1_000_000)
     } else if nanos.is_multiple_of(1_000) {
-        ("from_micros", nanos / 1_000)
+        ("Micros", nanos / 1_000)
     } else {
-        ("from_nanos", nanos)
+        ("Nanos", nanos)
     };
-    let ctor = Ident::new(ctor, span);
     // Fits: `duration` rejects durations past `u64::MAX` nanoseconds.
-    let n = Literal::u64_unsuffixed(u64::try_from(n).unwrap_or(u64::MAX));
-    quote_spanned!(span=> #krate::__private::Duration::#ctor(#n))
+    let mut n = Literal::u64_unsuffixed(u64::try_from(n).unwrap_or(u64::MAX));
+    n.set_span(span);
+    (unit, n)
 }

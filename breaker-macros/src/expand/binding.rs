@@ -5,7 +5,10 @@ use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned, ToTokens};
 use syn::{visit_mut::VisitMut, Ident, ItemFn};
 
-use super::{config::config, krate_at, shadow};
+use super::{
+    config::{config, Made},
+    krate_at, shadow,
+};
 use crate::args::Args;
 
 /// What the static is made of: the facade, the breaker's name and policy, and where it lives.
@@ -22,7 +25,7 @@ struct Site<'a> {
     shared: bool,
     /// A method with a `self` receiver and no `name`.
     in_impl: bool,
-    config: TokenStream,
+    config: Made,
     /// Items are not hygienic: the static's name only needs to be one no user writes, and
     /// its own block keeps it out of the body's scope (a binding may not shadow a static in
     /// scope).
@@ -133,7 +136,10 @@ fn one_breaker(site: &Site) -> TokenStream {
     if *in_impl {
         let given = Ident::new("__name", Span::mixed_site());
         let shadowed = shadow(&[&given]);
-        let init = join(quote!(#krate::__private::breaker(#given, false, #config)));
+        let init = join(match config {
+            Made::Keys(keys) => quote!(#krate::__private::named_breaker_of(#given, #keys)),
+            Made::Expr(config) => quote!(#krate::__private::breaker(#given, false, #config)),
+        });
         return quote! {{
             #shadowed
             fn #init_fn(#given: #krate::Name) -> #krate::Breaker {
@@ -145,11 +151,14 @@ fn one_breaker(site: &Site) -> TokenStream {
         }};
     }
     // The name is a literal (or `concat!` of literals): static text, copied into a refusal
-    // without a reference count. `Name::from_static` takes a `&'static &'static str`, which
-    // `&"…"` is (promoted), with no item of its own: a `static __NAME` cost 0.2 M compiler
-    // instructions a function (`scripts/compile_cost.sh --instructions`).
-    let init = join(quote! {
-        #krate::__private::breaker(#krate::Name::from_static(&#name), #shared, #config)
+    // without a reference count. `&"…"` is a `&'static &'static str` (promoted), with no item
+    // of its own: a `static __NAME` cost 0.14 M compiler instructions a function
+    // (`scripts/compile_cost.sh --instructions`).
+    let init = join(match config {
+        Made::Keys(keys) => quote!(#krate::__private::breaker_of(&#name, #shared, #keys)),
+        Made::Expr(config) => quote! {
+            #krate::__private::breaker(#krate::Name::from_static(&#name), #shared, #config)
+        },
     });
     quote! {{
         fn #init_fn() -> #krate::Breaker {
@@ -200,6 +209,7 @@ fn keyed_breaker(site: &Site, expr: &syn::Expr, span: Span) -> Seat {
         #k::__private::KeyProbe::new(&(#expr)).__breaker_lookup(#keyed_static)
     };
     let init_fn = init_fn();
+    let config = config.expr(krate);
     let found = quote! {{
         fn #init_fn() -> (&'static str, #krate::Config) {
             (#name, #config)
