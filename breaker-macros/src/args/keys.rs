@@ -4,7 +4,7 @@
 //! excludes, and the `Config` builder call it becomes. Adding a key is one row here plus its runtime field;
 //! the rules that are more than "needs" (exclusions, sizes) live in `rules.rs`.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use syn::{spanned::Spanned, Expr, Ident, LitStr, Path};
 
 use super::{
@@ -94,13 +94,7 @@ macro_rules! keys {
                 krate: &TokenStream,
                 which: impl Fn(&str) -> bool,
             ) -> TokenStream {
-                let mut calls = TokenStream::new();
-                $(if let (Some(method), Some(arg)) = ($becomes, &self.$field) {
-                    if which(method) {
-                        calls.extend(Value::call(&arg.value, method, krate, arg.span));
-                    }
-                })*
-                calls
+                self.each_becoming(which, |value, method, span| value.call(method, krate, span))
             }
 
             /// `Set::threshold(3), Set::cool_off(…), …`: each key written whose method `which`
@@ -110,13 +104,23 @@ macro_rules! keys {
                 krate: &TokenStream,
                 which: impl Fn(&str) -> bool,
             ) -> TokenStream {
-                let mut keys = TokenStream::new();
+                self.each_becoming(which, |value, method, span| value.set(method, krate, span))
+            }
+
+            /// Each key written that becomes a builder call `which` picks, in the table's
+            /// order, as `emit` writes it (given the value, the builder and the value's span).
+            fn each_becoming(
+                &self,
+                which: impl Fn(&str) -> bool,
+                emit: impl Fn(&dyn Value, &str, Span) -> TokenStream,
+            ) -> TokenStream {
+                let mut out = TokenStream::new();
                 $(if let (Some(method), Some(arg)) = ($becomes, &self.$field) {
                     if which(method) {
-                        keys.extend(Value::set(&arg.value, method, krate, arg.span));
+                        out.extend(emit(&arg.value, method, arg.span));
                     }
                 })*
-                keys
+                out
             }
         }
     };
